@@ -1,0 +1,1 @@
+/* Removed once the pool lands. */ int pt_alloc_placeholder_;

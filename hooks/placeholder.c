@@ -1,0 +1,1 @@
+/* Removed once the hooks land. */ int pt_hooks_placeholder_;

@@ -1,0 +1,1 @@
+/* Removed once the kernels land. */ int pt_kernels_placeholder_;

@@ -1,0 +1,8 @@
+/* Placeholder until this subcommand lands; replaced by its implementation. */
+#include <stdio.h>
+#include "tools/cmd.h"
+int pt_cmd_replay(int argc, char **argv) {
+  (void)argc; (void)argv;
+  fprintf(stderr, "ponytail replay: not built yet\n");
+  return 2;
+}
