@@ -1,0 +1,60 @@
+/* The contract between the shim's launch path and hooks/.
+ *
+ * At registration the shim asks pt_hooks_match() once per kernel name and
+ * stores the id in the kernel record; at launch, only records with an id > 0
+ * call pt_hooks_launch(). The shim owns counting and logging ("custom kernel
+ * <name>" / "fallback <name>: <reason>", once per name); hooks own the
+ * decision and the replacement launch. */
+#ifndef PT_HOOK_H
+#define PT_HOOK_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum pt_launch_path { PT_PATH_RUNTIME = 0, PT_PATH_DRIVER = 1 };
+
+struct pt_launch {
+  int path;             /* enum pt_launch_path */
+  const void *func;     /* runtime: the cudaKernel_t handle or stub; driver: the CUfunction */
+  unsigned grid[3], block[3];
+  unsigned smem;
+  void *stream;         /* cudaStream_t == CUstream */
+  void **args;          /* kernel arguments as passed (args[i] points at the i-th value) */
+  size_t param_bytes;   /* total parameter bytes of the kernel, from *GetParamInfo; 0 = unknown */
+  int per_thread_stream; /* 1 for the _ptsz / _ptds variants */
+  /* Launches the original kernel with this launch's arguments (verify mode,
+   * or a hook that decides late to fall back). Returns a CUresult / cudaError_t. */
+  int (*launch_original)(const struct pt_launch *l);
+};
+
+enum pt_hook_verdict {
+  PT_HOOK_PASS = 0,    /* launch the original (reason != NULL: a fallback) */
+  PT_HOOK_SWAPPED = 1, /* Ponytail's kernel ran instead; status holds its result */
+  PT_HOOK_SKIPPED = 2, /* launch dropped on purpose (e.g. the combine after a swapped split-KV) */
+};
+
+struct pt_hook_outcome {
+  int verdict;          /* enum pt_hook_verdict */
+  const char *reason;   /* static string, for PASS-as-fallback; NULL otherwise */
+  int status;           /* 0 (success) or the CUDA error to return, for SWAPPED/SKIPPED */
+};
+
+/* Returns a hook id > 0 if a hook recognises this mangled kernel name, else 0.
+ * Called once per kernel at registration; may be called from any thread. */
+int pt_hooks_match(const char *mangled_name);
+
+/* The hook's verdict for one launch of a kernel that matched with hook_id. */
+struct pt_hook_outcome pt_hooks_launch(int hook_id, const char *mangled_name,
+                                       const struct pt_launch *l);
+
+/* Framework policy applied once at load (e.g. TORCH_CUDNN_SDPA_DEPRIORITIZED,
+ * PYTORCH_CUDA_ALLOC_CONF) before the application reads its environment. */
+void pt_hooks_policy_apply(void);
+
+/* Statistics the hooks keep beyond what the shim counts (verify mode: compared
+ * launches and those out of tolerance). */
+struct pt_hooks_stats {
+  uint64_t verified, verify_failures;
+};
+void pt_hooks_get_stats(struct pt_hooks_stats *out);
+
+#endif
