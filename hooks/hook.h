@@ -42,6 +42,12 @@ struct pt_hook_outcome {
  * Called once per kernel at registration; may be called from any thread. */
 int pt_hooks_match(const char *mangled_name);
 
+/* Short name of a hook id returned by pt_hooks_match (e.g. "torch_flash"),
+ * for `ponytail kernels` and logs; NULL for 0 or an unknown id. (Added for
+ * the tools; `ponytail kernels` references it weakly and prints the id when
+ * it is not defined.) */
+const char *pt_hooks_name(int id);
+
 /* The hook's verdict for one launch of a kernel that matched with hook_id. */
 struct pt_hook_outcome pt_hooks_launch(int hook_id, const char *mangled_name,
                                        const struct pt_launch *l);

@@ -29,7 +29,67 @@ struct pt_attn_desc {
   int64_t o_batch_stride, o_row_stride, o_head_stride;
   float scale;    /* softmax scale (applied to q.k) */
   int causal;     /* bottom-right aligned causal mask, as FA2 does for seqlen_q <= seqlen_k */
+  /* Element stride of the last (head_dim) dimension of q, k, v, o. 0 (a
+   * zero-initialised descriptor) and 1 both mean contiguous, which the
+   * kernels require; any other value is refused ("last dim not contiguous"). */
+  int64_t q_dim_stride, k_dim_stride, v_dim_stride, o_dim_stride;
 };
+
+/* ---- Fused split-KV decode attention (kernels/attn_decode.cu) ----------
+ *
+ * One launch computes O (input dtype) and LSE (fp32, natural log, [b, h,
+ * seqlen_q] contiguous, as FA2's softmax_lse) for query rows = seqlen_q *
+ * (h / h_k) <= 16 per KV head; the partial results of the KV splits are
+ * combined inside the same launch by the last CTA of each (batch, KV head).
+ *
+ * Requirements (checked by pt_attn_decode_supported): fp16/bf16, head_dim
+ * 64/128/256, seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
+ * only with seqlen_q <= seqlen_k, last dim contiguous, every pointer 16-byte
+ * aligned and every stride a multiple of 8 elements, b and h_k <= 65535. */
+
+/* NULL when the descriptor can run on Ponytail's decode kernel, else a short
+ * static reason (usable as a stats key). Pure host code, no CUDA call. */
+const char *pt_attn_decode_supported(const struct pt_attn_desc *d);
+
+/* Device workspace this descriptor needs (0 when the launch needs none, i.e.
+ * a single KV split). The first PT_ATTN_WS_COUNTER_BYTES bytes of every
+ * workspace are self-resetting counters: the workspace must be ZEROED ONCE
+ * when it is first allocated (pt_attn_workspace_prepare) and not written by
+ * anything else afterwards. A workspace of N bytes serves any descriptor whose
+ * pt_attn_decode_workspace_bytes() is <= N. One workspace must not be used by
+ * two launches that can run concurrently (e.g. on two streams). */
+size_t pt_attn_decode_workspace_bytes(const struct pt_attn_desc *d);
+#define PT_ATTN_WS_COUNTER_BYTES 4096
+
+/* Zeroes a freshly allocated workspace (cuMemsetD8Async on stream) and loads
+ * the kernels into the stream's context, so that later launches, also under
+ * stream capture, do neither. Call it once per new workspace, outside
+ * capture. Returns a CUresult. */
+int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream);
+
+/* Launches the decode kernel on stream (a CUstream / cudaStream_t). No
+ * allocation, no memset, no synchronisation: safe while the stream is being
+ * captured into a CUDA graph, provided the kernels were already loaded in this
+ * context (first launch or pt_attn_workspace_prepare outside capture).
+ * workspace may be NULL when pt_attn_decode_workspace_bytes(d) == 0.
+ * Returns a CUresult: CUDA_ERROR_NOT_SUPPORTED when supported() refuses,
+ * CUDA_ERROR_INVALID_VALUE when ws_bytes is too small. Uses pt_drv
+ * (shim/real.h), which must be filled. */
+int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
+                          void *stream);
+
+/* ---- Verify-mode comparison (kernels/attn_compare.cu) -------------------
+ *
+ * ref describes the reference output: ref->o with its strides, ref->lse
+ * ([b, h, seqlen_q] contiguous, may be NULL) and b, h, seqlen_q, head_dim,
+ * dtype. test_o is contiguous [b, seqlen_q, h, head_dim] in the same dtype,
+ * test_lse contiguous [b, h, seqlen_q] or NULL. Writes 4 floats to device
+ * memory result: max|O_ref - O_test|, max|O_ref|, max|LSE_ref - LSE_test|,
+ * max|LSE_ref| (the LSE pair is 0 when either LSE is NULL). A NaN or Inf in
+ * either input turns the corresponding maximum into +Inf, so it fails any
+ * tolerance. Stream-ordered, capture-safe, no allocation. Returns a CUresult. */
+int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
+                           const float *test_lse, float *result, void *stream);
 
 #ifdef __cplusplus
 }

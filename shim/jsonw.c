@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <inttypes.h>
+#include <stdlib.h>
 
 void pt_jw_init(struct pt_jw *w, FILE *f, bool pretty) {
   w->f = f;
@@ -82,8 +83,15 @@ void pt_jw_i64(struct pt_jw *w, const char *key, int64_t val) {
 
 void pt_jw_dbl(struct pt_jw *w, const char *key, double val) {
   pt_jw_prefix(w, key);
-  if (isfinite(val)) fprintf(w->f, "%.17g", val);
-  else fputs("null", w->f);
+  if (!isfinite(val)) {
+    fputs("null", w->f);
+    return;
+  }
+  /* Shortest of %.15g / %.17g that reads back exactly: 0.1 stays 0.1. */
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.15g", val);
+  if (strtod(buf, NULL) != val) snprintf(buf, sizeof buf, "%.17g", val);
+  fputs(buf, w->f);
 }
 
 void pt_jw_bool(struct pt_jw *w, const char *key, bool val) {

@@ -1,8 +1,386 @@
-/* Placeholder until this subcommand lands; replaced by its implementation. */
+/* `ponytail bench`: the A/B of examples/generate.py, stock (A) then with the
+ * shim (B), same seed and settings, repeated alternately; medians in a table
+ * and every run's full result (timelines included) in RESULT.json. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim/jsonw.h"
 #include "tools/cmd.h"
-int pt_cmd_bench(int argc, char **argv) {
-  (void)argc; (void)argv;
-  fprintf(stderr, "ponytail bench: not built yet\n");
+#include "tools/gpu_probe.h"
+#include "tools/json.h"
+#include "tools/shimpath.h"
+#include "tools/spawn.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: ponytail bench [options]\n"
+          "\n"
+          "A/B test of examples/generate.py (a random-weight Hugging Face Llama, greedy decoding):\n"
+          "run A without the shim, run B with it, same seed and settings, alternating for\n"
+          "--repeats rounds (progress on stderr). Prints medians of peak device memory (torch\n"
+          "allocated and reserved, NVML used), tokens/s, prefill time and decode step p50/p99,\n"
+          "and whether the generated token ids match; writes every run's result, memory\n"
+          "timeline included, to --out (plot it with `ponytail timeline`). Needs a GPU.\n"
+          "\n"
+          "Workload (passed to generate.py; defaults are its own: workload W):\n"
+          "  --layers N --hidden N --heads N --kv-heads N --head-dim N --vocab N\n"
+          "  --batch N --prompt N --new-tokens N --dtype bf16|fp16|fp32\n"
+          "  --pad F             left-pad this fraction of the batch with shorter prompts\n"
+          "  --seed N            (default 0)\n"
+          "  --config FILE       Hugging Face config.json overrides\n"
+          "Bench:\n"
+          "  --repeats N         A/B rounds (default 1)\n"
+          "  --timeline-ms N     memory sampling period (default 50; 0 = no timeline)\n"
+          "  --no-warmup         skip generate.py's short warm-up generate\n"
+          "  --shim-env K=V      extra environment for the shim run (repeatable)\n"
+          "  --out FILE          result JSON (default ponytail-bench.json)\n"
+          "  --python EXE        interpreter (default python3)\n"
+          "  --script PATH       generate.py to run (default: the one next to ponytail)\n"
+          "  --shim PATH         shim to preload (default: the one next to ponytail)\n"
+          "  -h, --help          this help\n");
+}
+
+static int bad(const char *msg, const char *arg) {
+  fprintf(stderr, "ponytail bench: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
+  usage(stderr);
   return 2;
+}
+
+/* Workload flags forwarded to generate.py and how they are checked. */
+enum { V_POSINT, V_NONNEG, V_FRAC, V_DTYPE, V_PATH };
+static const struct {
+  const char *flag;
+  int check;
+} pt_fwd[] = {
+    {"--layers", V_POSINT},    {"--hidden", V_POSINT}, {"--heads", V_POSINT}, {"--kv-heads", V_POSINT},
+    {"--head-dim", V_POSINT},  {"--vocab", V_POSINT},  {"--batch", V_POSINT}, {"--prompt", V_POSINT},
+    {"--new-tokens", V_POSINT}, {"--dtype", V_DTYPE},  {"--pad", V_FRAC},     {"--seed", V_NONNEG},
+    {"--config", V_PATH},
+};
+#define PT_NFWD (sizeof pt_fwd / sizeof pt_fwd[0])
+
+static int pt_bench_check(int check, const char *v) {
+  char *end;
+  switch (check) {
+  case V_POSINT:
+  case V_NONNEG: {
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    return !*end && end != v && !errno && (check == V_NONNEG ? x >= 0 : x > 0) && x < (1ll << 40);
+  }
+  case V_FRAC: {
+    double x = strtod(v, &end);
+    return !*end && end != v && x >= 0 && x <= 1;
+  }
+  case V_DTYPE: return !strcmp(v, "bf16") || !strcmp(v, "fp16") || !strcmp(v, "fp32");
+  default: return *v != '\0';
+  }
+}
+
+/* Metrics of a result, by path ("a" or "a.b"). */
+static const struct {
+  const char *path, *label;
+  int bytes;      /* shown in GiB */
+  int higher_ok;  /* 1: higher is better (for the verdict column) */
+} pt_metrics[] = {
+    {"peak_allocated_bytes", "peak allocated (torch)", 1, 0},
+    {"peak_reserved_bytes", "peak reserved (torch)", 1, 0},
+    {"nvml_peak_used_bytes", "peak device used (NVML)", 1, 0},
+    {"tokens_per_s", "tokens/s", 0, 1},
+    {"prefill_s", "prefill (s)", 0, 0},
+    {"decode_step_ms.p50", "decode step p50 (ms)", 0, 0},
+    {"decode_step_ms.p99", "decode step p99 (ms)", 0, 0},
+    {"total_s", "generate total (s)", 0, 0},
+};
+#define PT_NMETRICS (sizeof pt_metrics / sizeof pt_metrics[0])
+
+static double pt_metric(const struct pt_json *res, const char *path) {
+  char head[64];
+  const char *dot = strchr(path, '.');
+  if (!dot) return pt_json_num(pt_json_get(res, path), NAN);
+  snprintf(head, sizeof head, "%.*s", (int)(dot - path), path);
+  return pt_json_num(pt_json_get(pt_json_get(res, head), dot + 1), NAN);
+}
+
+static int pt_dbl_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Median of the finite values (NAN when none). */
+static double pt_median(const struct pt_json *const *runs, size_t n, const char *path) {
+  double v[n ? n : 1];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    double x = pt_metric(runs[i], path);
+    if (isfinite(x)) v[k++] = x;
+  }
+  if (!k) return NAN;
+  qsort(v, k, sizeof *v, pt_dbl_cmp);
+  return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+/* Re-emits a parsed JSON value (results are copied into RESULT.json whole). */
+static void pt_json_copy(struct pt_jw *w, const char *key, const struct pt_json *v) {
+  uint64_t u;
+  int64_t s;
+  switch (pt_json_type(v)) {
+  case PT_JSON_NULL: pt_jw_str(w, key, NULL); break;
+  case PT_JSON_BOOL: pt_jw_bool(w, key, pt_json_bool(v, 0)); break;
+  case PT_JSON_NUM:
+    if (pt_json_u64(v, &u) == 0) pt_jw_u64(w, key, u);
+    else if (pt_json_i64(v, &s) == 0) pt_jw_i64(w, key, s);
+    else pt_jw_dbl(w, key, pt_json_num(v, NAN));
+    break;
+  case PT_JSON_STR: pt_jw_str(w, key, pt_json_str(v)); break;
+  case PT_JSON_ARR:
+    pt_jw_arr_begin(w, key);
+    for (size_t i = 0; i < pt_json_len(v); i++) pt_json_copy(w, NULL, pt_json_at(v, i));
+    pt_jw_arr_end(w);
+    break;
+  case PT_JSON_OBJ:
+    pt_jw_obj_begin(w, key);
+    for (size_t i = 0; i < pt_json_len(v); i++) pt_json_copy(w, pt_json_key_at(v, i), pt_json_at(v, i));
+    pt_jw_obj_end(w);
+    break;
+  }
+}
+
+struct pt_bench {
+  const char *fwd_val[PT_NFWD];
+  int repeats, timeline_ms, warmup;
+  const char *python, *script_arg, *shim_arg, *out;
+  const char **shim_env;
+  size_t nshim_env;
+  char script[PATH_MAX], shim[PATH_MAX], dir[PATH_MAX];
+  struct pt_json **a, **b;
+};
+
+/* One run of generate.py; returns its parsed result or NULL (reason printed). */
+static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round) {
+  char json[PATH_MAX + 32], tl[32];
+  snprintf(json, sizeof json, "%s/%c-%d.json", bn->dir, shimmed ? 'b' : 'a', round);
+  snprintf(tl, sizeof tl, "%d", bn->timeline_ms);
+  const char *args[2 * PT_NFWD + 12];
+  size_t n = 0;
+  args[n++] = bn->python;
+  args[n++] = bn->script;
+  for (size_t i = 0; i < PT_NFWD; i++)
+    if (bn->fwd_val[i]) {
+      args[n++] = pt_fwd[i].flag;
+      args[n++] = bn->fwd_val[i];
+    }
+  args[n++] = "--json";
+  args[n++] = json;
+  args[n++] = "--timeline-ms";
+  args[n++] = tl;
+  if (bn->warmup) args[n++] = "--warmup";
+  args[n] = NULL;
+
+  struct pt_env env;
+  struct pt_json *res = NULL;
+  char *pre = NULL;
+  if (pt_env_from_environ(&env) != 0) goto oom;
+  const char *old = pt_env_get(&env, "LD_PRELOAD");
+  pre = shimmed ? pt_preload_compose(bn->shim, old) : pt_preload_remove(bn->shim, old);
+  if (!pre || pt_env_set(&env, "LD_PRELOAD", *pre ? pre : NULL)) goto oom;
+  for (size_t i = 0; shimmed && i < bn->nshim_env; i++)
+    if (pt_env_put(&env, bn->shim_env[i])) goto oom;
+  fprintf(stderr, "ponytail bench: round %d/%d, %s ...\n", round, bn->repeats,
+          shimmed ? "B (with the shim)" : "A (stock)");
+  double wall = 0;
+  unlink(json);
+  int st = pt_spawn_wait((char *const *)args, env.v, 2, &wall);
+  if (st != 0) {
+    fprintf(stderr, "ponytail bench: %s run of round %d failed: '%s %s' exited with status %d\n",
+            shimmed ? "B" : "A", round, bn->python, bn->script, st);
+    goto out;
+  }
+  char err[512];
+  if (!(res = pt_json_parse_file(json, err, sizeof err))) {
+    fprintf(stderr, "ponytail bench: cannot read the result of the %s run: %s\n", shimmed ? "B" : "A", err);
+    goto out;
+  }
+  fprintf(stderr, "ponytail bench: round %d/%d %s done in %.1f s: %.1f tokens/s\n", round, bn->repeats,
+          shimmed ? "B" : "A", wall, pt_metric(res, "tokens_per_s"));
+  goto out;
+oom:
+  fprintf(stderr, "ponytail bench: out of memory\n");
+out:
+  unlink(json);
+  free(pre);
+  pt_env_free(&env);
+  return res;
+}
+
+static void pt_bench_cell(char *buf, size_t len, double v, int bytes) {
+  if (!isfinite(v)) snprintf(buf, len, "n/a");
+  else if (bytes) snprintf(buf, len, "%.3f GiB", v / (1024.0 * 1024.0 * 1024.0));
+  else snprintf(buf, len, "%.3f", v);
+}
+
+/* 1 when every run carries the same token_ids_sha256. */
+static int pt_bench_tokens_match(const struct pt_bench *bn, const char **sha) {
+  *sha = pt_json_str(pt_json_get(bn->a[0], "token_ids_sha256"));
+  if (!*sha) return 0;
+  for (int r = 0; r < bn->repeats; r++)
+    for (int s = 0; s < 2; s++) {
+      const char *x = pt_json_str(pt_json_get((s ? bn->b : bn->a)[r], "token_ids_sha256"));
+      if (!x || strcmp(x, *sha)) return 0;
+    }
+  return 1;
+}
+
+static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS], int match) {
+  FILE *f = fopen(bn->out, "w");
+  if (!f) {
+    fprintf(stderr, "ponytail bench: cannot write %s: %s\n", bn->out, strerror(errno));
+    return -1;
+  }
+  struct pt_jw w;
+  pt_jw_init(&w, f, true);
+  pt_jw_obj_begin(&w, NULL);
+  pt_jw_str(&w, "tool", "ponytail bench");
+  pt_jw_str(&w, "version", PT_VERSION);
+  pt_jw_str(&w, "shim", bn->shim);
+  pt_jw_str(&w, "script", bn->script);
+  pt_jw_i64(&w, "repeats", bn->repeats);
+  pt_jw_arr_begin(&w, "shim_env");
+  for (size_t i = 0; i < bn->nshim_env; i++) pt_jw_str(&w, NULL, bn->shim_env[i]);
+  pt_jw_arr_end(&w);
+  /* The workload's own settings, as generate.py recorded them. */
+  pt_json_copy(&w, "settings", pt_json_get(bn->a[0], "settings"));
+  pt_jw_obj_begin(&w, "summary");
+  for (int s = 0; s < 2; s++) {
+    pt_jw_obj_begin(&w, s ? "b" : "a");
+    for (size_t m = 0; m < PT_NMETRICS; m++) pt_jw_dbl(&w, pt_metrics[m].path, med[s][m]);
+    pt_jw_obj_end(&w);
+  }
+  pt_jw_bool(&w, "token_ids_match", match);
+  pt_jw_obj_end(&w);
+  for (int s = 0; s < 2; s++) {
+    pt_jw_obj_begin(&w, s ? "b" : "a");
+    pt_jw_str(&w, "label", s ? "with the shim" : "stock");
+    pt_jw_arr_begin(&w, "runs");
+    for (int r = 0; r < bn->repeats; r++) pt_json_copy(&w, NULL, (s ? bn->b : bn->a)[r]);
+    pt_jw_arr_end(&w);
+    pt_jw_obj_end(&w);
+  }
+  pt_jw_obj_end(&w);
+  pt_jw_finish(&w);
+  int bad_io = ferror(f);
+  if (fclose(f) != 0 || bad_io) {
+    fprintf(stderr, "ponytail bench: error writing %s\n", bn->out);
+    return -1;
+  }
+  return 0;
+}
+
+int pt_cmd_bench(int argc, char **argv) {
+  struct pt_bench bn = {.repeats = 1, .timeline_ms = 50, .warmup = 1, .python = "python3",
+                        .out = "ponytail-bench.json"};
+  const char *envs[64];
+  bn.shim_env = envs;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--no-warmup")) {
+      bn.warmup = 0;
+      continue;
+    }
+    if (i + 1 >= argc) return bad(a[0] == '-' ? "missing value after (or unknown option)" : "unexpected argument", a);
+    const char *v = argv[++i];
+    size_t k = 0;
+    while (k < PT_NFWD && strcmp(a, pt_fwd[k].flag)) k++;
+    if (k < PT_NFWD) {
+      if (!pt_bench_check(pt_fwd[k].check, v)) return bad("bad value", a);
+      bn.fwd_val[k] = v;
+    } else if (!strcmp(a, "--repeats") || !strcmp(a, "--timeline-ms")) {
+      char *end;
+      long x = strtol(v, &end, 10);
+      if (*end || end == v || x < (a[2] == 'r' ? 1 : 0) || x > 100000) return bad("bad value", a);
+      if (a[2] == 'r') bn.repeats = (int)x;
+      else bn.timeline_ms = (int)x;
+    } else if (!strcmp(a, "--shim-env")) {
+      if (!strchr(v, '=') || v[0] == '=') return bad("--shim-env takes KEY=VALUE", v);
+      if (bn.nshim_env >= sizeof envs / sizeof envs[0]) return bad("too many --shim-env", v);
+      envs[bn.nshim_env++] = v;
+    } else if (!strcmp(a, "--out")) {
+      bn.out = v;
+    } else if (!strcmp(a, "--python")) {
+      bn.python = v;
+    } else if (!strcmp(a, "--script")) {
+      bn.script_arg = v;
+    } else if (!strcmp(a, "--shim")) {
+      bn.shim_arg = v;
+    } else {
+      return bad("unknown option", a);
+    }
+  }
+
+  char why[PATH_MAX * 3];
+  if (!pt_gpu_probe(why, sizeof why)) {
+    fprintf(stderr, "ponytail bench: %s; the A/B needs a GPU\n", why);
+    return 1;
+  }
+  if (pt_tool_find_script(bn.script_arg, bn.script, sizeof bn.script, why, sizeof why) ||
+      pt_tool_find_shim(bn.shim_arg, bn.shim, sizeof bn.shim, why, sizeof why)) {
+    fprintf(stderr, "ponytail bench: %s\n", why);
+    return 1;
+  }
+  const char *tmp = getenv("TMPDIR");
+  snprintf(bn.dir, sizeof bn.dir, "%s/ponytail-bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(bn.dir)) {
+    fprintf(stderr, "ponytail bench: cannot create a temporary directory: %s\n", strerror(errno));
+    return 1;
+  }
+  bn.a = calloc((size_t)bn.repeats, sizeof *bn.a);
+  bn.b = calloc((size_t)bn.repeats, sizeof *bn.b);
+  int rc = 1;
+  if (!bn.a || !bn.b) goto out;
+  /* Alternate A and B so drift (clocks, thermals) hits both alike. */
+  for (int r = 0; r < bn.repeats; r++) {
+    if (!(bn.a[r] = pt_bench_run(&bn, 0, r + 1))) goto out;
+    if (!(bn.b[r] = pt_bench_run(&bn, 1, r + 1))) goto out;
+  }
+  double med[2][PT_NMETRICS];
+  for (int s = 0; s < 2; s++)
+    for (size_t m = 0; m < PT_NMETRICS; m++)
+      med[s][m] = pt_median((const struct pt_json *const *)(s ? bn.b : bn.a), (size_t)bn.repeats,
+                            pt_metrics[m].path);
+  const char *sha = NULL;
+  int match = pt_bench_tokens_match(&bn, &sha);
+
+  printf("ponytail bench: %s, median of %d round%s\n\n", bn.script, bn.repeats, bn.repeats > 1 ? "s" : "");
+  printf("  %-26s %14s %14s %8s\n", "", "A stock", "B ponytail", "B/A");
+  for (size_t m = 0; m < PT_NMETRICS; m++) {
+    char ca[32], cb[32], cr[16] = "";
+    pt_bench_cell(ca, sizeof ca, med[0][m], pt_metrics[m].bytes);
+    pt_bench_cell(cb, sizeof cb, med[1][m], pt_metrics[m].bytes);
+    if (isfinite(med[0][m]) && isfinite(med[1][m]) && med[0][m] != 0)
+      snprintf(cr, sizeof cr, "%.3f", med[1][m] / med[0][m]);
+    printf("  %-26s %14s %14s %8s\n", pt_metrics[m].label, ca, cb, cr);
+  }
+  printf("  %-26s %s\n", "generated token ids",
+         match ? "identical (sha256 equal in every run)" : "DIFFER between runs (see token_ids in the result)");
+  if (pt_bench_write(&bn, med, match) != 0) goto out;
+  printf("\nwrote %s (plot: ponytail timeline %s -o timeline.png)\n", bn.out, bn.out);
+  rc = 0;
+out:
+  for (int r = 0; r < bn.repeats; r++) {
+    if (bn.a) pt_json_free(bn.a[r]);
+    if (bn.b) pt_json_free(bn.b[r]);
+  }
+  free(bn.a);
+  free(bn.b);
+  rmdir(bn.dir);
+  return rc;
 }

@@ -1,8 +1,156 @@
-/* Placeholder until this subcommand lands; replaced by its implementation. */
+/* `ponytail replay FILE`: runs an allocation trace through the pool on the
+ * host backend and reports memory overhead and per-operation cost. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/replay.h"
+#include "shim/jsonw.h"
 #include "tools/cmd.h"
+
+static void replay_usage(FILE *f) {
+  fprintf(f,
+          "usage: ponytail replay FILE [--json] [--keep SIZE] [--limit SIZE]\n"
+          "\n"
+          "Replays an allocation trace (tests/data/traces format, gzip or plain text)\n"
+          "through Ponytail's pool on the host backend: the trace's pointers are keys,\n"
+          "addresses come from the pool, no memory is written. Prints peak live bytes,\n"
+          "peak physical bytes, overhead (peak physical / peak live - 1), stitches,\n"
+          "trims, and nanoseconds per alloc and per free (p50, p99).\n"
+          "\n"
+          "  --json        print one JSON object instead of text\n"
+          "  --keep SIZE   free physical memory the pool keeps mapped (default 1G,\n"
+          "                as PONYTAIL_POOL_KEEP); SIZE takes K/M/G/T suffixes\n"
+          "  --limit SIZE  cap on pool plus pass-through bytes, like PONYTAIL_MEM_LIMIT\n"
+          "                (default 0 = none)\n"
+          "  --help        this text\n"
+          "\n"
+          "Exit status: 0 ok, 1 allocations failed under --limit, 2 bad usage or bad\n"
+          "input (reported as FILE:LINE: message).\n");
+}
+
+/* A byte count with an optional binary K/M/G/T suffix. */
+static int replay_parse_size(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  if (*s < '0' || *s > '9') return -1;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno) return -1;
+  int shift = 0;
+  switch (*end) {
+  case 0: break;
+  case 'k': case 'K': shift = 10; break;
+  case 'm': case 'M': shift = 20; break;
+  case 'g': case 'G': shift = 30; break;
+  case 't': case 'T': shift = 40; break;
+  default: return -1;
+  }
+  if (*end && end[1] && strcmp(end + 1, "B") && strcmp(end + 1, "iB")) return -1;
+  if (shift && v > (UINT64_MAX >> shift)) return -1;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+static void replay_json(const char *file, const struct pt_replay_result *r) {
+  struct pt_jw w;
+  pt_jw_init(&w, stdout, true);
+  pt_jw_obj_begin(&w, NULL);
+  pt_jw_str(&w, "trace", file);
+  pt_jw_u64(&w, "allocs", r->allocs);
+  pt_jw_u64(&w, "frees", r->frees);
+  pt_jw_u64(&w, "passthrough_allocs", r->pass_allocs);
+  pt_jw_u64(&w, "failed_allocs", r->failed_allocs);
+  pt_jw_u64(&w, "peak_live_bytes", r->peak_live_bytes);
+  pt_jw_u64(&w, "peak_physical_bytes", r->peak_physical_bytes);
+  pt_jw_dbl(&w, "overhead", r->overhead);
+  pt_jw_u64(&w, "stitches", r->pool.stitches);
+  pt_jw_u64(&w, "trims", r->pool.trims);
+  pt_jw_dbl(&w, "ns_per_op_p50", r->op_p50);
+  pt_jw_dbl(&w, "ns_per_op_p99", r->op_p99);
+  pt_jw_dbl(&w, "ns_per_alloc_p50", r->alloc_p50);
+  pt_jw_dbl(&w, "ns_per_alloc_p99", r->alloc_p99);
+  pt_jw_dbl(&w, "ns_per_free_p50", r->free_p50);
+  pt_jw_dbl(&w, "ns_per_free_p99", r->free_p99);
+  pt_jw_obj_begin(&w, "pool");
+  pt_pool_stats_json(&r->pool, &w);
+  pt_jw_obj_end(&w);
+  pt_jw_obj_end(&w);
+  pt_jw_finish(&w);
+}
+
+static void replay_text(const char *file, const struct pt_replay_result *r) {
+  const double mib = 1024.0 * 1024.0;
+  printf("trace          %s\n", file);
+  printf("allocs         %llu (frees %llu, failed %llu, pass-through %llu)\n",
+         (unsigned long long)r->allocs, (unsigned long long)r->frees,
+         (unsigned long long)r->failed_allocs, (unsigned long long)r->pass_allocs);
+  printf("peak live      %llu bytes (%.1f MiB)\n", (unsigned long long)r->peak_live_bytes,
+         (double)r->peak_live_bytes / mib);
+  printf("peak physical  %llu bytes (%.1f MiB)\n", (unsigned long long)r->peak_physical_bytes,
+         (double)r->peak_physical_bytes / mib);
+  printf("overhead       %.2f%%\n", r->overhead * 100.0);
+  printf("stitches       %llu (%.1f MiB), grows %llu, trims %llu (%.1f MiB)\n",
+         (unsigned long long)r->pool.stitches, (double)r->pool.stitched_bytes / mib,
+         (unsigned long long)r->pool.grows, (unsigned long long)r->pool.trims,
+         (double)r->pool.trimmed_bytes / mib);
+  printf("ns per alloc   p50 %.0f  p99 %.0f\n", r->alloc_p50, r->alloc_p99);
+  printf("ns per free    p50 %.0f  p99 %.0f\n", r->free_p50, r->free_p99);
+  printf("ns per op      p50 %.0f  p99 %.0f\n", r->op_p50, r->op_p99);
+}
+
 int pt_cmd_replay(int argc, char **argv) {
-  (void)argc; (void)argv;
-  fprintf(stderr, "ponytail replay: not built yet\n");
-  return 2;
+  const char *file = NULL;
+  bool json = false;
+  struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .time_ops = true};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      replay_usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--json")) {
+      json = true;
+    } else if (!strcmp(a, "--keep") || !strcmp(a, "--limit")) {
+      uint64_t *dst = a[2] == 'k' ? &o.keep_bytes : &o.limit_bytes;
+      if (i + 1 >= argc || replay_parse_size(argv[i + 1], dst)) {
+        fprintf(stderr, "ponytail replay: %s needs a size (e.g. 512M)\n", a);
+        return 2;
+      }
+      i++;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "ponytail replay: unknown flag '%s'\n\n", a);
+      replay_usage(stderr);
+      return 2;
+    } else if (file) {
+      fprintf(stderr, "ponytail replay: one trace file only\n");
+      return 2;
+    } else {
+      file = a;
+    }
+  }
+  if (!file) {
+    replay_usage(stderr);
+    return 2;
+  }
+  char err[512];
+  struct pt_replay_trace *t;
+  if (pt_replay_load(file, &t, err, sizeof err)) {
+    fprintf(stderr, "ponytail replay: %s\n", err);
+    return 2;
+  }
+  struct pt_replay_result r;
+  int rc = pt_replay_run(t, &o, &r, err, sizeof err);
+  pt_replay_free(t);
+  if (rc) {
+    fprintf(stderr, "ponytail replay: %s: %s\n", file, err);
+    return 1;
+  }
+  if (json) replay_json(file, &r);
+  else replay_text(file, &r);
+  if (r.failed_allocs) {
+    fprintf(stderr, "ponytail replay: %s: %llu allocations failed (out of memory under --limit)\n", file,
+            (unsigned long long)r.failed_allocs);
+    return 1;
+  }
+  return 0;
 }

@@ -1,0 +1,59 @@
+/* The pool's view of device memory: a small ops table over an opaque context.
+ *
+ * Two implementations: backend_vmm.c (CUDA driver virtual memory) and
+ * backend_host.c (mmap of a memfd, for tests and `ponytail replay`). The pool
+ * never includes cuda.h; it only sees these integers.
+ *
+ * Preconditions, stated once for every op:
+ * - Results are 0 on success, otherwise the backend's own error code (a
+ *   CUresult for the VMM backend), which the pool propagates unchanged. The
+ *   three codes the pool must recognise are in struct pt_backend_ops.
+ * - Addresses and sizes handed to reserve/map/unmap/set_access are multiples
+ *   of the granularity; a handle is exactly one granule and is mapped at most
+ *   once at a time; unmap only covers ranges that are fully mapped.
+ * - Streams are opaque 64-bit values (a CUstream; 0 = the legacy default
+ *   stream). Markers are event-like: record captures the stream's work queued
+ *   so far; re-recording replaces what a later query/sync/wait refers to.
+ * - Ops may be called from any thread, but never concurrently on one context
+ *   (the pool calls them under its mutex). */
+#ifndef PT_ALLOC_BACKEND_H
+#define PT_ALLOC_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t pt_bk_handle; /* one physical granule */
+typedef uint64_t pt_bk_marker; /* an event-like marker */
+typedef uint64_t pt_bk_stream; /* an opaque stream */
+
+struct pt_backend_ops {
+  const char *name;
+  int err_oom;       /* "no physical memory left": the pool may stitch instead */
+  int err_not_ready; /* marker_query: recorded work not finished yet */
+  int err_invalid;   /* returned by the pool for a pointer it does not own */
+
+  int (*granularity)(void *ctx, size_t *out);
+  int (*reserve)(void *ctx, size_t size, uintptr_t *va); /* granule-aligned VA, inaccessible */
+  int (*unreserve)(void *ctx, uintptr_t va, size_t size);
+  int (*create)(void *ctx, pt_bk_handle *h);   /* one granule of physical memory */
+  int (*release)(void *ctx, pt_bk_handle h);   /* must not be mapped */
+  int (*map)(void *ctx, uintptr_t va, pt_bk_handle h); /* one granule at va */
+  int (*unmap)(void *ctx, uintptr_t va, size_t size);
+  int (*set_access)(void *ctx, uintptr_t va, size_t size); /* read/write for the pool's device */
+
+  int (*marker_create)(void *ctx, pt_bk_marker *m);
+  int (*marker_destroy)(void *ctx, pt_bk_marker m);
+  int (*marker_record)(void *ctx, pt_bk_marker m, pt_bk_stream s);
+  int (*marker_query)(void *ctx, pt_bk_marker m); /* 0 done, err_not_ready, else error */
+  int (*marker_sync)(void *ctx, pt_bk_marker m);  /* blocks until the marker is done */
+  int (*stream_wait)(void *ctx, pt_bk_stream s, pt_bk_marker m); /* s's later work waits for m */
+  int (*device_sync)(void *ctx); /* all work on the device is done */
+
+  void (*destroy)(void *ctx); /* frees the context (not the memory the pool holds) */
+};
+
+struct pt_backend {
+  const struct pt_backend_ops *ops;
+  void *ctx;
+};
+
+#endif

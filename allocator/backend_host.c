@@ -1,0 +1,300 @@
+/* Host backend: see backend_host.h. Not thread-safe by itself; the pool
+ * serialises calls under its mutex, tests call the hooks between pool calls. */
+#include "allocator/backend_host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct host_marker {
+  pt_bk_stream stream;
+  uint64_t seq; /* record_seq of its last record */
+  bool live, pending;
+};
+
+struct host_ctx {
+  int fd;
+  size_t gran;
+  uint64_t max_granules;
+  /* Granule slots of the memfd: in_use[i] (created), mapped_va[i] (where it
+   * is mapped, 0 when not). Freed slots are reused lowest-first (a stack). */
+  uint8_t *in_use;
+  uintptr_t *mapped_va;
+  uint64_t nslots, *free_slots, nfree;
+  struct host_marker *markers;
+  uint64_t nmarkers;
+  bool hold;
+  unsigned fail_at[PT_HOST_OP_COUNT];
+  int fail_err[PT_HOST_OP_COUNT];
+  struct pt_host_counters c;
+};
+
+/* true when this call of op is the injected failure. */
+static bool host_fault(struct host_ctx *h, enum pt_host_op op) {
+  if (!h->fail_at[op]) return false;
+  if (--h->fail_at[op]) return false;
+  return true;
+}
+
+static int host_granularity(void *ctx, size_t *out) {
+  *out = ((struct host_ctx *)ctx)->gran;
+  return 0;
+}
+
+static int host_reserve(void *ctx, size_t size, uintptr_t *va) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_RESERVE)) return h->fail_err[PT_HOST_OP_RESERVE];
+  if (!size || size % h->gran) return PT_HOST_ERR_INVALID;
+  /* Over-reserve by one granule and trim the ends, for granule alignment. */
+  size_t span = size + h->gran;
+  void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return PT_HOST_ERR_OOM;
+  uintptr_t a = (uintptr_t)p, al = (a + h->gran - 1) & ~(uintptr_t)(h->gran - 1);
+  if (al > a) munmap(p, al - a);
+  if (al + size < a + span) munmap((void *)(al + size), a + span - (al + size));
+  *va = al;
+  h->c.reserved_bytes += size;
+  return 0;
+}
+
+static int host_unreserve(void *ctx, uintptr_t va, size_t size) {
+  struct host_ctx *h = ctx;
+  if (munmap((void *)va, size)) return PT_HOST_ERR_INVALID;
+  h->c.reserved_bytes -= size;
+  return 0;
+}
+
+static int host_create(void *ctx, pt_bk_handle *out) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_CREATE)) return h->fail_err[PT_HOST_OP_CREATE];
+  if (h->max_granules && h->c.live_handles >= h->max_granules) return PT_HOST_ERR_OOM;
+  uint64_t slot;
+  if (h->nfree) {
+    slot = h->free_slots[--h->nfree];
+  } else {
+    uint64_t n = h->nslots ? h->nslots * 2 : 64;
+    uint8_t *u = realloc(h->in_use, n);
+    uintptr_t *m;
+    if (!u) return PT_HOST_ERR_OOM;
+    h->in_use = u;
+    if (!(m = realloc(h->mapped_va, n * sizeof *m))) return PT_HOST_ERR_OOM;
+    h->mapped_va = m;
+    uint64_t *f = realloc(h->free_slots, n * sizeof *f);
+    if (!f) return PT_HOST_ERR_OOM;
+    h->free_slots = f;
+    /* The memfd only grows in size; ftruncate commits no memory. */
+    if (ftruncate(h->fd, (off_t)(n * h->gran))) return PT_HOST_ERR_OOM;
+    memset(u + h->nslots, 0, n - h->nslots);
+    memset(m + h->nslots, 0, (n - h->nslots) * sizeof *m);
+    /* Push new slots so the lowest is popped first. */
+    for (uint64_t i = n; i-- > h->nslots + 1;) h->free_slots[h->nfree++] = i;
+    slot = h->nslots;
+    h->nslots = n;
+  }
+  h->in_use[slot] = 1;
+  h->c.live_handles++;
+  h->c.creates++;
+  *out = slot;
+  return 0;
+}
+
+static int host_release(void *ctx, pt_bk_handle hd) {
+  struct host_ctx *h = ctx;
+  if (hd >= h->nslots || !h->in_use[hd] || h->mapped_va[hd]) return PT_HOST_ERR_INVALID;
+  /* Give the pages back, as cuMemRelease gives the memory back. */
+  (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(hd * h->gran),
+                  (off_t)h->gran);
+  h->in_use[hd] = 0;
+  h->free_slots[h->nfree++] = hd;
+  h->c.live_handles--;
+  h->c.releases++;
+  return 0;
+}
+
+static int host_map(void *ctx, uintptr_t va, pt_bk_handle hd) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_MAP)) return h->fail_err[PT_HOST_OP_MAP];
+  if (hd >= h->nslots || !h->in_use[hd] || h->mapped_va[hd] || !va || va % h->gran) return PT_HOST_ERR_INVALID;
+  /* Inaccessible until set_access, like a fresh cuMemMap. */
+  void *p = mmap((void *)va, h->gran, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, h->fd,
+                 (off_t)(hd * h->gran));
+  if (p == MAP_FAILED) return PT_HOST_ERR_SYSTEM;
+  h->mapped_va[hd] = va;
+  h->c.mapped_granules++;
+  h->c.maps++;
+  return 0;
+}
+
+/* Finding the handles mapped in the range is a scan over all slots: unmap is
+ * a slow path (stitch, trim, destroy) and the host backend is for tests. */
+static int host_unmap(void *ctx, uintptr_t va, size_t size) {
+  struct host_ctx *h = ctx;
+  if (va % h->gran || size % h->gran) return PT_HOST_ERR_INVALID;
+  void *p = mmap((void *)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0);
+  if (p == MAP_FAILED) return PT_HOST_ERR_SYSTEM;
+  for (uint64_t i = 0; i < h->nslots; i++)
+    if (h->mapped_va[i] >= va && h->mapped_va[i] < va + size) {
+      h->mapped_va[i] = 0;
+      h->c.mapped_granules--;
+    }
+  h->c.unmaps++;
+  return 0;
+}
+
+static int host_set_access(void *ctx, uintptr_t va, size_t size) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_SET_ACCESS)) return h->fail_err[PT_HOST_OP_SET_ACCESS];
+  if (mprotect((void *)va, size, PROT_READ | PROT_WRITE)) return PT_HOST_ERR_INVALID;
+  return 0;
+}
+
+static int host_marker_create(void *ctx, pt_bk_marker *m) {
+  struct host_ctx *h = ctx;
+  for (uint64_t i = 0; i < h->nmarkers; i++)
+    if (!h->markers[i].live) {
+      h->markers[i] = (struct host_marker){.live = true};
+      h->c.live_markers++;
+      *m = i;
+      return 0;
+    }
+  struct host_marker *n = realloc(h->markers, (h->nmarkers + 16) * sizeof *n);
+  if (!n) return PT_HOST_ERR_OOM;
+  memset(n + h->nmarkers, 0, 16 * sizeof *n);
+  h->markers = n;
+  h->nmarkers += 16;
+  return host_marker_create(ctx, m);
+}
+
+static struct host_marker *host_mk(struct host_ctx *h, pt_bk_marker m) {
+  return m < h->nmarkers && h->markers[m].live ? &h->markers[m] : NULL;
+}
+
+static int host_marker_destroy(void *ctx, pt_bk_marker m) {
+  struct host_ctx *h = ctx;
+  struct host_marker *k = host_mk(h, m);
+  if (!k) return PT_HOST_ERR_INVALID;
+  k->live = false;
+  h->c.live_markers--;
+  return 0;
+}
+
+static int host_marker_record(void *ctx, pt_bk_marker m, pt_bk_stream s) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_RECORD)) return h->fail_err[PT_HOST_OP_RECORD];
+  struct host_marker *k = host_mk(h, m);
+  if (!k) return PT_HOST_ERR_INVALID;
+  k->stream = s;
+  k->seq = ++h->c.record_seq;
+  k->pending = h->hold;
+  h->c.records++;
+  return 0;
+}
+
+static int host_marker_query(void *ctx, pt_bk_marker m) {
+  struct host_ctx *h = ctx;
+  struct host_marker *k = host_mk(h, m);
+  if (!k) return PT_HOST_ERR_INVALID;
+  return k->pending ? PT_HOST_ERR_NOT_READY : 0;
+}
+
+static int host_marker_sync(void *ctx, pt_bk_marker m) {
+  struct host_ctx *h = ctx;
+  struct host_marker *k = host_mk(h, m);
+  if (!k) return PT_HOST_ERR_INVALID;
+  k->pending = false;
+  h->c.marker_syncs++;
+  return 0;
+}
+
+static int host_stream_wait(void *ctx, pt_bk_stream s, pt_bk_marker m) {
+  struct host_ctx *h = ctx;
+  struct host_marker *k = host_mk(h, m);
+  if (!k) return PT_HOST_ERR_INVALID;
+  h->c.waits++;
+  h->c.last_wait_stream = s;
+  h->c.last_wait_marker_stream = k->stream;
+  h->c.last_wait_record_seq = k->seq;
+  return 0;
+}
+
+static int host_device_sync(void *ctx) {
+  struct host_ctx *h = ctx;
+  pt_backend_host_complete_markers(&(struct pt_backend){.ctx = h});
+  h->c.device_syncs++;
+  return 0;
+}
+
+static void host_destroy(void *ctx) {
+  struct host_ctx *h = ctx;
+  if (h->fd >= 0) close(h->fd);
+  free(h->in_use);
+  free(h->mapped_va);
+  free(h->free_slots);
+  free(h->markers);
+  free(h);
+}
+
+static const struct pt_backend_ops host_ops = {
+  .name = "host",
+  .err_oom = PT_HOST_ERR_OOM,
+  .err_not_ready = PT_HOST_ERR_NOT_READY,
+  .err_invalid = PT_HOST_ERR_INVALID,
+  .granularity = host_granularity,
+  .reserve = host_reserve,
+  .unreserve = host_unreserve,
+  .create = host_create,
+  .release = host_release,
+  .map = host_map,
+  .unmap = host_unmap,
+  .set_access = host_set_access,
+  .marker_create = host_marker_create,
+  .marker_destroy = host_marker_destroy,
+  .marker_record = host_marker_record,
+  .marker_query = host_marker_query,
+  .marker_sync = host_marker_sync,
+  .stream_wait = host_stream_wait,
+  .device_sync = host_device_sync,
+  .destroy = host_destroy,
+};
+
+int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_granules) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (!granule) granule = (size_t)2 << 20;
+  if (page <= 0 || granule % (size_t)page) return PT_HOST_ERR_INVALID;
+  struct host_ctx *h = calloc(1, sizeof *h);
+  if (!h) return PT_HOST_ERR_OOM;
+  h->fd = memfd_create("ponytail-host-backend", MFD_CLOEXEC);
+  if (h->fd < 0) {
+    free(h);
+    return PT_HOST_ERR_SYSTEM;
+  }
+  h->gran = granule;
+  h->max_granules = max_granules;
+  out->ops = &host_ops;
+  out->ctx = h;
+  return 0;
+}
+
+void pt_backend_host_fail_at(struct pt_backend *bk, enum pt_host_op op, unsigned nth, int err) {
+  struct host_ctx *h = bk->ctx;
+  h->fail_at[op] = nth;
+  h->fail_err[op] = err;
+}
+
+void pt_backend_host_hold_markers(struct pt_backend *bk, bool hold) {
+  ((struct host_ctx *)bk->ctx)->hold = hold;
+}
+
+void pt_backend_host_complete_markers(struct pt_backend *bk) {
+  struct host_ctx *h = bk->ctx;
+  for (uint64_t i = 0; i < h->nmarkers; i++) h->markers[i].pending = false;
+}
+
+void pt_backend_host_counters(struct pt_backend *bk, struct pt_host_counters *out) {
+  *out = ((struct host_ctx *)bk->ctx)->c;
+}

@@ -1,0 +1,204 @@
+/* VMM backend: see backend_vmm.h. The only file of allocator/ that includes
+ * cuda.h. Every CUresult is checked and returned unchanged. */
+#include "allocator/backend_vmm.h"
+
+#include <stdlib.h>
+#include "shim/real.h"
+
+struct vmm_ctx {
+  int ordinal;
+  CUdevice dev;
+  CUcontext ctx; /* the device's primary context, retained */
+  size_t gran;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc access;
+};
+
+/* Runs expr with the pool's device context current on this thread, and
+ * restores the caller's context. A failed pop is reported only when expr
+ * itself succeeded. */
+#define VMM_CALL(v, expr)                                           \
+  do {                                                              \
+    CUresult r_ = pt_drv.cuCtxPushCurrent((v)->ctx);                \
+    if (r_ != CUDA_SUCCESS) return (int)r_;                         \
+    CUresult e_ = (expr);                                           \
+    CUcontext old_;                                                 \
+    r_ = pt_drv.cuCtxPopCurrent(&old_);                             \
+    return (int)(e_ != CUDA_SUCCESS ? e_ : r_);                     \
+  } while (0)
+
+static int vmm_granularity(void *c, size_t *out) {
+  *out = ((struct vmm_ctx *)c)->gran;
+  return 0;
+}
+
+static int vmm_reserve(void *c, size_t size, uintptr_t *va) {
+  struct vmm_ctx *v = c;
+  CUdeviceptr p = 0;
+  CUresult r;
+  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  if (pr != CUDA_SUCCESS) return (int)pr;
+  r = pt_drv.cuMemAddressReserve(&p, size, v->gran, 0, 0);
+  CUcontext old;
+  pr = pt_drv.cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS) *va = (uintptr_t)p;
+  return (int)(r != CUDA_SUCCESS ? r : pr);
+}
+
+static int vmm_unreserve(void *c, uintptr_t va, size_t size) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuMemAddressFree((CUdeviceptr)va, size));
+}
+
+static int vmm_create(void *c, pt_bk_handle *h) {
+  struct vmm_ctx *v = c;
+  CUmemGenericAllocationHandle g = 0;
+  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  if (pr != CUDA_SUCCESS) return (int)pr;
+  CUresult r = pt_drv.cuMemCreate(&g, v->gran, &v->prop, 0);
+  CUcontext old;
+  pr = pt_drv.cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
+    (void)pt_drv.cuMemRelease(g);
+    return (int)pr;
+  }
+  if (r == CUDA_SUCCESS) *h = (pt_bk_handle)g;
+  return (int)r;
+}
+
+static int vmm_release(void *c, pt_bk_handle h) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuMemRelease((CUmemGenericAllocationHandle)h));
+}
+
+static int vmm_map(void *c, uintptr_t va, pt_bk_handle h) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuMemMap((CUdeviceptr)va, v->gran, 0, (CUmemGenericAllocationHandle)h, 0));
+}
+
+static int vmm_unmap(void *c, uintptr_t va, size_t size) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuMemUnmap((CUdeviceptr)va, size));
+}
+
+static int vmm_set_access(void *c, uintptr_t va, size_t size) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuMemSetAccess((CUdeviceptr)va, size, &v->access, 1));
+}
+
+static int vmm_marker_create(void *c, pt_bk_marker *m) {
+  struct vmm_ctx *v = c;
+  CUevent e = NULL;
+  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  if (pr != CUDA_SUCCESS) return (int)pr;
+  CUresult r = pt_drv.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+  CUcontext old;
+  pr = pt_drv.cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
+    (void)pt_drv.cuEventDestroy(e);
+    return (int)pr;
+  }
+  if (r == CUDA_SUCCESS) *m = (pt_bk_marker)(uintptr_t)e;
+  return (int)r;
+}
+
+static int vmm_marker_destroy(void *c, pt_bk_marker m) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuEventDestroy((CUevent)(uintptr_t)m));
+}
+
+static int vmm_marker_record(void *c, pt_bk_marker m, pt_bk_stream s) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuEventRecord((CUevent)(uintptr_t)m, (CUstream)(uintptr_t)s));
+}
+
+static int vmm_marker_query(void *c, pt_bk_marker m) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuEventQuery((CUevent)(uintptr_t)m));
+}
+
+static int vmm_marker_sync(void *c, pt_bk_marker m) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuEventSynchronize((CUevent)(uintptr_t)m));
+}
+
+static int vmm_stream_wait(void *c, pt_bk_stream s, pt_bk_marker m) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuStreamWaitEvent((CUstream)(uintptr_t)s, (CUevent)(uintptr_t)m, 0));
+}
+
+static int vmm_device_sync(void *c) {
+  struct vmm_ctx *v = c;
+  VMM_CALL(v, pt_drv.cuCtxSynchronize());
+}
+
+/* The primary context stays retained: the pool lives until the process
+ * exits, and the application holds the same context anyway. */
+static void vmm_destroy(void *c) { free(c); }
+
+static const struct pt_backend_ops vmm_ops = {
+  .name = "vmm",
+  .err_oom = CUDA_ERROR_OUT_OF_MEMORY,
+  .err_not_ready = CUDA_ERROR_NOT_READY,
+  .err_invalid = CUDA_ERROR_INVALID_VALUE,
+  .granularity = vmm_granularity,
+  .reserve = vmm_reserve,
+  .unreserve = vmm_unreserve,
+  .create = vmm_create,
+  .release = vmm_release,
+  .map = vmm_map,
+  .unmap = vmm_unmap,
+  .set_access = vmm_set_access,
+  .marker_create = vmm_marker_create,
+  .marker_destroy = vmm_marker_destroy,
+  .marker_record = vmm_marker_record,
+  .marker_query = vmm_marker_query,
+  .marker_sync = vmm_marker_sync,
+  .stream_wait = vmm_stream_wait,
+  .device_sync = vmm_device_sync,
+  .destroy = vmm_destroy,
+};
+
+int pt_backend_vmm_create(struct pt_backend *out, int ordinal) {
+  if (!pt_real_driver()) return CUDA_ERROR_NOT_INITIALIZED;
+  /* Every function this backend calls, checked once here. */
+  if (!pt_drv.cuInit || !pt_drv.cuDeviceGet || !pt_drv.cuDevicePrimaryCtxRetain ||
+      !pt_drv.cuCtxPushCurrent || !pt_drv.cuCtxPopCurrent || !pt_drv.cuCtxSynchronize ||
+      !pt_drv.cuMemAddressReserve || !pt_drv.cuMemAddressFree || !pt_drv.cuMemCreate ||
+      !pt_drv.cuMemRelease || !pt_drv.cuMemMap || !pt_drv.cuMemUnmap || !pt_drv.cuMemSetAccess ||
+      !pt_drv.cuMemGetAllocationGranularity || !pt_drv.cuEventCreate || !pt_drv.cuEventDestroy ||
+      !pt_drv.cuEventRecord || !pt_drv.cuEventQuery || !pt_drv.cuEventSynchronize ||
+      !pt_drv.cuStreamWaitEvent)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = pt_drv.cuInit(0);
+  if (r != CUDA_SUCCESS) return (int)r;
+  struct vmm_ctx *v = calloc(1, sizeof *v);
+  if (!v) return CUDA_ERROR_OUT_OF_MEMORY;
+  v->ordinal = ordinal;
+  if ((r = pt_drv.cuDeviceGet(&v->dev, ordinal)) != CUDA_SUCCESS ||
+      (r = pt_drv.cuDevicePrimaryCtxRetain(&v->ctx, v->dev)) != CUDA_SUCCESS) {
+    free(v);
+    return (int)r;
+  }
+  v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  v->prop.location.id = v->dev;
+  v->access.location = v->prop.location;
+  v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  size_t g = 0;
+  if ((r = pt_drv.cuMemGetAllocationGranularity(&g, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
+          CUDA_SUCCESS ||
+      !g) {
+    free(v);
+    return r != CUDA_SUCCESS ? (int)r : CUDA_ERROR_UNKNOWN;
+  }
+  /* The pool needs a power of two; 2 MiB on every GPU measured so far. */
+  if (g & (g - 1)) {
+    free(v);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  v->gran = g;
+  out->ops = &vmm_ops;
+  out->ctx = v;
+  return 0;
+}

@@ -1,0 +1,16 @@
+/* The VMM backend: the backend interface over the CUDA driver's virtual
+ * memory API (cuMemAddressReserve/cuMemCreate/cuMemMap/cuMemSetAccess), called
+ * through the shim's table of real driver functions (shim/real.h).
+ *
+ * Bound to one device ordinal. Never relies on a current context on the
+ * calling thread: the device's primary context is retained once and pushed
+ * and popped around every call. Error codes are CUresults. */
+#ifndef PT_ALLOC_BACKEND_VMM_H
+#define PT_ALLOC_BACKEND_VMM_H
+#include "allocator/backend.h"
+
+/* 0 on success, else a CUresult (CUDA_ERROR_NOT_INITIALIZED when the driver
+ * or one of the functions the backend needs is missing). */
+int pt_backend_vmm_create(struct pt_backend *out, int device_ordinal);
+
+#endif

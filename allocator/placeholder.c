@@ -1,1 +1,0 @@
-/* Removed once the pool lands. */ int pt_alloc_placeholder_;

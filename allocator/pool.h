@@ -1,0 +1,126 @@
+/* The pooled, compacting allocator: one pool per (backend, device).
+ *
+ * Policy (why, in short; details in pool_grow.c):
+ * - Sizes are rounded up to 256 B; every block is 256-byte aligned.
+ * - Blocks live in "segments": runs of whole granules mapped at contiguous
+ *   addresses inside large reserved VA arenas. Free blocks are kept mapped
+ *   and reused, best fit (smallest block that fits, lowest address on ties)
+ *   with splitting and coalescing of address neighbours.
+ * - When no free block fits, the pool maps more granules, preferably right
+ *   after a segment that ends in a free block (it grows in place, the free
+ *   tail is used). The granules come, in order, from wholly free granules
+ *   whose work is finished ("stitching": unmapped from where they were and
+ *   mapped into the new place), from new physical memory while the limit
+ *   allows, and last from wholly free granules whose work is still pending
+ *   (after waiting for it). So fragmentation never causes an out-of-memory
+ *   while enough physical memory is free, and physical memory stays close to
+ *   live memory.
+ * - Trim gives wholly free granules back to the backend: on request, and
+ *   after frees when free physical memory exceeds the keep threshold.
+ * - Stream order: a block freed on stream S is reusable at once on S. Another
+ *   stream T gets it only after a marker recorded on S (at reuse time) is
+ *   done, or after T was made to wait on it. Memory is unmapped or released
+ *   only once every stream that freed it is known done.
+ *
+ * Thread-safe: one mutex per pool; backend calls happen under it.
+ * Errors: functions return 0 or the backend's error code (a CUresult for the
+ * VMM backend; ops->err_oom when memory or the limit runs out; ops->err_invalid
+ * for a pointer the pool does not own). The pool never aborts. */
+#ifndef PT_ALLOC_POOL_H
+#define PT_ALLOC_POOL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "allocator/backend.h"
+
+struct pt_pool;
+struct pt_jw;
+
+#define PT_POOL_ALIGN 256u
+/* The default of PONYTAIL_POOL_KEEP, for callers without the options table. */
+#define PT_POOL_KEEP_DEFAULT ((uint64_t)1 << 30)
+
+struct pt_pool_config {
+  uint64_t keep_bytes;  /* free physical memory kept mapped (PONYTAIL_POOL_KEEP) */
+  uint64_t limit_bytes; /* cap on physical + pass-through bytes; 0 = none (PONYTAIL_MEM_LIMIT) */
+  uint64_t arena_bytes; /* VA reserved at a time; 0 = 256 GiB */
+};
+
+/* Counters; the JSON keys are the member names. */
+#define PT_POOL_STATS(X)                                                           \
+  X(pooled_allocs)     /* successful pt_pool_alloc calls */                        \
+  X(pooled_frees)      /* successful pt_pool_free / pt_pool_free_sync calls */     \
+  X(live_bytes)        /* sum of live block sizes (rounded to 256 B) */            \
+  X(peak_live_bytes)                                                               \
+  X(physical_bytes)    /* granules currently mapped by the pool */                 \
+  X(peak_physical_bytes)                                                           \
+  X(passthrough_bytes) /* as reported by pt_pool_note_passthrough */               \
+  X(grows)             /* times new physical memory was created */                 \
+  X(stitches)          /* times free granules were remapped to a new place */      \
+  X(stitched_bytes)                                                                \
+  X(trims)             /* trim passes that released memory */                      \
+  X(trimmed_bytes)                                                                 \
+  X(limit_rejections)  /* growths refused by the limit */                          \
+  X(cross_stream_waits) /* reuses that made a stream wait on another */            \
+  X(syncs)             /* blocking waits for the device (stitch/trim/free_sync) */
+
+struct pt_pool_stats {
+#define PT_POOL_STAT_MEMBER(name) uint64_t name;
+  PT_POOL_STATS(PT_POOL_STAT_MEMBER)
+#undef PT_POOL_STAT_MEMBER
+};
+
+/* Creates a pool over bk for device (the ordinal is only recorded: the
+ * backend is already bound to its device). The pool owns bk from then on and
+ * calls bk->ops->destroy at pt_pool_destroy. cfg NULL = defaults. 0 or error. */
+int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config *cfg,
+                   struct pt_pool **out);
+/* Releases everything (synchronizes the device first). Live blocks are
+ * dropped: their memory is unmapped too. */
+void pt_pool_destroy(struct pt_pool *pool);
+int pt_pool_device(const struct pt_pool *pool);
+
+/* size 0 is treated as 1. *ptr is 256-byte aligned. */
+int pt_pool_alloc(struct pt_pool *pool, size_t size, pt_bk_stream stream, void **ptr);
+/* cudaFreeAsync semantics: reusable at once on stream, elsewhere after it. */
+int pt_pool_free(struct pt_pool *pool, void *ptr, pt_bk_stream stream);
+/* cudaFree semantics: synchronizes the device, then frees. */
+int pt_pool_free_sync(struct pt_pool *pool, void *ptr);
+/* true when ptr is the start of a live block of this pool. Addresses outside
+ * the pool's arenas answer false without taking the lock. */
+bool pt_pool_owns(struct pt_pool *pool, const void *ptr);
+/* Quick range check only (no lock): ptr lies in the pool's address space. */
+bool pt_pool_in_range(const struct pt_pool *pool, const void *ptr);
+/* The block's size (the request rounded to 256 B), 0 if ptr is not live. */
+size_t pt_pool_block_size(struct pt_pool *pool, const void *ptr);
+
+/* Releases wholly free granules until free physical memory (physical - live)
+ * is at most keep_bytes, waiting for pending work where needed. Returns the
+ * bytes released. Call it when a pass-through allocation failed for lack of
+ * memory, then retry that allocation. */
+uint64_t pt_pool_trim(struct pt_pool *pool, uint64_t keep_bytes);
+void pt_pool_set_limit(struct pt_pool *pool, uint64_t limit_bytes);
+void pt_pool_set_keep(struct pt_pool *pool, uint64_t keep_bytes);
+/* The shim reports pass-through device bytes (+ on alloc, - on free); they
+ * count against the limit. */
+void pt_pool_note_passthrough(struct pt_pool *pool, int64_t delta_bytes);
+/* Before the application destroys a stream: waits for the stream's frees and
+ * forgets it, so that no marker is ever recorded on a dead stream. */
+int pt_pool_stream_retire(struct pt_pool *pool, pt_bk_stream stream);
+
+void pt_pool_stats(struct pt_pool *pool, struct pt_pool_stats *out);
+/* dst += src for counters; peaks add too (an upper bound for a sum of pools). */
+void pt_pool_stats_add(struct pt_pool_stats *dst, const struct pt_pool_stats *src);
+/* Writes the counters as members of the JSON object the caller has open. */
+void pt_pool_stats_json(const struct pt_pool_stats *st, struct pt_jw *w);
+
+/* Test support: checks every internal invariant (no overlap, alignment,
+ * coalescing, index and accounting consistency). 0 when consistent, else a
+ * line number in pool_check.c, with a reason in *why. */
+int pt_pool_check(struct pt_pool *pool, const char **why);
+/* Test support: number of segments, free blocks, and segments that hold
+ * exactly one block which is free. */
+void pt_pool_shape(struct pt_pool *pool, uint64_t *segments, uint64_t *free_blocks,
+                   uint64_t *all_free_segments);
+
+#endif

@@ -1,0 +1,359 @@
+/* The pool's slow path: mapping more granules (growth and stitching),
+ * trimming, and tearing down. Runs under the pool's mutex.
+ *
+ * Layout rule: two mapped granules that are neighbours in VA always belong
+ * to the same segment (their blocks are linked). New ranges are therefore
+ * placed with an unmapped guard slot on each side, or right after a segment
+ * (extending it, with a guard after). Unmapping granules out of a free block
+ * cuts its segment in two. */
+#include <stdlib.h>
+#include "allocator/pool_internal.h"
+
+static inline uint64_t g_up(uint64_t x, uint64_t g) { return (x + g - 1) / g * g; }
+static inline uint64_t g_down(uint64_t x, uint64_t g) { return x / g * g; }
+
+/* Whole granules inside free block b. */
+static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
+  uint64_t a = g_up(b->addr, p->gran), e = g_down(b->addr + b->size, p->gran);
+  return e > a ? (e - a) / p->gran : 0;
+}
+
+int pt_arena_slot(const struct pt_pool *p, uintptr_t va, struct pt_arena **a, uint64_t *slot) {
+  for (int i = 0; i < p->narenas; i++) {
+    struct pt_arena *ar = (struct pt_arena *)&p->arenas[i];
+    if (va >= ar->base && va - ar->base < ar->nslots * p->gran) {
+      *a = ar;
+      *slot = (va - ar->base) / p->gran;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* true when slots [s, s+k) are unmapped and the slot after is unmapped or
+ * past the arena's end. */
+static bool slots_free(const struct pt_arena *a, uint64_t s, uint64_t k) {
+  if (s + k > a->nslots) return false;
+  for (uint64_t i = s; i < s + k; i++)
+    if (pt_bit(a->bits, i)) return false;
+  return s + k == a->nslots || !pt_bit(a->bits, s + k);
+}
+
+/* First place (lowest address) for k granules with guard slots around. */
+static bool arena_find(const struct pt_arena *a, uint64_t k, uint64_t *out) {
+  uint64_t i = 0;
+  while (i < a->nslots) {
+    if (pt_bit(a->bits, i)) {
+      i++;
+      continue;
+    }
+    uint64_t z0 = i;
+    while (i < a->nslots) {
+      if (!(i & 63) && i + 64 <= a->nslots && !a->bits[i >> 6]) {
+        i += 64;
+        continue;
+      }
+      if (pt_bit(a->bits, i)) break;
+      i++;
+    }
+    uint64_t s = z0 ? z0 + 1 : 0, end = i == a->nslots ? i : i - 1;
+    if (s + k <= end) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+static int arena_add(struct pt_pool *p, uint64_t min_slots) {
+  if (p->narenas == PT_POOL_MAX_ARENAS) return p->bk.ops->err_oom;
+  uint64_t bytes = p->arena_bytes > min_slots * p->gran ? p->arena_bytes : min_slots * p->gran;
+  struct pt_arena a = {.nslots = bytes / p->gran};
+  a.bits = calloc((a.nslots + 63) / 64, sizeof *a.bits);
+  a.handles = calloc(a.nslots, sizeof *a.handles);
+  int rc = !a.bits || !a.handles ? p->bk.ops->err_oom : p->bk.ops->reserve(p->bk.ctx, bytes, &a.base);
+  if (rc) {
+    free(a.bits);
+    free(a.handles);
+    return rc;
+  }
+  p->arenas[p->narenas] = a;
+  /* Published after the arena is filled in, for the lock-free range check. */
+  __atomic_store_n(&p->narenas, p->narenas + 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
+static int place_fresh(struct pt_pool *p, uint64_t k, uintptr_t *va) {
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < p->narenas; i++) {
+      uint64_t s;
+      if (arena_find(&p->arenas[i], k, &s)) {
+        *va = p->arenas[i].base + s * p->gran;
+        return 0;
+      }
+    }
+    if (pass) break;
+    int rc = arena_add(p, k + 2);
+    if (rc) return rc;
+  }
+  return p->bk.ops->err_oom;
+}
+
+/* Unmaps cnt whole granules out of free block b (from its high end, or its
+ * low end when b starts a segment that continues after it), appending their
+ * handles to out. b is split or consumed; its pieces stay indexed. */
+static int take_granules(struct pt_pool *p, struct pt_blk *b, uint64_t cnt, pt_bk_handle *out) {
+  uint64_t G = p->gran, a = g_up(b->addr, G), e = g_down(b->addr + b->size, G);
+  uint64_t end = b->addr + b->size, ga, gb;
+  if (cnt > (e - a) / G) cnt = (e - a) / G;
+  if (!cnt) return 0;
+  if (!b->prev && b->next) {
+    ga = a;
+    gb = a + cnt * G;
+  } else {
+    gb = e;
+    ga = e - cnt * G;
+  }
+  bool left = ga > b->addr, right = gb < end;
+  struct pt_blk *r = NULL;
+  if (left && right && !(r = pt_blk_new(p))) return p->bk.ops->err_oom;
+  struct pt_arena *ar;
+  uint64_t s;
+  int rc = pt_arena_slot(p, ga, &ar, &s) ? p->bk.ops->err_invalid
+                                         : p->bk.ops->unmap(p->bk.ctx, ga, gb - ga);
+  if (rc) {
+    if (r) pt_blk_put(p, r);
+    return rc;
+  }
+  for (uint64_t i = 0; i < cnt; i++) {
+    out[i] = ar->handles[s + i];
+    pt_bit_clr(ar->bits, s + i);
+  }
+  pt_fit_remove(p, b);
+  struct pt_blk *next = b->next;
+  if (left) {
+    b->size = ga - b->addr;
+    b->next = NULL;
+    pt_fit_insert(p, b);
+  } else if (b->prev) {
+    b->prev->next = NULL;
+  }
+  if (right) {
+    if (!r) r = b; /* no left part: b becomes the right part */
+    else {
+      r->nfence = b->nfence;
+      for (uint8_t i = 0; i < b->nfence; i++) r->fence[i] = b->fence[i];
+    }
+    r->addr = gb;
+    r->size = end - gb;
+    r->is_free = 1;
+    r->prev = NULL;
+    r->next = next;
+    if (next) next->prev = r;
+    pt_fit_insert(p, r);
+  } else if (next) {
+    next->prev = NULL;
+  }
+  if (!left && !right) pt_blk_put(p, b);
+  return 0;
+}
+
+/* Maps handles[0..k) at va..; on failure unmaps what it mapped and releases
+ * every handle (the pool stays consistent, with less physical memory). */
+static int map_range(struct pt_pool *p, uintptr_t va, pt_bk_handle *h, uint64_t k) {
+  struct pt_arena *ar;
+  uint64_t s, i = 0;
+  int rc = pt_arena_slot(p, va, &ar, &s) ? p->bk.ops->err_invalid : 0;
+  for (; !rc && i < k; i++) {
+    if ((rc = p->bk.ops->map(p->bk.ctx, va + i * p->gran, h[i]))) break;
+    ar->handles[s + i] = h[i];
+    pt_bit_set(ar->bits, s + i);
+  }
+  if (!rc) rc = p->bk.ops->set_access(p->bk.ctx, va, k * p->gran);
+  if (!rc) return 0;
+  if (i) (void)p->bk.ops->unmap(p->bk.ctx, va, i * p->gran);
+  for (uint64_t j = 0; j < i; j++) pt_bit_clr(ar->bits, s + j);
+  for (uint64_t j = 0; j < k; j++) (void)p->bk.ops->release(p->bk.ctx, h[j]);
+  pt_stat_physical(p, -(int64_t)k);
+  return rc;
+}
+
+/* Granules that may be stitched: wholly free granules of free blocks other
+ * than `skip`, split into those whose work is done and those pending. */
+static void count_free_granules(struct pt_pool *p, struct pt_blk **c, uint64_t n,
+                                const struct pt_blk *skip, uint64_t *done, uint64_t *pending) {
+  *done = *pending = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    if (c[i] == skip) continue;
+    uint64_t g = blk_granules(p, c[i]);
+    if (!g) continue;
+    (void)pt_fences_settle(p, c[i], false);
+    if (c[i]->nfence) *pending += g;
+    else *done += g;
+  }
+}
+
+int pt_grow(struct pt_pool *p, uint64_t r) {
+  const uint64_t G = p->gran;
+  pt_streams_refresh(p);
+  uint64_t n = p->nfree_blocks;
+  struct pt_blk **c = malloc((n ? n : 1) * sizeof *c);
+  struct pt_blk *nb = pt_blk_new(p);
+  if (!c || !nb) {
+    free(c);
+    if (nb) pt_blk_put(p, nb);
+    return p->bk.ops->err_oom;
+  }
+  n = pt_fit_collect(p, 0, c, n);
+
+  /* The free segment tail that needs the fewest new granules. */
+  struct pt_blk *tail = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    struct pt_blk *b = c[i];
+    struct pt_arena *ar;
+    uint64_t s;
+    if (b->next || b->size >= r || (tail && tail->size >= b->size)) continue;
+    if (pt_arena_slot(p, b->addr + b->size, &ar, &s)) continue;
+    if (slots_free(ar, s, (r - b->size + G - 1) / G)) tail = b;
+  }
+
+  uint64_t used = p->st.physical_bytes + p->st.passthrough_bytes;
+  uint64_t room = !p->limit ? UINT64_MAX : p->limit > used ? (p->limit - used) / G : 0;
+  uint64_t k = 0, done = 0, pending = 0;
+  /* Try growing the tail; if even stitching everything cannot cover it, try
+   * a fresh range, which may also use the tail's own granules. */
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass && !tail) break;
+    if (pass) tail = NULL;
+    k = tail ? (r - tail->size + G - 1) / G : (r + G - 1) / G;
+    count_free_granules(p, c, n, tail, &done, &pending);
+    if (room >= k || done + pending + room >= k) break;
+  }
+  pt_bk_handle *h = NULL;
+  uint64_t nh = 0, stitched = 0;
+  int rc = p->bk.ops->err_oom;
+  if (room < k && done + pending + room < k) {
+    p->st.limit_rejections++;
+    goto fail;
+  }
+  if (!(h = malloc(k * sizeof *h))) goto fail;
+  /* New physical memory only for what free granules whose work is done
+   * cannot cover: stitching those costs about what creating does, and keeps
+   * the pool's physical memory close to its live memory. */
+  uint64_t want_new = k > done ? k - done : 0;
+  if (want_new > room) want_new = room;
+  rc = 0;
+  while (nh < want_new) {
+    if ((rc = p->bk.ops->create(p->bk.ctx, &h[nh]))) break;
+    nh++;
+    pt_stat_physical(p, 1);
+  }
+  if (rc && (rc != p->bk.ops->err_oom || nh + done + pending < k)) goto fail;
+  uint64_t grown = nh;
+  rc = 0;
+  /* Stitch: granules whose work is done first, then pending ones after
+   * waiting for them. */
+  for (int pass = 0; pass < 2 && nh < k; pass++) {
+    for (uint64_t i = 0; i < n && nh < k; i++) {
+      struct pt_blk *b = c[i];
+      if (!b || b == tail) continue;
+      uint64_t g = blk_granules(p, b);
+      if (!g || (pass == 0 && b->nfence)) continue;
+      if (pass == 1 && (rc = pt_fences_settle(p, b, true))) goto fail;
+      uint64_t take = g < k - nh ? g : k - nh;
+      if ((rc = take_granules(p, b, take, h + nh))) goto fail;
+      nh += take;
+      stitched += take;
+      c[i] = NULL; /* b may be gone: never look at it again */
+    }
+  }
+  rc = p->bk.ops->err_oom;
+  if (nh < k) goto fail;
+  uintptr_t va = 0;
+  if (tail) va = tail->addr + tail->size;
+  else if ((rc = place_fresh(p, k, &va))) goto fail;
+  if ((rc = map_range(p, va, h, k))) {
+    nh = 0; /* map_range released them */
+    goto fail;
+  }
+  nb->addr = va;
+  nb->size = k * G;
+  nb->is_free = 1;
+  if (tail) {
+    pt_fit_remove(p, tail);
+    tail->size += nb->size;
+    pt_blk_put(p, nb);
+    pt_fit_insert(p, tail);
+  } else {
+    pt_fit_insert(p, nb);
+  }
+  if (grown) p->st.grows++;
+  if (stitched) {
+    p->st.stitches++;
+    p->st.stitched_bytes += stitched * G;
+  }
+  free(c);
+  free(h);
+  return 0;
+fail:
+  for (uint64_t j = 0; j < nh; j++) (void)p->bk.ops->release(p->bk.ctx, h[j]);
+  pt_stat_physical(p, -(int64_t)nh);
+  pt_blk_put(p, nb);
+  free(c);
+  free(h);
+  return rc;
+}
+
+uint64_t pt_trim_locked(struct pt_pool *p, uint64_t keep, bool wait) {
+  const uint64_t G = p->gran;
+  uint64_t free_phys = p->st.physical_bytes - p->st.live_bytes;
+  if (free_phys <= keep) return 0;
+  uint64_t need = (free_phys - keep + G - 1) / G, released = 0;
+  uint64_t n = p->nfree_blocks;
+  struct pt_blk **c = malloc((n ? n : 1) * sizeof *c);
+  pt_bk_handle *h = malloc(need * sizeof *h);
+  if (!c || !h) goto out;
+  n = pt_fit_collect(p, G, c, n);
+  /* Largest blocks first: they hold the most whole granules. */
+  for (uint64_t i = n; i-- > 0 && released < need;) {
+    struct pt_blk *b = c[i];
+    uint64_t g = blk_granules(p, b);
+    if (!g || pt_fences_settle(p, b, wait) || b->nfence) continue;
+    uint64_t take = g < need - released ? g : need - released;
+    if (take_granules(p, b, take, h)) continue;
+    for (uint64_t j = 0; j < take; j++) (void)p->bk.ops->release(p->bk.ctx, h[j]);
+    pt_stat_physical(p, -(int64_t)take);
+    released += take;
+  }
+  if (released) {
+    p->st.trims++;
+    p->st.trimmed_bytes += released * G;
+  }
+out:
+  free(c);
+  free(h);
+  return released * G;
+}
+
+void pt_unmap_all(struct pt_pool *p) {
+  for (int i = 0; i < p->narenas; i++) {
+    struct pt_arena *a = &p->arenas[i];
+    for (uint64_t s = 0; s < a->nslots;) {
+      if (!pt_bit(a->bits, s)) {
+        s++;
+        continue;
+      }
+      uint64_t e = s;
+      while (e < a->nslots && pt_bit(a->bits, e)) e++;
+      (void)p->bk.ops->unmap(p->bk.ctx, a->base + s * p->gran, (e - s) * p->gran);
+      for (uint64_t j = s; j < e; j++) {
+        (void)p->bk.ops->release(p->bk.ctx, a->handles[j]);
+        pt_bit_clr(a->bits, j);
+      }
+      pt_stat_physical(p, -(int64_t)(e - s));
+      s = e;
+    }
+  }
+  p->free_root = NULL;
+  p->nfree_blocks = 0;
+}

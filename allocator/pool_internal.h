@@ -1,0 +1,120 @@
+/* Internals shared by the pool's files (pool.c: alloc/free and streams;
+ * pool_fit.c: free-block index and live-pointer map; pool_grow.c: mapping,
+ * stitching, trimming; pool_check.c: invariants for tests). */
+#ifndef PT_ALLOC_POOL_INTERNAL_H
+#define PT_ALLOC_POOL_INTERNAL_H
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "allocator/pool.h"
+
+/* Streams whose pending work a free block may carry; more are resolved by
+ * waiting (rare: it takes frees on this many streams coalescing into one). */
+#define PT_POOL_FENCES 4
+#define PT_POOL_MAX_ARENAS 32
+
+/* "Stream s freed this memory when the pool's free counter was seq": work on
+ * s queued before that point may still use it. */
+struct pt_fence {
+  pt_bk_stream stream;
+  uint64_t seq;
+};
+
+struct pt_blk {
+  uintptr_t addr;
+  uint64_t size;
+  struct pt_blk *prev, *next; /* address neighbours in the same segment */
+  struct pt_blk *tl, *tr;     /* free index (treap) children */
+  uint32_t prio;              /* treap priority, from the address */
+  uint8_t is_free, nfence;
+  struct pt_fence fence[PT_POOL_FENCES];
+};
+
+/* A reserved VA range; granule slot i is mapped when bit i of bits is set,
+ * to handles[i]. */
+struct pt_arena {
+  uintptr_t base;
+  uint64_t nslots;
+  uint64_t *bits;
+  pt_bk_handle *handles;
+};
+
+/* Per stream: one reusable marker, recorded lazily when another stream needs
+ * to know whether this one's frees are done. */
+struct pt_stream_st {
+  pt_bk_stream stream;
+  pt_bk_marker marker;
+  uint64_t marker_seq;    /* free counter when the marker was last recorded */
+  uint64_t last_free_seq; /* free counter of this stream's last free */
+  bool has_marker, done;  /* done: the last record is known complete */
+};
+
+struct pt_ptrmap {
+  uintptr_t *keys; /* 0 = empty */
+  struct pt_blk **vals;
+  uint64_t cap, n; /* cap is a power of two */
+};
+
+struct pt_blk_chunk {
+  struct pt_blk_chunk *next;
+  struct pt_blk blks[];
+};
+
+struct pt_pool {
+  pthread_mutex_t mu;
+  struct pt_backend bk;
+  int device;
+  uint64_t gran;
+  uint64_t keep, limit, arena_bytes;
+
+  struct pt_arena arenas[PT_POOL_MAX_ARENAS];
+  int narenas; /* read without the lock (atomic acquire) by pt_pool_in_range */
+
+  struct pt_blk *free_root; /* treap keyed by (size, addr) */
+  uint64_t nfree_blocks;
+  struct pt_ptrmap live;
+  struct pt_blk *blk_spare;
+  struct pt_blk_chunk *chunks;
+
+  struct pt_stream_st *streams;
+  uint64_t nstreams, cap_streams;
+  uint64_t free_seq; /* bumped by every free */
+  uint64_t sync_seq; /* every fence with seq <= sync_seq is done */
+
+  uint64_t trim_floor; /* free physical bytes after the last automatic trim */
+  struct pt_pool_stats st;
+};
+
+/* pool_fit.c */
+void pt_fit_insert(struct pt_pool *p, struct pt_blk *b);
+void pt_fit_remove(struct pt_pool *p, struct pt_blk *b);
+struct pt_blk *pt_fit_lower_bound(struct pt_pool *p, uint64_t size); /* best fit */
+/* Appends free blocks of size >= min_size, ascending, to out (at most max). */
+uint64_t pt_fit_collect(struct pt_pool *p, uint64_t min_size, struct pt_blk **out, uint64_t max);
+int pt_ptrmap_put(struct pt_ptrmap *m, uintptr_t key, struct pt_blk *b);
+struct pt_blk *pt_ptrmap_get(const struct pt_ptrmap *m, uintptr_t key);
+struct pt_blk *pt_ptrmap_del(struct pt_ptrmap *m, uintptr_t key);
+void pt_ptrmap_free(struct pt_ptrmap *m);
+
+/* pool.c */
+struct pt_blk *pt_blk_new(struct pt_pool *p);
+void pt_blk_put(struct pt_pool *p, struct pt_blk *b);
+void pt_fence_merge(struct pt_pool *p, struct pt_blk *dst, const struct pt_blk *src);
+/* Drops b's fences known done; with wait, waits for the others. 0 or error. */
+int pt_fences_settle(struct pt_pool *p, struct pt_blk *b, bool wait);
+/* Records a marker on every stream whose latest frees no marker covers, so a
+ * later query can tell them done. */
+void pt_streams_refresh(struct pt_pool *p);
+void pt_stat_physical(struct pt_pool *p, int64_t delta_granules);
+
+/* pool_grow.c */
+int pt_grow(struct pt_pool *p, uint64_t size);
+uint64_t pt_trim_locked(struct pt_pool *p, uint64_t keep, bool wait);
+int pt_arena_slot(const struct pt_pool *p, uintptr_t va, struct pt_arena **a, uint64_t *slot);
+void pt_unmap_all(struct pt_pool *p);
+
+static inline bool pt_bit(const uint64_t *bits, uint64_t i) { return bits[i >> 6] >> (i & 63) & 1; }
+static inline void pt_bit_set(uint64_t *bits, uint64_t i) { bits[i >> 6] |= (uint64_t)1 << (i & 63); }
+static inline void pt_bit_clr(uint64_t *bits, uint64_t i) { bits[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+
+#endif

@@ -1,0 +1,40 @@
+/* Replaying an allocation trace through the pool on the host backend: the
+ * core of `ponytail replay`, also called by the tests. The trace's pointers
+ * are keys only; every allocation gets its address from the pool. */
+#ifndef PT_ALLOC_REPLAY_H
+#define PT_ALLOC_REPLAY_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "allocator/pool.h"
+
+struct pt_replay_trace; /* a whole trace, parsed and checked */
+
+/* Reads and checks path: unknown lines, frees of unknown pointers, duplicate
+ * live pointers, bad numbers, truncated gzip. 0, or -1 with
+ * "PATH:LINE: message" in err. */
+int pt_replay_load(const char *path, struct pt_replay_trace **out, char *err, size_t errlen);
+void pt_replay_free(struct pt_replay_trace *t);
+
+struct pt_replay_opts {
+  uint64_t keep_bytes;  /* the pool's keep threshold */
+  uint64_t limit_bytes; /* 0 = none */
+  bool time_ops;        /* time every operation (clock_gettime) */
+};
+
+struct pt_replay_result {
+  uint64_t allocs, frees;             /* pooled events replayed */
+  uint64_t pass_allocs, pass_frees;   /* P/Q events */
+  uint64_t failed_allocs;             /* out of memory under the limit */
+  uint64_t peak_live_bytes;           /* of the trace's requested sizes */
+  uint64_t peak_physical_bytes;
+  double overhead;                    /* peak physical / peak live - 1 */
+  /* ns per operation, timer overhead subtracted (0 when not timed) */
+  double alloc_p50, alloc_p99, free_p50, free_p99, op_p50, op_p99;
+  struct pt_pool_stats pool;
+};
+
+/* 0, or -1 with a message in err (the pool could not be created). */
+int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *o,
+                  struct pt_replay_result *res, char *err, size_t errlen);
+
+#endif

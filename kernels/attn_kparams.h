@@ -1,0 +1,73 @@
+/* Kernel-side parameter blocks, shared by the .cu kernels and the C host
+ * code that fills them (one definition, so the by-value layouts can't
+ * drift), and the launch plan of the decode kernel (kernels/attn_plan.c). */
+#ifndef PT_ATTN_KPARAMS_H
+#define PT_ATTN_KPARAMS_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Keys per pipeline stage (a tile); each of the 4 warps of a CTA owns 16. */
+#define PT_ATTN_BK 64
+#define PT_ATTN_THREADS 128
+#define PT_ATTN_MAX_ROWS 16
+/* Upper bound on KV splits: bounds the last CTA's per-split weight table. */
+#define PT_ATTN_MAX_SPLITS 256
+/* One 32-bit counter per (batch, KV head) in the workspace's fixed head;
+ * a split launch (nsplit > 1) never has more units than this. */
+#define PT_ATTN_MAX_COUNTERS 1024
+/* Multiprocessors the split heuristic plans for (H100/H200). Only speed
+ * depends on it; a fixed value keeps the workspace size a pure function of
+ * the descriptor. */
+#define PT_ATTN_PLAN_SMS 132
+/* Threads of the (single-CTA) compare kernel. */
+#define PT_ATTN_CMP_THREADS 512
+
+/* The decode kernel's only parameter, passed by value (__grid_constant__). */
+struct pt_attn_kparams {
+  const void *q, *k, *v;
+  void *o;
+  float *lse;            /* NULL: no LSE */
+  unsigned char *ws;     /* workspace; counters at 0 (NULL when nsplit == 1) */
+  int64_t q_bs, q_rs, q_hs;
+  int64_t k_bs, k_rs, k_hs;
+  int64_t v_bs, v_rs, v_hs;
+  int64_t o_bs, o_rs, o_hs;
+  int64_t ws_ml_off;     /* byte offset of float2 (m, l) partials */
+  int64_t ws_o_off;      /* byte offset of fp32 O partials */
+  int b, h, h_k, sq, sk;
+  int group;             /* h / h_k */
+  int rows;              /* sq * group <= 16 */
+  int nsplit;            /* KV splits (gridDim.x) */
+  int tiles_per_split;   /* PT_ATTN_BK-key tiles per split */
+  int causal;
+  float scale_log2;      /* softmax scale * log2(e) */
+  int pad_;
+};
+
+/* The compare kernel's only parameter. */
+struct pt_attn_cmp_kparams {
+  const void *ref_o;
+  const void *test_o;
+  const float *ref_lse, *test_lse; /* both non-NULL, or LSE is skipped */
+  float *result;
+  int64_t o_bs, o_rs, o_hs;        /* ref O strides (elements) */
+  int b, h, sq, d;
+};
+
+/* How a descriptor is launched (host side). */
+struct pt_attn_plan {
+  int dkind;           /* 0: d64, 1: d128, 2: d256 */
+  int group, rows;
+  int tiles, nsplit, tiles_per_split;
+  unsigned smem_bytes; /* dynamic shared memory per CTA */
+  int64_t ws_ml_off, ws_o_off;
+  uint64_t ws_bytes;   /* 0 when nsplit == 1 */
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,249 @@
+/* Loader and launcher of the fused attention kernels.
+ *
+ * The fatbin built by nvcc is embedded in this library (kernels/embed.py,
+ * section .nv_fatbin). It is loaded through the real driver functions in
+ * pt_drv (shim/real.h) once per CUDA context, on first use, into a small
+ * table that is read without a lock: entries are published by a release
+ * store of the count, so only the first launch in a context takes the lock.
+ * Launches go through pt_drv.cuLaunchKernel on the caller's stream and do no
+ * allocation, memset or synchronisation, so they may be captured into a CUDA
+ * graph. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/attn.h"
+#include "kernels/attn_kparams.h"
+#include "kernels/attn_plan.h"
+#include "shim/real.h"
+
+#ifndef PT_ATTN_HAVE_FATBIN
+/* Built without nvcc: nothing to load, every launch is refused (and pt_drv
+ * is not referenced, so such a build links without the shim). */
+int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
+  (void)ws; (void)bytes; (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
+                          void *stream) {
+  (void)d; (void)workspace; (void)ws_bytes; (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
+                           const float *test_lse, float *result, void *stream) {
+  (void)ref; (void)test_o; (void)test_lse; (void)result; (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+#else
+extern const unsigned char pt_attn_fatbin[];
+
+enum {
+  PT_FN_BF16_D64, PT_FN_BF16_D128, PT_FN_BF16_D256,
+  PT_FN_FP16_D64, PT_FN_FP16_D128, PT_FN_FP16_D256,
+  PT_FN_CMP_BF16, PT_FN_CMP_FP16,
+  PT_FN_COUNT
+};
+
+static const char *const pt_attn_fn_names[PT_FN_COUNT] = {
+  "pt_attn_decode_bf16_d64", "pt_attn_decode_bf16_d128", "pt_attn_decode_bf16_d256",
+  "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
+  "pt_attn_compare_bf16",    "pt_attn_compare_fp16",
+};
+
+#define PT_ATTN_MAX_CTX 64
+
+struct pt_attn_module {
+  CUcontext ctx;
+  CUresult status; /* of the load: a failed context is not retried on every launch */
+  CUmodule mod;
+  CUfunction fn[PT_FN_COUNT];
+};
+
+static struct pt_attn_module pt_attn_mods[PT_ATTN_MAX_CTX];
+static atomic_int pt_attn_nmods;
+static pthread_mutex_t pt_attn_mods_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Loads the module into the current context and resolves every kernel. */
+static CUresult pt_attn_load(struct pt_attn_module *m) {
+  CUresult r = pt_drv.cuModuleLoadData(&m->mod, pt_attn_fatbin);
+  if (r != CUDA_SUCCESS) return r;
+  for (int i = 0; i < PT_FN_COUNT; ++i) {
+    r = pt_drv.cuModuleGetFunction(&m->fn[i], m->mod, pt_attn_fn_names[i]);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  /* The decode kernels use more than the default 48 KB of dynamic smem. */
+  static const int dec[6] = {64, 128, 256, 64, 128, 256};
+  for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i) {
+    r = pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
+    if (r != CUDA_SUCCESS) return r;
+    /* Ask for the largest shared-memory carveout so that the 2 (d128) or 3
+     * (d64) CTAs per SM the split plan counts on are resident; a hint only. */
+    (void)pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    100);
+  }
+  return CUDA_SUCCESS;
+}
+
+/* The module of the stream's context, loading it on first use. */
+static CUresult pt_attn_module_for(CUstream stream, const struct pt_attn_module **out) {
+  if (!pt_drv.cuLaunchKernel || !pt_drv.cuCtxGetCurrent) {
+    if (!pt_real_driver() || !pt_drv.cuLaunchKernel || !pt_drv.cuCtxGetCurrent)
+      return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  CUcontext ctx = NULL;
+  CUresult r = pt_drv.cuStreamGetCtx ? pt_drv.cuStreamGetCtx(stream, &ctx)
+                                     : pt_drv.cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+
+  int n = atomic_load_explicit(&pt_attn_nmods, memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    if (pt_attn_mods[i].ctx == ctx) {
+      *out = &pt_attn_mods[i];
+      return pt_attn_mods[i].status;
+    }
+  }
+
+  pthread_mutex_lock(&pt_attn_mods_lock);
+  n = atomic_load_explicit(&pt_attn_nmods, memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (pt_attn_mods[i].ctx == ctx) {
+      pthread_mutex_unlock(&pt_attn_mods_lock);
+      *out = &pt_attn_mods[i];
+      return pt_attn_mods[i].status;
+    }
+  }
+  if (n == PT_ATTN_MAX_CTX) {
+    pthread_mutex_unlock(&pt_attn_mods_lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  struct pt_attn_module *m = &pt_attn_mods[n];
+  memset(m, 0, sizeof *m);
+  m->ctx = ctx;
+  /* Load into the stream's context even if another one is current. */
+  CUcontext cur = NULL;
+  int pushed = 0;
+  if (pt_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx && pt_drv.cuCtxPushCurrent &&
+      pt_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS)
+    pushed = 1;
+  if (!pt_drv.cuModuleLoadData || !pt_drv.cuModuleGetFunction || !pt_drv.cuFuncSetAttribute)
+    m->status = CUDA_ERROR_NOT_INITIALIZED;
+  else
+    m->status = pt_attn_load(m);
+  if (m->status != CUDA_SUCCESS && m->mod && pt_drv.cuModuleUnload) {
+    pt_drv.cuModuleUnload(m->mod);
+    m->mod = NULL;
+  }
+  if (pushed) {
+    CUcontext popped;
+    pt_drv.cuCtxPopCurrent(&popped);
+  }
+  /* A failure while the stream is being captured may be the capture's doing
+   * (loading is not a stream operation): leave the entry unpublished so the
+   * next launch retries. Any other failure is remembered for the context. */
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  const int retry = m->status != CUDA_SUCCESS && pt_drv.cuStreamIsCapturing &&
+                    pt_drv.cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+                    cap != CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult status = m->status;
+  if (!retry) atomic_store_explicit(&pt_attn_nmods, n + 1, memory_order_release);
+  pthread_mutex_unlock(&pt_attn_mods_lock);
+  *out = m;
+  return status;
+}
+
+int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
+  const struct pt_attn_module *m;
+  CUresult r = pt_attn_module_for((CUstream)stream, &m);
+  if (r != CUDA_SUCCESS) return r;
+  if (!ws || bytes == 0) return CUDA_SUCCESS;
+  if (!pt_drv.cuMemsetD8Async) return CUDA_ERROR_NOT_INITIALIZED;
+  return pt_drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)ws, 0, bytes, (CUstream)stream);
+}
+
+int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
+                          void *stream) {
+  if (pt_attn_decode_supported(d)) return CUDA_ERROR_NOT_SUPPORTED;
+  struct pt_attn_plan pl;
+  pt_attn_plan_make(d, &pl);
+  if (pl.ws_bytes > 0 && (!workspace || ws_bytes < pl.ws_bytes || ((uintptr_t)workspace & 15u)))
+    return CUDA_ERROR_INVALID_VALUE;
+
+  const struct pt_attn_module *m;
+  CUresult r = pt_attn_module_for((CUstream)stream, &m);
+  if (r != CUDA_SUCCESS) return r;
+
+  struct pt_attn_kparams p;
+  memset(&p, 0, sizeof p);
+  p.q = d->q;
+  p.k = d->k;
+  p.v = d->v;
+  p.o = d->o;
+  p.lse = d->lse;
+  p.ws = pl.ws_bytes ? (unsigned char *)workspace : NULL;
+  p.q_bs = d->q_batch_stride;
+  p.q_rs = d->q_row_stride;
+  p.q_hs = d->q_head_stride;
+  p.k_bs = d->k_batch_stride;
+  p.k_rs = d->k_row_stride;
+  p.k_hs = d->k_head_stride;
+  p.v_bs = d->v_batch_stride;
+  p.v_rs = d->v_row_stride;
+  p.v_hs = d->v_head_stride;
+  p.o_bs = d->o_batch_stride;
+  p.o_rs = d->o_row_stride;
+  p.o_hs = d->o_head_stride;
+  p.ws_ml_off = pl.ws_ml_off;
+  p.ws_o_off = pl.ws_o_off;
+  p.b = d->b;
+  p.h = d->h;
+  p.h_k = d->h_k;
+  p.sq = d->seqlen_q;
+  p.sk = d->seqlen_k;
+  p.group = pl.group;
+  p.rows = pl.rows;
+  p.nsplit = pl.nsplit;
+  p.tiles_per_split = pl.tiles_per_split;
+  p.causal = d->causal != 0;
+  p.scale_log2 = d->scale * 1.4426950408889634f;
+
+  const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
+  void *args[1] = {&p};
+  return pt_drv.cuLaunchKernel(m->fn[fi], (unsigned)pl.nsplit, (unsigned)d->h_k, (unsigned)d->b,
+                               PT_ATTN_THREADS, 1, 1, pl.smem_bytes, (CUstream)stream, args,
+                               NULL);
+}
+
+int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
+                           const float *test_lse, float *result, void *stream) {
+  if (!ref || !ref->o || !test_o || !result) return CUDA_ERROR_INVALID_VALUE;
+  if (ref->dtype != PT_DTYPE_FP16 && ref->dtype != PT_DTYPE_BF16) return CUDA_ERROR_INVALID_VALUE;
+  if (ref->b < 1 || ref->h < 1 || ref->seqlen_q < 1 || ref->head_dim < 1 ||
+      (ref->o_dim_stride != 0 && ref->o_dim_stride != 1))
+    return CUDA_ERROR_INVALID_VALUE;
+  const struct pt_attn_module *m;
+  CUresult r = pt_attn_module_for((CUstream)stream, &m);
+  if (r != CUDA_SUCCESS) return r;
+
+  struct pt_attn_cmp_kparams p;
+  memset(&p, 0, sizeof p);
+  p.ref_o = ref->o;
+  p.test_o = test_o;
+  p.ref_lse = test_lse ? ref->lse : NULL;
+  p.test_lse = ref->lse ? test_lse : NULL;
+  p.result = result;
+  p.o_bs = ref->o_batch_stride;
+  p.o_rs = ref->o_row_stride;
+  p.o_hs = ref->o_head_stride;
+  p.b = ref->b;
+  p.h = ref->h;
+  p.sq = ref->seqlen_q;
+  p.d = ref->head_dim;
+  void *args[1] = {&p};
+  const int fi = ref->dtype == PT_DTYPE_BF16 ? PT_FN_CMP_BF16 : PT_FN_CMP_FP16;
+  return pt_drv.cuLaunchKernel(m->fn[fi], 1, 1, 1, PT_ATTN_CMP_THREADS, 1, 1, 0,
+                               (CUstream)stream, args, NULL);
+}
+#endif /* PT_ATTN_HAVE_FATBIN */

@@ -1,0 +1,116 @@
+/* Planning of the fused decode launch: which descriptors the kernel takes,
+ * how many KV splits, and the workspace layout. Pure host code. */
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/attn_plan.h"
+
+/* Shared memory per CTA: the K/V ring (stages x 64 keys x d x 2 tensors x 2
+ * bytes) plus the 16 padded query rows. Must match cfg<D> in attn_decode.cu. */
+unsigned pt_attn_plan_smem(int d) {
+  const unsigned stages = d == 64 ? 4 : 3;
+  return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u;
+}
+
+/* CTAs resident per SM at that shared memory (the kernels' launch bounds
+ * promise at least this many). */
+static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? 2 : 1); }
+
+int pt_attn_plan_split_div = 1;
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static int mult8(int64_t s) { return (s & 7) == 0; }
+static int contiguous(int64_t s) { return s == 0 || s == 1; }
+
+const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
+  if (!d) return "no descriptor";
+  if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return "dtype not fp16/bf16";
+  if (d->head_dim != 64 && d->head_dim != 128 && d->head_dim != 256)
+    return "head_dim not 64/128/256";
+  if (d->b < 1 || d->h < 1 || d->h_k < 1 || d->seqlen_q < 1) return "empty or negative shape";
+  if (d->seqlen_k < 1) return "seqlen_k < 1";
+  if (d->h % d->h_k != 0) return "h not a multiple of h_k";
+  if (d->seqlen_q > PT_ATTN_MAX_ROWS) return "seqlen_q > 16";
+  if (d->h / d->h_k > PT_ATTN_MAX_ROWS || d->seqlen_q * (d->h / d->h_k) > PT_ATTN_MAX_ROWS)
+    return "rows per kv head > 16";
+  if (d->b > 65535 || d->h_k > 65535) return "batch or kv heads > 65535";
+  if (d->causal && d->seqlen_q > d->seqlen_k) return "causal with seqlen_q > seqlen_k";
+  if (!(d->scale == d->scale) || isinf(d->scale)) return "scale not finite";
+  if (!d->q || !d->k || !d->v || !d->o) return "null pointer";
+  if (!contiguous(d->q_dim_stride) || !contiguous(d->k_dim_stride) ||
+      !contiguous(d->v_dim_stride) || !contiguous(d->o_dim_stride))
+    return "last dim not contiguous";
+  if (!aligned16(d->q) || !aligned16(d->k) || !aligned16(d->v) || !aligned16(d->o) ||
+      ((uintptr_t)d->lse & 3u))
+    return "misaligned pointer";
+  if (!mult8(d->q_batch_stride) || !mult8(d->q_row_stride) || !mult8(d->q_head_stride) ||
+      !mult8(d->k_batch_stride) || !mult8(d->k_row_stride) || !mult8(d->k_head_stride) ||
+      !mult8(d->v_batch_stride) || !mult8(d->v_row_stride) || !mult8(d->v_head_stride) ||
+      !mult8(d->o_batch_stride) || !mult8(d->o_row_stride) || !mult8(d->o_head_stride))
+    return "stride not a multiple of 8";
+  return NULL;
+}
+
+static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
+  const int hd = d->head_dim;
+  pl->dkind = hd == 64 ? 0 : (hd == 128 ? 1 : 2);
+  pl->group = d->h / d->h_k;
+  pl->rows = d->seqlen_q * pl->group;
+  pl->smem_bytes = pt_attn_plan_smem(hd);
+  pl->tiles = (d->seqlen_k + PT_ATTN_BK - 1) / PT_ATTN_BK;
+
+  /* Split the keys only as far as it takes to fill the GPU once: every extra
+   * split costs a partial write + read and a longer merge in the last CTA.
+   * Splits keep at least 2 tiles (the prologue fetches 2+ tiles at once, so
+   * a 1-tile split saves no latency but doubles the partials). */
+  const int64_t units = (int64_t)d->b * d->h_k;
+  const int64_t slots = (int64_t)PT_ATTN_PLAN_SMS * plan_occupancy(hd);
+  int64_t ns = 1;
+  if (units <= PT_ATTN_MAX_COUNTERS && units < slots) {
+    ns = slots / units;
+    const int64_t max_by_tiles = (pl->tiles + 1) / 2;
+    if (ns > max_by_tiles) ns = max_by_tiles;
+    if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
+    /* Measured on H200 (bench/NOTES-attn.md, run 2): the last CTA's merge
+     * reads ns x rows partial rows from L2 on one SM, so with 4+ rows per KV
+     * head half the splits (but not under 8) is faster; and when the
+     * batch x KV heads alone occupy a third of the SMs and a split would get
+     * <= 4 tiles, the split path's fixed cost (count, merge) outweighs the
+     * extra bandwidth: one split. */
+    const int rows = d->seqlen_q * pl->group;
+    if (rows >= 4 && ns > 8) ns = ns / 2 > 8 ? ns / 2 : 8;
+    if (units * 3 >= PT_ATTN_PLAN_SMS && (pl->tiles + ns - 1) / ns <= 4) ns = 1;
+    if (pt_attn_plan_split_div > 1) ns /= pt_attn_plan_split_div;
+    if (ns < 1) ns = 1;
+  }
+  pl->tiles_per_split = (int)((pl->tiles + ns - 1) / ns);
+  pl->nsplit = (pl->tiles + pl->tiles_per_split - 1) / pl->tiles_per_split;
+
+  if (pl->nsplit == 1) {
+    pl->ws_ml_off = pl->ws_o_off = 0;
+    pl->ws_bytes = 0;
+    return;
+  }
+  const int64_t parts = units * pl->nsplit * pl->rows;
+  pl->ws_ml_off = PT_ATTN_WS_COUNTER_BYTES;
+  pl->ws_o_off = pl->ws_ml_off + round_up(parts * 8, 256);
+  pl->ws_bytes = (uint64_t)(pl->ws_o_off + parts * hd * 4);
+}
+
+const char *pt_attn_decode_supported(const struct pt_attn_desc *d) {
+#ifndef PT_ATTN_HAVE_FATBIN
+  (void)d;
+  return "kernels not built";
+#else
+  return pt_attn_plan_check(d);
+#endif
+}
+
+size_t pt_attn_decode_workspace_bytes(const struct pt_attn_desc *d) {
+  if (pt_attn_plan_check(d)) return 0;
+  struct pt_attn_plan pl;
+  pt_attn_plan_make(d, &pl);
+  return (size_t)pl.ws_bytes;
+}

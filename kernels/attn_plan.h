@@ -1,0 +1,23 @@
+/* Internal to kernels/: the pure host-side planning of a decode launch
+ * (eligibility, split count, workspace layout). No CUDA calls, so it is unit
+ * tested on the CPU. */
+#ifndef PT_ATTN_PLAN_H
+#define PT_ATTN_PLAN_H
+#include "kernels/attn.h"
+#include "kernels/attn_kparams.h"
+
+/* The shape/layout checks of pt_attn_decode_supported, without the "are the
+ * kernels built" check: NULL or a static reason. */
+const char *pt_attn_plan_check(const struct pt_attn_desc *d);
+
+/* Dynamic shared memory of the decode kernel for head_dim d (64/128/256). */
+unsigned pt_attn_plan_smem(int d);
+
+/* Test-only tuning knob (tests/gpu timing): divides the split count the
+ * heuristic picks (fewer, longer splits). Leave at 1 elsewhere. */
+extern int pt_attn_plan_split_div;
+
+/* Fills *pl for a descriptor that passed pt_attn_plan_check. */
+void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl);
+
+#endif

@@ -1,1 +1,0 @@
-/* Removed once the kernels land. */ int pt_kernels_placeholder_;

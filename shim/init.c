@@ -1,0 +1,76 @@
+/* Once-only initialisation, fork and exit handling.
+ *
+ * Init is lazy (first intercepted call) because the shim is loaded into every
+ * process of a preloaded tree, most of which never touch CUDA. The only
+ * constructor work is the framework policy, which must set environment
+ * variables before the application reads them. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "hooks/hook.h"
+#include "shim/cupti.h"
+#include "shim/log.h"
+#include "shim/registry.h"
+#include "shim/shim.h"
+#include "shim/stats.h"
+
+int pt_state;
+__thread int pt_tls_in_rt __attribute__((tls_model("initial-exec")));
+
+static pthread_once_t pt_init_once = PTHREAD_ONCE_INIT;
+static __thread int pt_tls_in_init __attribute__((tls_model("initial-exec")));
+static int pt_cupti_on;
+
+static void pt_atfork_prepare(void) { pt_registry_atfork_prepare(); }
+static void pt_atfork_parent(void) { pt_registry_atfork_parent(); }
+static void pt_atfork_child(void) {
+  pt_registry_atfork_child();
+  /* A %p log file names the parent: the child gets its own. */
+  pt_log_reopen();
+}
+
+static void pt_exit(void) {
+  if (__atomic_load_n(&pt_state, __ATOMIC_ACQUIRE) != PT_STATE_ON) return;
+  if (pt_cupti_on) pt_cupti_stop();
+  pt_stats_write();
+}
+
+static void pt_init_run(void) {
+  pt_tls_in_init = 1;
+  pt_opts_init();
+  if (!pt_opt_bool(PT_OPT_ENABLE)) {
+    __atomic_store_n(&pt_state, PT_STATE_OFF, __ATOMIC_RELEASE);
+    pt_tls_in_init = 0;
+    return;
+  }
+  if (pthread_atfork(pt_atfork_prepare, pt_atfork_parent, pt_atfork_child) != 0) {
+    PT_INTERNAL_ERROR();
+    pt_warn("pthread_atfork failed: a forked child may inherit a held registry lock");
+  }
+  if (atexit(pt_exit) != 0) {
+    PT_INTERNAL_ERROR();
+    pt_warn("atexit failed: no exit stats");
+  }
+  /* Publish before starting CUPTI: it calls into CUDA, i.e. into our
+   * wrappers, from this thread. */
+  __atomic_store_n(&pt_state, PT_STATE_ON, __ATOMIC_RELEASE);
+  pt_debug("initialised (version %s)", PT_VERSION);
+  if (pt_opt_str(PT_OPT_CUPTI)[0]) {
+    pt_cupti_on = 1;
+    pt_cupti_start();
+  }
+  pt_tls_in_init = 0;
+}
+
+int pt_init(void) {
+  /* A CUDA call made by the init itself (from this thread) passes through. */
+  if (pt_tls_in_init) return PT_STATE_OFF;
+  pthread_once(&pt_init_once, pt_init_run);
+  int s = __atomic_load_n(&pt_state, __ATOMIC_ACQUIRE);
+  return s == PT_STATE_UNINIT ? PT_STATE_OFF : s;
+}
+
+__attribute__((constructor)) static void pt_ctor(void) {
+  pt_opts_init();
+  if (pt_opt_bool(PT_OPT_ENABLE)) pt_hooks_policy_apply();
+}

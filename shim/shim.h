@@ -1,0 +1,82 @@
+/* Shim internals shared by the entry points: the once-init state, per-symbol
+ * call counters, the table of real functions and the thread-local "inside a
+ * runtime call" flag. Not for other areas: they use shim/real.h (pt_drv),
+ * shim/stats.h and the allocator/hook interfaces. */
+#ifndef PT_SHIM_H
+#define PT_SHIM_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PT_EXPORT __attribute__((visibility("default")))
+#define PT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum pt_sym_kind { PT_SYM_KIND_RT, PT_SYM_KIND_DRV, PT_SYM_KIND_RTX };
+
+enum pt_sym {
+#define PT_SYM(name, kind) PT_SYM_##name,
+#include "shim/syms.def"
+#undef PT_SYM
+  PT_SYM_COUNT
+};
+
+extern const char *const pt_sym_name[PT_SYM_COUNT];
+extern const unsigned char pt_sym_kind[PT_SYM_COUNT];
+/* Exact-name lookup; -1 when not a shim symbol. */
+int pt_sym_find(const char *name);
+
+/* ---- once-init ---------------------------------------------------------- */
+enum { PT_STATE_UNINIT = 0, PT_STATE_ON = 1, PT_STATE_OFF = 2 };
+extern int pt_state;
+int pt_init(void); /* returns PT_STATE_ON or PT_STATE_OFF */
+
+/* true: the shim is active (count, route, hook); false: pure pass-through. */
+static inline bool pt_active(void) {
+  int s = __atomic_load_n(&pt_state, __ATOMIC_ACQUIRE);
+  if (PT_UNLIKELY(s == PT_STATE_UNINIT)) s = pt_init();
+  return s == PT_STATE_ON;
+}
+
+/* ---- call counters ------------------------------------------------------ */
+/* One cache line each: launch counters are bumped by many threads. */
+struct pt_counter {
+  uint64_t n;
+} __attribute__((aligned(64)));
+extern struct pt_counter pt_calls[PT_SYM_COUNT];
+#define PT_COUNT(sym) __atomic_fetch_add(&pt_calls[PT_SYM_##sym].n, 1, __ATOMIC_RELAXED)
+
+/* Internal failures (counted, logged once, passed through). */
+extern uint64_t pt_internal_errors;
+#define PT_INTERNAL_ERROR() __atomic_fetch_add(&pt_internal_errors, 1, __ATOMIC_RELAXED)
+
+/* ---- real functions ----------------------------------------------------- */
+extern void *pt_real_fn[PT_SYM_COUNT];
+void *pt_real_resolve(enum pt_sym s);
+static inline void *pt_real(enum pt_sym s) {
+  void *p = __atomic_load_n(&pt_real_fn[s], __ATOMIC_ACQUIRE);
+  return PT_LIKELY(p != NULL) ? p : pt_real_resolve(s);
+}
+/* Records the real pointer of a DRV variant handed out by the driver (first
+ * one wins); returns the pointer the wrapper will call. */
+void *pt_real_offer(enum pt_sym s, void *p);
+/* The real dlsym (glibc's), resolved with dlvsym; NULL only if glibc lacks it. */
+void *pt_real_dlsym(void *handle, const char *name);
+/* libcuda.so.1: RTLD_NOLOAD first, then a plain dlopen; NULL when absent. */
+void *pt_real_libcuda(void);
+
+/* ---- thread-local flags ------------------------------------------------- */
+/* Set while a runtime entry point runs its real function: libcudart forwards
+ * to driver functions it got from cuGetProcAddress (our wrappers), which then
+ * count the call but neither re-count the kernel launch nor route again. */
+extern __thread int pt_tls_in_rt __attribute__((tls_model("initial-exec")));
+
+/* Error codes returned when the real function cannot be found: what the
+ * runtime returns without a driver, and what the driver stub returns. */
+#define PT_RT_NO_DRIVER 35  /* cudaErrorInsufficientDriver */
+#define PT_DRV_NO_DRIVER 34 /* CUDA_ERROR_STUB_LIBRARY */
+
+/* Expands %p to the pid (log and stats file names). 0 or -1 if too long. */
+int pt_path_expand(const char *pattern, char *out, size_t len);
+
+#endif

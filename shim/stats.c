@@ -1,0 +1,200 @@
+/* Exit statistics: per-symbol call counts, the kernel registry's most launched
+ * kernels, fallback reasons, hook stats and the allocator's section. Runs once
+ * at exit; may allocate. */
+#include "shim/stats.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hooks/hook.h"
+#include "shim/jsonw.h"
+#include "shim/log.h"
+#include "shim/registry.h"
+#include "shim/shim.h"
+
+void (*pt_stats_alloc_json)(struct pt_jw *w);
+void (*pt_stats_alloc_text)(FILE *f);
+
+struct pt_counter pt_calls[PT_SYM_COUNT];
+uint64_t pt_internal_errors;
+
+/* Fallback reasons: static strings, so a slot is claimed by pointer with a
+ * CAS and counted atomically (no lock on the launch path). */
+#define PT_REASONS 64
+static struct {
+  const char *reason;
+  uint64_t n;
+} pt_reasons[PT_REASONS];
+static uint64_t pt_reasons_dropped;
+
+void pt_stats_fallback(const char *reason) {
+  if (!reason) reason = "unspecified";
+  for (int i = 0; i < PT_REASONS; i++) {
+    const char *r = __atomic_load_n(&pt_reasons[i].reason, __ATOMIC_ACQUIRE);
+    if (!r) {
+      const char *expected = NULL;
+      if (__atomic_compare_exchange_n(&pt_reasons[i].reason, &expected, reason, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_ACQUIRE))
+        r = reason;
+      else
+        r = expected;
+    }
+    if (r == reason || !strcmp(r, reason)) {
+      __atomic_fetch_add(&pt_reasons[i].n, 1, __ATOMIC_RELAXED);
+      return;
+    }
+  }
+  __atomic_fetch_add(&pt_reasons_dropped, 1, __ATOMIC_RELAXED);
+}
+
+struct pt_klist {
+  struct pt_kernel **v;
+  size_t n, cap;
+  uint64_t launches;
+};
+
+static void pt_collect(struct pt_kernel *k, void *arg) {
+  struct pt_klist *l = arg;
+  uint64_t n = __atomic_load_n(&k->launches, __ATOMIC_RELAXED);
+  l->launches += n;
+  if (!n) return;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    struct pt_kernel **v = realloc(l->v, cap * sizeof *v);
+    if (!v) return;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = k;
+}
+
+static int pt_by_launches(const void *a, const void *b) {
+  const struct pt_kernel *x = *(struct pt_kernel *const *)a, *y = *(struct pt_kernel *const *)b;
+  uint64_t nx = __atomic_load_n(&x->launches, __ATOMIC_RELAXED), ny = __atomic_load_n(&y->launches, __ATOMIC_RELAXED);
+  if (nx != ny) return nx > ny ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static void pt_top(struct pt_klist *l) {
+  memset(l, 0, sizeof *l);
+  pt_registry_foreach(pt_collect, l);
+  if (l->n) qsort(l->v, l->n, sizeof *l->v, pt_by_launches);
+}
+
+static const char *pt_kname(const struct pt_kernel *k) { return k->name[0] ? k->name : "(unnamed)"; }
+
+void pt_stats_write_json(FILE *f) {
+  struct pt_jw w;
+  pt_jw_init(&w, f, false);
+  pt_jw_obj_begin(&w, NULL);
+  pt_jw_str(&w, "version", PT_VERSION);
+  pt_jw_i64(&w, "pid", (int64_t)getpid());
+  pt_jw_obj_begin(&w, "calls");
+  for (int i = 0; i < PT_SYM_COUNT; i++) {
+    uint64_t n = __atomic_load_n(&pt_calls[i].n, __ATOMIC_RELAXED);
+    if (n) pt_jw_u64(&w, pt_sym_name[i], n);
+  }
+  pt_jw_obj_end(&w);
+
+  struct pt_klist l;
+  pt_top(&l);
+  pt_jw_obj_begin(&w, "kernels");
+  pt_jw_u64(&w, "registered", pt_registry_count());
+  pt_jw_u64(&w, "launches", l.launches);
+  pt_jw_arr_begin(&w, "top");
+  for (size_t i = 0; i < l.n && i < PT_STATS_TOP; i++) {
+    struct pt_kernel *k = l.v[i];
+    pt_jw_obj_begin(&w, NULL);
+    pt_jw_str(&w, "name", pt_kname(k));
+    pt_jw_u64(&w, "launches", __atomic_load_n(&k->launches, __ATOMIC_RELAXED));
+    pt_jw_str(&w, "action", pt_kernel_action_name(k));
+    if (k->hook_id > 0) {
+      pt_jw_u64(&w, "swapped", __atomic_load_n(&k->swapped, __ATOMIC_RELAXED));
+      pt_jw_u64(&w, "skipped", __atomic_load_n(&k->skipped, __ATOMIC_RELAXED));
+      pt_jw_u64(&w, "fallbacks", __atomic_load_n(&k->fallbacks, __ATOMIC_RELAXED));
+    }
+    pt_jw_obj_end(&w);
+  }
+  pt_jw_arr_end(&w);
+  pt_jw_obj_begin(&w, "fallback_reasons");
+  for (int i = 0; i < PT_REASONS; i++) {
+    const char *r = __atomic_load_n(&pt_reasons[i].reason, __ATOMIC_ACQUIRE);
+    if (r) pt_jw_u64(&w, r, __atomic_load_n(&pt_reasons[i].n, __ATOMIC_RELAXED));
+  }
+  pt_jw_obj_end(&w);
+  pt_jw_obj_end(&w);
+  free(l.v);
+
+  struct pt_hooks_stats hs;
+  memset(&hs, 0, sizeof hs);
+  pt_hooks_get_stats(&hs);
+  pt_jw_obj_begin(&w, "hooks");
+  pt_jw_u64(&w, "verified", hs.verified);
+  pt_jw_u64(&w, "verify_failures", hs.verify_failures);
+  pt_jw_obj_end(&w);
+  pt_jw_u64(&w, "internal_errors", __atomic_load_n(&pt_internal_errors, __ATOMIC_RELAXED));
+  if (pt_stats_alloc_json) {
+    pt_jw_obj_begin(&w, "alloc");
+    pt_stats_alloc_json(&w);
+    pt_jw_obj_end(&w);
+  }
+  pt_jw_obj_end(&w);
+  pt_jw_finish(&w);
+}
+
+void pt_stats_write_text(FILE *f) {
+  int pid = (int)getpid();
+  fprintf(f, "ponytail[%d]: stats\n", pid);
+  fprintf(f, "  %-36s %14s\n", "call", "count");
+  for (int i = 0; i < PT_SYM_COUNT; i++) {
+    uint64_t n = __atomic_load_n(&pt_calls[i].n, __ATOMIC_RELAXED);
+    if (n) fprintf(f, "  %-36s %14" PRIu64 "\n", pt_sym_name[i], n);
+  }
+  struct pt_klist l;
+  pt_top(&l);
+  fprintf(f, "  kernels: %zu registered, %" PRIu64 " launches\n", pt_registry_count(), l.launches);
+  if (l.n) fprintf(f, "  %14s  %-11s  %s\n", "launches", "action", "kernel");
+  for (size_t i = 0; i < l.n && i < PT_STATS_TOP; i++)
+    fprintf(f, "  %14" PRIu64 "  %-11s  %s\n", __atomic_load_n(&l.v[i]->launches, __ATOMIC_RELAXED),
+            pt_kernel_action_name(l.v[i]), pt_kname(l.v[i]));
+  free(l.v);
+  for (int i = 0; i < PT_REASONS; i++) {
+    const char *r = __atomic_load_n(&pt_reasons[i].reason, __ATOMIC_ACQUIRE);
+    if (r) fprintf(f, "  fallback %-40s %" PRIu64 "\n", r, __atomic_load_n(&pt_reasons[i].n, __ATOMIC_RELAXED));
+  }
+  struct pt_hooks_stats hs;
+  memset(&hs, 0, sizeof hs);
+  pt_hooks_get_stats(&hs);
+  if (hs.verified) fprintf(f, "  verified %" PRIu64 " (failures %" PRIu64 ")\n", hs.verified, hs.verify_failures);
+  uint64_t ie = __atomic_load_n(&pt_internal_errors, __ATOMIC_RELAXED);
+  if (ie) fprintf(f, "  internal errors %" PRIu64 "\n", ie);
+  if (pt_stats_alloc_text) pt_stats_alloc_text(f);
+}
+
+void pt_stats_write(void) {
+  static int done;
+  int mode = pt_opt_enum(PT_OPT_STATS);
+  if (mode == PT_STATS_OFF) return;
+  if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
+  const char *pattern = pt_opt_str(PT_OPT_STATS_FILE);
+  FILE *f = NULL;
+  if (pattern[0]) {
+    char path[4096];
+    int fd = -1;
+    if (pt_path_expand(pattern, path, sizeof path) == 0)
+      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) f = fdopen(fd, "w");
+    if (!f) {
+      if (fd >= 0) close(fd);
+      pt_warn("cannot open PONYTAIL_STATS_FILE \"%s\"; writing the stats to stderr", pattern);
+    }
+  }
+  FILE *out = f ? f : stderr;
+  if (mode == PT_STATS_JSON) pt_stats_write_json(out);
+  else pt_stats_write_text(out);
+  if (f) fclose(f);
+  else fflush(stderr);
+}

@@ -1,0 +1,724 @@
+/* A fake libcuda.so.1 for CPU tests: host memory behind every allocation
+ * (VMM included: reserve = PROT_NONE mapping, physical handle = memfd,
+ * map = MAP_FIXED|MAP_SHARED, access = mprotect), counted launches of named
+ * fake kernels, and cuGetProcAddress returning a DISTINCT function per
+ * variant (cuMemAlloc v2000 vs v3020, legacy vs _ptsz) like the real driver.
+ * Every entry point counts its call and can be made to fail (fakecuda.h). */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+
+#define FC_EXPORT __attribute__((visibility("default")))
+#define FC_ENTER(sym)                                          \
+  static int fc_id_;                                           \
+  if (!__atomic_load_n(&fc_id_, __ATOMIC_RELAXED))             \
+    __atomic_store_n(&fc_id_, fakecuda_id(#sym), __ATOMIC_RELAXED); \
+  {                                                            \
+    int fc_err_ = fakecuda_hit(fc_id_);                        \
+    if (fc_err_) return (CUresult)fc_err_;                     \
+  }
+
+#define FC_GRAN (2u << 20)
+#define FC_TOTAL (80ull << 30)
+#define FC_FUNC_MAGIC 0xF00Cu
+#define FC_KERN_MAGIC 0xCE11u
+
+static uint64_t fc_in_use, fc_argsum;
+
+/* ---- kernels ----------------------------------------------------------- */
+struct fc_kern;
+struct fc_func {
+  unsigned magic;
+  char name[256];
+  int nparams;
+  uint64_t launches;
+  struct fc_kern *kern;
+  struct fc_func *next;
+};
+struct fc_kern {
+  unsigned magic;
+  struct fc_func *func;
+};
+struct fc_module {
+  int n;
+  struct fc_func *f[64];
+};
+
+static pthread_mutex_t fc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_func *fc_funcs;
+
+/* Parameters: "<name>_p<N>" has N 8-byte parameters, others one. */
+static int fc_nparams(const char *name) {
+  const char *p = strstr(name, "_p");
+  if (p && p[2] >= '0' && p[2] <= '9') return atoi(p + 2);
+  return 1;
+}
+
+static struct fc_func *fc_func_new(const char *name) {
+  struct fc_func *f = calloc(1, sizeof *f);
+  struct fc_kern *k = calloc(1, sizeof *k);
+  f->magic = FC_FUNC_MAGIC;
+  strncpy(f->name, name, sizeof f->name - 1);
+  f->nparams = fc_nparams(name);
+  f->kern = k;
+  k->magic = FC_KERN_MAGIC;
+  k->func = f;
+  pthread_mutex_lock(&fc_lock);
+  f->next = fc_funcs;
+  fc_funcs = f;
+  pthread_mutex_unlock(&fc_lock);
+  return f;
+}
+
+static struct fc_func *fc_func_of(CUfunction h) {
+  struct fc_func *f = (struct fc_func *)h;
+  return f && f->magic == FC_FUNC_MAGIC ? f : NULL;
+}
+static struct fc_kern *fc_kern_of(CUkernel h) {
+  struct fc_kern *k = (struct fc_kern *)h;
+  return k && k->magic == FC_KERN_MAGIC ? k : NULL;
+}
+
+FC_EXPORT uint64_t fakecuda_launches(const char *name) {
+  uint64_t n = 0;
+  pthread_mutex_lock(&fc_lock);
+  for (struct fc_func *f = fc_funcs; f; f = f->next)
+    if (!strcmp(f->name, name)) n += __atomic_load_n(&f->launches, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&fc_lock);
+  return n;
+}
+FC_EXPORT uint64_t fakecuda_arg_sum(void) { return __atomic_load_n(&fc_argsum, __ATOMIC_RELAXED); }
+FC_EXPORT void *fakecuda_hidden_function(const char *name) { return fc_func_new(name); }
+FC_EXPORT uint64_t fakecuda_bytes_in_use(void) { return __atomic_load_n(&fc_in_use, __ATOMIC_RELAXED); }
+
+static CUresult fc_launch(CUfunction h, void **params) {
+  struct fc_func *f = fc_func_of(h);
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  __atomic_fetch_add(&f->launches, 1, __ATOMIC_RELAXED);
+  if (params && params[0]) __atomic_fetch_add(&fc_argsum, *(uint64_t *)params[0], __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                  unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **params,
+                                  void **extra) {
+  FC_ENTER(cuLaunchKernel);
+  return fc_launch(f, params);
+}
+FC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+                                       CUstream s, void **params, void **extra) {
+  FC_ENTER(cuLaunchKernel_ptsz);
+  return fc_launch(f, params);
+}
+FC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+  FC_ENTER(cuLaunchKernelEx);
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  return fc_launch(f, params);
+}
+FC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+  FC_ENTER(cuLaunchKernelEx_ptsz);
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  return fc_launch(f, params);
+}
+
+/* Module image: '\n'-separated kernel names. */
+FC_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+  FC_ENTER(cuModuleLoadData);
+  if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+  struct fc_module *m = calloc(1, sizeof *m);
+  char *names = strdup(image), *save = NULL;
+  for (char *t = strtok_r(names, "\n", &save); t && m->n < 64; t = strtok_r(NULL, "\n", &save))
+    m->f[m->n++] = fc_func_new(t);
+  free(names);
+  *module = (CUmodule)m;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+  FC_ENTER(cuModuleUnload);
+  return hmod ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; /* functions stay valid: tests keep handles */
+}
+FC_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+  FC_ENTER(cuModuleGetFunction);
+  struct fc_module *m = (struct fc_module *)hmod;
+  if (!hfunc || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->f[i]->name, name)) {
+      *hfunc = (CUfunction)m->f[i];
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_NOT_FOUND;
+}
+/* A CUlibrary is a fake module here. */
+FC_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jo, void **jv,
+                                     unsigned int nj, CUlibraryOption *lo, void **lv, unsigned int nl) {
+  FC_ENTER(cuLibraryLoadData);
+  struct fc_module *m = calloc(1, sizeof *m);
+  char *names = strdup(code), *save = NULL;
+  for (char *t = strtok_r(names, "\n", &save); t && m->n < 64; t = strtok_r(NULL, "\n", &save))
+    m->f[m->n++] = fc_func_new(t);
+  free(names);
+  *library = (CUlibrary)m;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
+  FC_ENTER(cuLibraryGetKernel);
+  struct fc_module *m = (struct fc_module *)library;
+  if (!pKernel || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->f[i]->name, name)) {
+      *pKernel = (CUkernel)m->f[i]->kern;
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_NOT_FOUND;
+}
+FC_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
+  FC_ENTER(cuKernelGetFunction);
+  struct fc_kern *k = fc_kern_of(kernel);
+  if (!pFunc || !k) return CUDA_ERROR_INVALID_HANDLE;
+  *pFunc = (CUfunction)k->func;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc) {
+  FC_ENTER(cuKernelGetName);
+  struct fc_kern *k = fc_kern_of(hfunc);
+  if (!name || !k) return CUDA_ERROR_INVALID_HANDLE;
+  *name = k->func->name;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
+  FC_ENTER(cuFuncGetName);
+  struct fc_func *f = fc_func_of(hfunc);
+  if (!name || !f) return CUDA_ERROR_INVALID_HANDLE;
+  *name = f->name;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+  FC_ENTER(cuFuncGetParamInfo);
+  struct fc_func *f = fc_func_of(func);
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  if (paramIndex >= (size_t)f->nparams) return CUDA_ERROR_INVALID_VALUE;
+  if (paramOffset) *paramOffset = paramIndex * 8;
+  if (paramSize) *paramSize = 8;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  FC_ENTER(cuFuncGetAttribute);
+  if (!pi || !fc_func_of(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  *pi = 0;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  FC_ENTER(cuFuncSetAttribute);
+  return fc_func_of(hfunc) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* ---- device, context ------------------------------------------------------ */
+static __thread int fc_cur_dev;
+static int fc_ctx_dummy[2];
+
+FC_EXPORT CUresult cuInit(unsigned int flags) {
+  FC_ENTER(cuInit);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDriverGetVersion(int *v) {
+  FC_ENTER(cuDriverGetVersion);
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  FC_ENTER(cuDeviceGet);
+  if (!d || ordinal < 0 || ordinal > 1) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDeviceGetCount(int *count) {
+  FC_ENTER(cuDeviceGetCount);
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  *count = 2;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  FC_ENTER(cuDeviceGetAttribute);
+  if (!pi || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_VALUE;
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
+  default: *pi = 0;
+  }
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  FC_ENTER(cuDevicePrimaryCtxRetain);
+  if (!pctx || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
+  *pctx = (CUcontext)&fc_ctx_dummy[dev];
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
+  FC_ENTER(cuCtxGetCurrent);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = (CUcontext)&fc_ctx_dummy[fc_cur_dev];
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  FC_ENTER(cuCtxSetCurrent);
+  if (ctx == (CUcontext)&fc_ctx_dummy[1]) fc_cur_dev = 1;
+  else fc_cur_dev = 0;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  FC_ENTER(cuCtxPushCurrent_v2);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
+  FC_ENTER(cuCtxPopCurrent_v2);
+  if (pctx) *pctx = (CUcontext)&fc_ctx_dummy[fc_cur_dev];
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
+  FC_ENTER(cuCtxGetDevice);
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  *device = fc_cur_dev;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxSynchronize(void) {
+  FC_ENTER(cuCtxSynchronize);
+  return CUDA_SUCCESS;
+}
+
+/* ---- linear memory ---------------------------------------------------------
+ * A 64-byte header before each block keeps its size for the accounting. */
+static CUresult fc_alloc(CUdeviceptr *dptr, size_t size) {
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!size) return CUDA_ERROR_INVALID_VALUE;
+  char *p = aligned_alloc(64, 64 + ((size + 63) & ~(size_t)63));
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  *(size_t *)p = size;
+  __atomic_fetch_add(&fc_in_use, size, __ATOMIC_RELAXED);
+  *dptr = (CUdeviceptr)(p + 64);
+  return CUDA_SUCCESS;
+}
+static CUresult fc_free(CUdeviceptr dptr) {
+  if (!dptr) return CUDA_SUCCESS;
+  char *p = (char *)dptr - 64;
+  __atomic_fetch_sub(&fc_in_use, *(size_t *)p, __ATOMIC_RELAXED);
+  free(p);
+  return CUDA_SUCCESS;
+}
+
+/* The pre-3.2 32-bit variants: distinct functions the shim must not wrap. */
+FC_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+  FC_ENTER(cuMemAlloc);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+FC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+  FC_ENTER(cuMemFree);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+FC_EXPORT CUresult cuMemGetInfo(unsigned int *free_, unsigned int *total) {
+  FC_ENTER(cuMemGetInfo);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+FC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  FC_ENTER(cuMemAlloc_v2);
+  return fc_alloc(dptr, bytesize);
+}
+FC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  FC_ENTER(cuMemFree_v2);
+  return fc_free(dptr);
+}
+FC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
+  FC_ENTER(cuMemAllocAsync);
+  return fc_alloc(dptr, bytesize);
+}
+FC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
+  FC_ENTER(cuMemAllocAsync_ptsz);
+  return fc_alloc(dptr, bytesize);
+}
+FC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+  FC_ENTER(cuMemFreeAsync);
+  return fc_free(dptr);
+}
+FC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+  FC_ENTER(cuMemFreeAsync_ptsz);
+  return fc_free(dptr);
+}
+FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+  FC_ENTER(cuMemGetInfo_v2);
+  if (!free_ || !total) return CUDA_ERROR_INVALID_VALUE;
+  *total = FC_TOTAL;
+  *free_ = FC_TOTAL - __atomic_load_n(&fc_in_use, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
+  FC_ENTER(cuMemsetD8Async);
+  memset((void *)dst, uc, n);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  FC_ENTER(cuMemcpyAsync);
+  memmove((void *)dst, (const void *)src, n);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  FC_ENTER(cuPointerGetAttribute);
+  if (!data || !ptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+  case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = 0; return CUDA_SUCCESS;
+  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = ptr; return CUDA_SUCCESS;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+static int fc_pool_dummy;
+FC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
+  FC_ENTER(cuDeviceGetDefaultMemPool);
+  if (!pool || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = (CUmemoryPool)&fc_pool_dummy;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+  FC_ENTER(cuMemPoolGetAttribute);
+  if (!pool || !value) return CUDA_ERROR_INVALID_VALUE;
+  *(uint64_t *)value = 0;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
+  FC_ENTER(cuIpcGetMemHandle);
+  if (!h) return CUDA_ERROR_INVALID_VALUE;
+  memset(h, 0, sizeof *h);
+  memcpy(h->reserved, &dptr, sizeof dptr);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h, unsigned int flags) {
+  FC_ENTER(cuIpcOpenMemHandle_v2);
+  if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
+  memcpy(pdptr, h.reserved, sizeof *pdptr);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  FC_ENTER(cuIpcCloseMemHandle);
+  return CUDA_SUCCESS;
+}
+
+/* ---- virtual memory management ---------------------------------------------- */
+struct fc_phys {
+  int fd;
+  size_t size;
+};
+
+FC_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                                 CUmemAllocationGranularity_flags option) {
+  FC_ENTER(cuMemGetAllocationGranularity);
+  if (!g || !prop) return CUDA_ERROR_INVALID_VALUE;
+  *g = FC_GRAN;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                       unsigned long long flags) {
+  FC_ENTER(cuMemAddressReserve);
+  if (!ptr || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
+  /* Over-reserve to honour the granularity alignment, then trim. */
+  size_t align = alignment > FC_GRAN ? alignment : FC_GRAN;
+  char *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+  if (a > (uintptr_t)p) munmap(p, a - (uintptr_t)p);
+  size_t tail = (uintptr_t)p + size + align - (a + size);
+  if (tail) munmap((char *)a + size, tail);
+  *ptr = (CUdeviceptr)a;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  FC_ENTER(cuMemAddressFree);
+  if (!ptr || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
+  return munmap((void *)ptr, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                               unsigned long long flags) {
+  FC_ENTER(cuMemCreate);
+  if (!handle || !prop || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
+  struct fc_phys *ph = calloc(1, sizeof *ph);
+  if (!ph) return CUDA_ERROR_OUT_OF_MEMORY;
+  ph->fd = memfd_create("fakecuda", MFD_CLOEXEC);
+  if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size)) {
+    if (ph->fd >= 0) close(ph->fd);
+    free(ph);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  ph->size = size;
+  __atomic_fetch_add(&fc_in_use, size, __ATOMIC_RELAXED);
+  *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  FC_ENTER(cuMemRelease);
+  struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
+  if (!ph) return CUDA_ERROR_INVALID_VALUE;
+  /* Like the driver: existing mappings keep the memory alive (memfd). */
+  __atomic_fetch_sub(&fc_in_use, ph->size, __ATOMIC_RELAXED);
+  close(ph->fd);
+  free(ph);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                            unsigned long long flags) {
+  FC_ENTER(cuMemMap);
+  struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
+  if (!ptr || !ph || !size || size % FC_GRAN || offset % FC_GRAN || offset + size > ph->size)
+    return CUDA_ERROR_INVALID_VALUE;
+  /* Mapped without access until cuMemSetAccess, as on the GPU. */
+  void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset);
+  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  FC_ENTER(cuMemUnmap);
+  if (!ptr || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
+  void *p = mmap((void *)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+  FC_ENTER(cuMemSetAccess);
+  if (!ptr || !size || size % FC_GRAN || !desc || !count) return CUDA_ERROR_INVALID_VALUE;
+  int prot = desc[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+             : desc[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                                 : PROT_NONE;
+  return mprotect((void *)ptr, size, prot) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                CUmemAllocationHandleType handleType, unsigned long long flags) {
+  FC_ENTER(cuMemExportToShareableHandle);
+  struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
+  if (!ph || !shareableHandle || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  *(int *)shareableHandle = dup(ph->fd);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType) {
+  FC_ENTER(cuMemImportFromShareableHandle);
+  if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  struct fc_phys *ph = calloc(1, sizeof *ph);
+  ph->fd = dup((int)(intptr_t)osHandle);
+  off_t end = lseek(ph->fd, 0, SEEK_END);
+  ph->size = end > 0 ? (size_t)end : 0;
+  __atomic_fetch_add(&fc_in_use, ph->size, __ATOMIC_RELAXED);
+  *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+  return CUDA_SUCCESS;
+}
+
+/* ---- streams and events ------------------------------------------------------ */
+struct fc_stream {
+  int capturing;
+};
+struct fc_event {
+  int recorded;
+};
+FC_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
+  FC_ENTER(cuStreamCreate);
+  if (!s) return CUDA_ERROR_INVALID_VALUE;
+  *s = (CUstream)calloc(1, sizeof(struct fc_stream));
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+  FC_ENTER(cuStreamDestroy_v2);
+  free(s);
+  return CUDA_SUCCESS;
+}
+static CUresult fc_is_capturing(CUstream s, CUstreamCaptureStatus *st) {
+  if (!st) return CUDA_ERROR_INVALID_VALUE;
+  struct fc_stream *fs = (struct fc_stream *)s;
+  *st = fs && fs != (struct fc_stream *)CU_STREAM_LEGACY && fs != (struct fc_stream *)CU_STREAM_PER_THREAD &&
+                fs->capturing
+            ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+            : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
+  FC_ENTER(cuStreamIsCapturing);
+  return fc_is_capturing(s, st);
+}
+FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) {
+  FC_ENTER(cuStreamIsCapturing_ptsz);
+  return fc_is_capturing(s, st);
+}
+/* Test helper: mark a fake stream as capturing (graph capture). */
+FC_EXPORT void fakecuda_set_capturing(CUstream s, int on) {
+  if (s) ((struct fc_stream *)s)->capturing = on;
+}
+FC_EXPORT CUresult cuStreamSynchronize(CUstream s) {
+  FC_ENTER(cuStreamSynchronize);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
+  FC_ENTER(cuStreamSynchronize_ptsz);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamQuery(CUstream s) {
+  FC_ENTER(cuStreamQuery);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  FC_ENTER(cuStreamWaitEvent);
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+FC_EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
+  FC_ENTER(cuStreamGetCtx);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = (CUcontext)&fc_ctx_dummy[fc_cur_dev];
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuEventCreate(CUevent *e, unsigned int flags) {
+  FC_ENTER(cuEventCreate);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  *e = (CUevent)calloc(1, sizeof(struct fc_event));
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+  FC_ENTER(cuEventRecord);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  ((struct fc_event *)e)->recorded = 1;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuEventQuery(CUevent e) {
+  FC_ENTER(cuEventQuery);
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; /* host work is always complete */
+}
+FC_EXPORT CUresult cuEventSynchronize(CUevent e) {
+  FC_ENTER(cuEventSynchronize);
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+FC_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+  FC_ENTER(cuEventDestroy_v2);
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress ----------------------------------------------------------
+ * (name asked, exact function, first version, stream mode), like the driver:
+ * the highest version <= the requested one wins; the PTDS flag picks the
+ * _ptsz variant where one exists. */
+enum { FC_ANY, FC_LEGACY, FC_PTDS };
+#define FC_ROW(name, fn, ver, mode) {#name, (void *)fn, ver, mode}
+static const struct {
+  const char *name;
+  void *fn;
+  int ver, mode;
+} fc_procs[] = {
+    FC_ROW(cuGetProcAddress, cuGetProcAddress, 11030, FC_ANY),
+    FC_ROW(cuGetProcAddress, cuGetProcAddress_v2, 12000, FC_ANY),
+    FC_ROW(cuInit, cuInit, 2000, FC_ANY),
+    FC_ROW(cuDriverGetVersion, cuDriverGetVersion, 2020, FC_ANY),
+    FC_ROW(cuDeviceGet, cuDeviceGet, 2000, FC_ANY),
+    FC_ROW(cuDeviceGetCount, cuDeviceGetCount, 2000, FC_ANY),
+    FC_ROW(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, FC_ANY),
+    FC_ROW(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, FC_ANY),
+    FC_ROW(cuCtxGetCurrent, cuCtxGetCurrent, 4000, FC_ANY),
+    FC_ROW(cuCtxSetCurrent, cuCtxSetCurrent, 4000, FC_ANY),
+    FC_ROW(cuCtxPushCurrent, cuCtxPushCurrent_v2, 4000, FC_ANY),
+    FC_ROW(cuCtxPopCurrent, cuCtxPopCurrent_v2, 4000, FC_ANY),
+    FC_ROW(cuCtxGetDevice, cuCtxGetDevice, 2000, FC_ANY),
+    FC_ROW(cuCtxSynchronize, cuCtxSynchronize, 2000, FC_ANY),
+    FC_ROW(cuLaunchKernel, cuLaunchKernel, 4000, FC_LEGACY),
+    FC_ROW(cuLaunchKernel, cuLaunchKernel_ptsz, 7000, FC_PTDS),
+    FC_ROW(cuLaunchKernelEx, cuLaunchKernelEx, 11060, FC_LEGACY),
+    FC_ROW(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, 11060, FC_PTDS),
+    FC_ROW(cuModuleLoadData, cuModuleLoadData, 2000, FC_ANY),
+    FC_ROW(cuModuleUnload, cuModuleUnload, 2000, FC_ANY),
+    FC_ROW(cuModuleGetFunction, cuModuleGetFunction, 2000, FC_ANY),
+    FC_ROW(cuLibraryLoadData, cuLibraryLoadData, 12000, FC_ANY),
+    FC_ROW(cuLibraryGetKernel, cuLibraryGetKernel, 12000, FC_ANY),
+    FC_ROW(cuKernelGetFunction, cuKernelGetFunction, 12000, FC_ANY),
+    FC_ROW(cuKernelGetName, cuKernelGetName, 12030, FC_ANY),
+    FC_ROW(cuFuncGetName, cuFuncGetName, 12030, FC_ANY),
+    FC_ROW(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, FC_ANY),
+    FC_ROW(cuFuncGetAttribute, cuFuncGetAttribute, 2020, FC_ANY),
+    FC_ROW(cuFuncSetAttribute, cuFuncSetAttribute, 9000, FC_ANY),
+    FC_ROW(cuMemAlloc, cuMemAlloc, 2000, FC_ANY),
+    FC_ROW(cuMemAlloc, cuMemAlloc_v2, 3020, FC_ANY),
+    FC_ROW(cuMemFree, cuMemFree, 2000, FC_ANY),
+    FC_ROW(cuMemFree, cuMemFree_v2, 3020, FC_ANY),
+    FC_ROW(cuMemGetInfo, cuMemGetInfo, 2000, FC_ANY),
+    FC_ROW(cuMemGetInfo, cuMemGetInfo_v2, 3020, FC_ANY),
+    FC_ROW(cuMemAllocAsync, cuMemAllocAsync, 11020, FC_LEGACY),
+    FC_ROW(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, FC_PTDS),
+    FC_ROW(cuMemFreeAsync, cuMemFreeAsync, 11020, FC_LEGACY),
+    FC_ROW(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, FC_PTDS),
+    FC_ROW(cuMemsetD8Async, cuMemsetD8Async, 3020, FC_ANY),
+    FC_ROW(cuMemcpyAsync, cuMemcpyAsync, 4000, FC_ANY),
+    FC_ROW(cuPointerGetAttribute, cuPointerGetAttribute, 4000, FC_ANY),
+    FC_ROW(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, FC_ANY),
+    FC_ROW(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, FC_ANY),
+    FC_ROW(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, FC_ANY),
+    FC_ROW(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000, FC_ANY),
+    FC_ROW(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, FC_ANY),
+    FC_ROW(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, FC_ANY),
+    FC_ROW(cuMemAddressReserve, cuMemAddressReserve, 10020, FC_ANY),
+    FC_ROW(cuMemAddressFree, cuMemAddressFree, 10020, FC_ANY),
+    FC_ROW(cuMemCreate, cuMemCreate, 10020, FC_ANY),
+    FC_ROW(cuMemRelease, cuMemRelease, 10020, FC_ANY),
+    FC_ROW(cuMemMap, cuMemMap, 10020, FC_ANY),
+    FC_ROW(cuMemUnmap, cuMemUnmap, 10020, FC_ANY),
+    FC_ROW(cuMemSetAccess, cuMemSetAccess, 10020, FC_ANY),
+    FC_ROW(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, FC_ANY),
+    FC_ROW(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, FC_ANY),
+    FC_ROW(cuStreamCreate, cuStreamCreate, 2000, FC_ANY),
+    FC_ROW(cuStreamDestroy, cuStreamDestroy_v2, 4000, FC_ANY),
+    FC_ROW(cuStreamIsCapturing, cuStreamIsCapturing, 10000, FC_LEGACY),
+    FC_ROW(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000, FC_PTDS),
+    FC_ROW(cuStreamSynchronize, cuStreamSynchronize, 2000, FC_LEGACY),
+    FC_ROW(cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, FC_PTDS),
+    FC_ROW(cuStreamQuery, cuStreamQuery, 2000, FC_ANY),
+    FC_ROW(cuStreamWaitEvent, cuStreamWaitEvent, 3020, FC_ANY),
+    FC_ROW(cuStreamGetCtx, cuStreamGetCtx, 9020, FC_ANY),
+    FC_ROW(cuEventCreate, cuEventCreate, 2000, FC_ANY),
+    FC_ROW(cuEventRecord, cuEventRecord, 2000, FC_ANY),
+    FC_ROW(cuEventQuery, cuEventQuery, 2000, FC_ANY),
+    FC_ROW(cuEventSynchronize, cuEventSynchronize, 2000, FC_ANY),
+    FC_ROW(cuEventDestroy, cuEventDestroy_v2, 4000, FC_ANY),
+};
+
+static CUresult fc_proc(const char *symbol, void **pfn, int ver, cuuint64_t flags,
+                        CUdriverProcAddressQueryResult *st) {
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  int ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  int best = -1, best_ptds = -1, found = 0;
+  for (size_t i = 0; i < sizeof fc_procs / sizeof fc_procs[0]; i++) {
+    if (strcmp(fc_procs[i].name, symbol)) continue;
+    found = 1;
+    if (fc_procs[i].ver > ver) continue;
+    if (fc_procs[i].mode == FC_PTDS) {
+      if (ptds && (best_ptds < 0 || fc_procs[i].ver > fc_procs[best_ptds].ver)) best_ptds = (int)i;
+    } else if (best < 0 || fc_procs[i].ver > fc_procs[best].ver) {
+      best = (int)i;
+    }
+  }
+  if (best_ptds >= 0) best = best_ptds;
+  if (best < 0) {
+    *pfn = NULL;
+    if (st) *st = found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = fc_procs[best].fn;
+  if (st) *st = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *symbolStatus) {
+  FC_ENTER(cuGetProcAddress_v2);
+  return fc_proc(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+FC_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  FC_ENTER(cuGetProcAddress);
+  return fc_proc(symbol, pfn, cudaVersion, flags, NULL);
+}

@@ -1,0 +1,37 @@
+/* Test API of the fake CUDA libraries (tests/fakecuda): call counts per exact
+ * symbol, error injection and a few inspection helpers. Exported by
+ * libfakecuda_ctl.so (counts, faults), which both fakes link, and by the fake
+ * libcuda.so.1 (kernels, memory). */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Calls of one exact symbol of the fakes ("cudaMalloc", "cuMemAlloc_v2", ...). */
+uint64_t fakecuda_count(const char *symbol);
+/* Makes the nth call (1-based, counted from process start) of symbol return
+ * err. Also from the environment: FAKECUDA_FAIL=sym:nth[:err][,sym:nth[:err]]
+ * (default err: 2, out of memory in both APIs). */
+void fakecuda_fail(const char *symbol, uint64_t nth, int err);
+/* Launches of kernels with this name through the fake driver (all paths). */
+uint64_t fakecuda_launches(const char *kernel_name);
+/* Sum of the first 8-byte argument of every launch (to check arguments pass
+ * through unchanged). */
+uint64_t fakecuda_arg_sum(void);
+/* A CUfunction created outside any intercepted call: the shim must name it
+ * with cuFuncGetName at its first launch. */
+void *fakecuda_hidden_function(const char *name);
+/* Bytes currently allocated through the fake driver. */
+uint64_t fakecuda_bytes_in_use(void);
+
+/* Internal to the fakes. */
+int fakecuda_id(const char *symbol);
+int fakecuda_hit(int id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

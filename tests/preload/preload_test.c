@@ -1,0 +1,620 @@
+/* Programs run under LD_PRELOAD=libponytail_shim.so with the fake CUDA
+ * libraries (tests/fakecuda). Each scenario runs in a forked child whose exit
+ * writes the shim's JSON stats to <dir>/stats.<pid>.json; the parent then
+ * checks the child's results and the stats.
+ *
+ *   preload_test SCENARIO DIR
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+#include "shim/cudart_decl.h"
+
+static const char *g_dir;
+static int g_failed;
+
+#define CHECK(c)                                                        \
+  do {                                                                  \
+    if (!(c)) {                                                         \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+      g_failed = 1;                                                     \
+    }                                                                   \
+  } while (0)
+#define CHECK_EQ(a, b)                                                                          \
+  do {                                                                                          \
+    long long a_ = (long long)(a), b_ = (long long)(b);                                          \
+    if (a_ != b_) {                                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, a_, b_); \
+      g_failed = 1;                                                                             \
+    }                                                                                           \
+  } while (0)
+
+/* ---- stats JSON ------------------------------------------------------------ */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* Count of a symbol in "calls" (0 if absent). */
+static long long stat_call(const char *json, const char *sym) {
+  const char *calls = strstr(json, "\"calls\":{");
+  if (!calls) return -1;
+  const char *end = strchr(calls, '}');
+  char key[128];
+  snprintf(key, sizeof key, "\"%s\":", sym);
+  const char *p = strstr(calls, key);
+  if (!p || p > end) return 0;
+  return atoll(p + strlen(key));
+}
+
+/* Launches of a kernel in "kernels.top" (-1 if absent); action copied out. */
+static long long stat_kernel(const char *json, const char *name, char *action, size_t alen) {
+  char key[512];
+  snprintf(key, sizeof key, "{\"name\":\"%s\",\"launches\":", name);
+  const char *p = strstr(json, key);
+  if (!p) return -1;
+  long long n = atoll(p + strlen(key));
+  const char *a = strstr(p, "\"action\":\"");
+  if (a && action) {
+    a += 10;
+    size_t i = 0;
+    while (a[i] && a[i] != '"' && i + 1 < alen) {
+      action[i] = a[i];
+      i++;
+    }
+    action[i] = 0;
+  }
+  return n;
+}
+
+static long long stat_registered(const char *json) {
+  const char *p = strstr(json, "\"registered\":");
+  return p ? atoll(p + 13) : -1;
+}
+
+/* Runs fn in a child; returns the child's stats (NULL if none) and status. */
+static char *run_child(int (*fn)(void), int *status) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) exit(fn());
+  int st = 0;
+  waitpid(pid, &st, 0);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
+  return read_file(path);
+}
+
+static const char *where(void *p, const char **sym) {
+  static Dl_info info;
+  if (!dladdr(p, &info)) return "";
+  if (sym) *sym = info.dli_sname ? info.dli_sname : "";
+  const char *b = strrchr(info.dli_fname, '/');
+  return b ? b + 1 : info.dli_fname;
+}
+static int in_shim(void *p) { return strstr(where(p, NULL), "ponytail_shim") != NULL; }
+
+/* ---- fake kernels registered like an nvcc host stub does -------------------- */
+static void stub_a(void) {}
+static void stub_b(void) {}
+static void stub_c(void) {}
+static void register_kernels(void) {
+  void **h = __cudaRegisterFatBinary((void *)"fatbin");
+  __cudaRegisterFunction(h, (const char *)stub_a, (char *)"_Z8kernel_av", "_Z8kernel_av", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFunction(h, (const char *)stub_b, (char *)"_Z8kernel_bPf_p2", "_Z8kernel_bPf_p2", -1, 0, 0, 0, 0,
+                         0);
+  __cudaRegisterFunction(h, (const char *)stub_c, (char *)"_Z8kernel_cv", "_Z8kernel_cv", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFatBinaryEnd(h);
+}
+
+/* ---- scenario: every entry point passes through and is counted ------------- */
+static int sc_passthrough(void) {
+  void *p = NULL;
+  CHECK_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  CHECK(p != NULL);
+  memset(p, 0xab, 1000); /* host memory behind the fake */
+  CHECK_EQ(fakecuda_bytes_in_use(), 1000);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&p, 64, 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync_ptsz(&p, 64, 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync_ptsz(p, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocFromPoolAsync(&p, 64, (cudaMemPool_t)&p, 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocFromPoolAsync(&p, 64, NULL, 0), cudaErrorInvalidValue); /* errors unchanged */
+  CHECK_EQ(cudaMallocFromPoolAsync_ptsz(&p, 64, (cudaMemPool_t)&p, 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  size_t fr = 0, tot = 0;
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(tot, 80ull << 30);
+  CHECK_EQ(fr, 80ull << 30);
+  unsigned long long v = 0;
+  CHECK_EQ(cudaMemPoolGetAttribute((cudaMemPool_t)&p, cudaMemPoolAttrUsedMemCurrent, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemCurrent);
+  cudaIpcMemHandle_t ih;
+  void *q = NULL;
+  CHECK_EQ(cudaIpcGetMemHandle(&ih, (void *)0x1234), cudaSuccess);
+  CHECK_EQ(cudaIpcOpenMemHandle(&q, ih, 0), cudaSuccess);
+  CHECK(q == (void *)0x1234);
+  CHECK_EQ(cudaIpcCloseMemHandle(q), cudaSuccess);
+  CHECK_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+  CHECK_EQ(cudaDeviceEnablePeerAccess(7, 0), cudaErrorInvalidDevice);
+  CHECK_EQ(cudaGraphLaunch((cudaGraphExec_t)&p, 0), cudaSuccess);
+  CHECK_EQ(cudaGraphLaunch_ptsz((cudaGraphExec_t)&p, 0), cudaSuccess);
+  __cudaUnregisterFatBinary(NULL);
+  /* driver entry points, called directly (linked against libcuda.so.1) */
+  CUdeviceptr d = 0;
+  CHECK_EQ(cuMemAlloc_v2(&d, 4096), CUDA_SUCCESS);
+  CHECK(d != 0);
+  CHECK_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocAsync(&d, 4096, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(d, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocAsync_ptsz(&d, 4096, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync_ptsz(d, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemGetInfo_v2(&fr, &tot), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAlloc_v2(&d, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ(fakecuda_bytes_in_use(), 0);
+  return g_failed;
+}
+
+static void check_passthrough(const char *js) {
+  static const struct {
+    const char *sym;
+    int n;
+  } want[] = {
+      {"cudaMalloc", 1}, {"cudaFree", 1}, {"cudaMallocAsync", 1}, {"cudaMallocAsync_ptsz", 1},
+      {"cudaFreeAsync", 3}, {"cudaFreeAsync_ptsz", 1}, {"cudaMallocFromPoolAsync", 2},
+      {"cudaMallocFromPoolAsync_ptsz", 1}, {"cudaMemGetInfo", 1}, {"cudaMemPoolGetAttribute", 1},
+      {"cudaIpcGetMemHandle", 1}, {"cudaIpcOpenMemHandle", 1}, {"cudaIpcCloseMemHandle", 1},
+      {"cudaDeviceEnablePeerAccess", 2}, {"cudaGraphLaunch", 1}, {"cudaGraphLaunch_ptsz", 1},
+      {"__cudaUnregisterFatBinary", 1},
+      /* driver: direct calls + those libcudart forwarded through cuGetProcAddress */
+      {"cuMemAlloc_v2", 1 + 2}, {"cuMemFree_v2", 1 + 1}, {"cuMemAllocAsync", 1 + 2},
+      {"cuMemAllocAsync_ptsz", 1 + 2}, {"cuMemFreeAsync", 1 + 3}, {"cuMemFreeAsync_ptsz", 1 + 1},
+      {"cuMemGetInfo_v2", 1 + 1}, {"cuGetProcAddress_v2", 14},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    long long n = stat_call(js, want[i].sym);
+    if (n != want[i].n) {
+      fprintf(stderr, "calls[%s] = %lld, want %d\n", want[i].sym, n, want[i].n);
+      g_failed = 1;
+    }
+  }
+  CHECK_EQ(stat_call(js, "cudaLaunchKernel"), 0); /* only called symbols are listed */
+  CHECK(strstr(js, "\"version\":\"") != NULL);
+  CHECK(strstr(js, "\"pid\":") != NULL);
+  CHECK(strstr(js, "\"hooks\":{") != NULL);
+}
+
+/* ---- scenario: kernel names on both launch paths --------------------------- */
+static int sc_kernels(void) {
+  register_kernels();
+  uint64_t arg = 5;
+  void *args[] = {&arg, &arg};
+  dim3 g = {2, 1, 1}, b = {128, 1, 1};
+  cudaKernel_t ka = NULL;
+  CHECK_EQ(__cudaGetKernel(&ka, (const void *)stub_a), cudaSuccess);
+  CHECK(ka != NULL && (void *)ka != (void *)stub_a);
+  for (int i = 0; i < 7; i++) CHECK_EQ(__cudaLaunchKernel(ka, g, b, args, 0, 0), cudaSuccess);
+  CHECK_EQ(__cudaLaunchKernel_ptsz(ka, g, b, args, 0, 0), cudaSuccess);
+  for (int i = 0; i < 3; i++) CHECK_EQ(cudaLaunchKernel((const void *)stub_b, g, b, args, 0, 0), cudaSuccess);
+  CHECK_EQ(cudaLaunchKernel_ptsz((const void *)stub_b, g, b, args, 0, 0), cudaSuccess);
+  cudaLaunchConfig_t cfg = {.gridDim = g, .blockDim = b};
+  CHECK_EQ(cudaLaunchKernelExC(&cfg, (const void *)stub_c, args), cudaSuccess);
+  CHECK_EQ(cudaLaunchKernelExC_ptsz(&cfg, (const void *)stub_c, args), cudaSuccess);
+  CHECK_EQ(cudaLaunchKernel((const void *)sc_kernels, g, b, args, 0, 0), cudaErrorInvalidDeviceFunction);
+  /* driver path: module functions, library kernels, and a function the shim
+   * never saw being created (named at first launch with cuFuncGetName) */
+  CUmodule m;
+  CUfunction f1, f2, fh;
+  CHECK_EQ(cuModuleLoadData(&m, "drv_kernel_one\ndrv_kernel_two"), CUDA_SUCCESS);
+  CHECK_EQ(cuModuleGetFunction(&f1, m, "drv_kernel_one"), CUDA_SUCCESS);
+  for (int i = 0; i < 5; i++) CHECK_EQ(cuLaunchKernel(f1, 1, 1, 1, 32, 1, 1, 0, 0, args, NULL), CUDA_SUCCESS);
+  CHECK_EQ(cuLaunchKernel_ptsz(f1, 1, 1, 1, 32, 1, 1, 0, 0, args, NULL), CUDA_SUCCESS);
+  CUlibrary lib;
+  CUkernel kk;
+  CHECK_EQ(cuLibraryLoadData(&lib, "lib_kernel_x", NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuLibraryGetKernel(&kk, lib, "lib_kernel_x"), CUDA_SUCCESS);
+  CHECK_EQ(cuKernelGetFunction(&f2, kk), CUDA_SUCCESS);
+  CUlaunchConfig dc = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+  CHECK_EQ(cuLaunchKernelEx(&dc, f2, args, NULL), CUDA_SUCCESS);
+  CHECK_EQ(cuLaunchKernelEx_ptsz(&dc, f2, args, NULL), CUDA_SUCCESS);
+  fh = (CUfunction)fakecuda_hidden_function("hidden_kernel_z");
+  for (int i = 0; i < 4; i++) CHECK_EQ(cuLaunchKernel(fh, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL), CUDA_SUCCESS);
+  CHECK_EQ(cuLaunchKernel((CUfunction)&arg, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL), CUDA_ERROR_INVALID_HANDLE);
+  /* every launch reached the fake with its argument unchanged */
+  CHECK_EQ(fakecuda_launches("_Z8kernel_av"), 8);
+  CHECK_EQ(fakecuda_launches("_Z8kernel_bPf_p2"), 4);
+  CHECK_EQ(fakecuda_launches("_Z8kernel_cv"), 2);
+  CHECK_EQ(fakecuda_launches("drv_kernel_one"), 6);
+  CHECK_EQ(fakecuda_launches("lib_kernel_x"), 2);
+  CHECK_EQ(fakecuda_launches("hidden_kernel_z"), 4);
+  CHECK_EQ(fakecuda_arg_sum(), 5 * (8 + 4 + 2 + 6 + 2 + 4));
+  return g_failed;
+}
+
+static void check_kernels(const char *js) {
+  char act[32] = "";
+  CHECK_EQ(stat_kernel(js, "_Z8kernel_av", act, sizeof act), 8);
+  CHECK(!strcmp(act, "passthrough"));
+  CHECK_EQ(stat_kernel(js, "_Z8kernel_bPf_p2", NULL, 0), 4);
+  CHECK_EQ(stat_kernel(js, "_Z8kernel_cv", NULL, 0), 2);
+  CHECK_EQ(stat_kernel(js, "drv_kernel_one", NULL, 0), 6);
+  CHECK_EQ(stat_kernel(js, "lib_kernel_x", NULL, 0), 2);
+  CHECK_EQ(stat_kernel(js, "hidden_kernel_z", NULL, 0), 4);
+  CHECK(stat_registered(js) >= 6);
+  CHECK_EQ(stat_call(js, "__cudaRegisterFunction"), 3);
+  CHECK_EQ(stat_call(js, "__cudaGetKernel"), 1);
+  CHECK_EQ(stat_call(js, "__cudaLaunchKernel"), 7);
+  CHECK_EQ(stat_call(js, "__cudaLaunchKernel_ptsz"), 1);
+  CHECK_EQ(stat_call(js, "cudaLaunchKernel"), 3 + 1);
+  CHECK_EQ(stat_call(js, "cudaLaunchKernel_ptsz"), 1);
+  CHECK_EQ(stat_call(js, "cudaLaunchKernelExC"), 1);
+  CHECK_EQ(stat_call(js, "cudaLaunchKernelExC_ptsz"), 1);
+  /* forwarded runtime launches are counted as driver calls too */
+  CHECK_EQ(stat_call(js, "cuLaunchKernel"), 7 + 3 + 5 + 4 + 1);
+  CHECK_EQ(stat_call(js, "cuLaunchKernel_ptsz"), 1 + 1 + 1);
+  CHECK_EQ(stat_call(js, "cuLaunchKernelEx"), 1 + 1);
+  CHECK_EQ(stat_call(js, "cuLaunchKernelEx_ptsz"), 1 + 1);
+  CHECK_EQ(stat_call(js, "cuLibraryGetKernel"), 1);
+  CHECK_EQ(stat_call(js, "cuKernelGetFunction"), 1);
+  CHECK(stat_call(js, "cuModuleGetFunction") >= 1);
+}
+
+/* ---- scenario: dlsym / cuGetProcAddress routing ------------------------------ */
+typedef char (*marker_fn)(void);
+char next_a_lookup(void); /* tests/preload/next_a.c */
+
+static int sc_routing(void) {
+  const char *s = NULL;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(h != NULL);
+  PFN_cuGetProcAddress_v12000 gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+  CHECK(gpa && in_shim((void *)gpa));
+  where((void *)gpa, &s);
+  CHECK(!strcmp(s, "cuGetProcAddress_v2"));
+  struct {
+    const char *name;
+    int ver;
+    cuuint64_t flags;
+    int shim;
+    const char *sym;
+  } cases[] = {
+      {"cuMemAlloc", 2000, 0, 0, "cuMemAlloc"},
+      {"cuMemAlloc", 3020, 0, 1, "cuMemAlloc_v2"},
+      {"cuMemAlloc", 13000, 0, 1, "cuMemAlloc_v2"},
+      {"cuMemFree", 2000, 0, 0, "cuMemFree"},
+      {"cuMemGetInfo", 12000, 0, 1, "cuMemGetInfo_v2"},
+      {"cuLaunchKernel", 13000, 0, 1, "cuLaunchKernel"},
+      {"cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, 1, "cuLaunchKernel"},
+      {"cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 1, "cuLaunchKernel_ptsz"},
+      {"cuLaunchKernel", 6000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 0, "cuLaunchKernel"},
+      {"cuLaunchKernelEx", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 1, "cuLaunchKernelEx_ptsz"},
+      {"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 1, "cuMemAllocAsync_ptsz"},
+      {"cuMemFreeAsync", 12000, 0, 1, "cuMemFreeAsync"},
+      {"cuModuleGetFunction", 12000, 0, 1, "cuModuleGetFunction"},
+      {"cuLibraryGetKernel", 12000, 0, 1, "cuLibraryGetKernel"},
+      {"cuKernelGetFunction", 12000, 0, 1, "cuKernelGetFunction"},
+      {"cuGetProcAddress", 13000, 0, 1, "cuGetProcAddress_v2"},
+      {"cuGetProcAddress", 11030, 0, 1, "cuGetProcAddress"},
+      {"cuStreamSynchronize", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 0, "cuStreamSynchronize_ptsz"},
+      {"cuMemCreate", 13000, 0, 0, "cuMemCreate"},
+      {"cuInit", 13000, 0, 0, "cuInit"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    CHECK_EQ(gpa(cases[i].name, &fn, cases[i].ver, cases[i].flags, &st), CUDA_SUCCESS);
+    const char *obj = where(fn, &s);
+    int shim = strstr(obj, "ponytail_shim") != NULL;
+    if (shim != cases[i].shim || strcmp(s, cases[i].sym)) {
+      fprintf(stderr, "gpa(%s, %d, %llu) -> %s:%s, want %s:%s\n", cases[i].name, cases[i].ver,
+              (unsigned long long)cases[i].flags, obj, s, cases[i].shim ? "shim" : "libcuda", cases[i].sym);
+      g_failed = 1;
+    }
+  }
+  /* errors of the real lookup reach the caller unchanged */
+  void *fn = (void *)1;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  CHECK_EQ(gpa("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHECK(fn == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  CHECK_EQ(gpa("cuLibraryGetKernel", &fn, 11000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  /* the v1 cuGetProcAddress wrapper routes the same way */
+  PFN_cuGetProcAddress_v11030 gpa1 = NULL;
+  CHECK_EQ(gpa("cuGetProcAddress", (void **)&gpa1, 11030, 0, &st), CUDA_SUCCESS);
+  CHECK_EQ(gpa1("cuMemAlloc", &fn, 12000, 0), CUDA_SUCCESS);
+  CHECK(in_shim(fn));
+  /* dlsym on the driver handle: exact names only */
+  CHECK(!in_shim(dlsym(h, "cuMemAlloc")));
+  CHECK(in_shim(dlsym(h, "cuMemAlloc_v2")));
+  CHECK(in_shim(dlsym(h, "cuLaunchKernel_ptsz")));
+  CHECK(in_shim(dlsym(h, "cuGetProcAddress")));
+  CHECK(!in_shim(dlsym(h, "cuInit")));
+  CHECK(!in_shim(dlsym(h, "cuMemCreate")));
+  CHECK(dlsym(h, "cuNoSuchThing") == NULL && dlerror() != NULL);
+  /* runtime names: RTLD_DEFAULT finds the shim; a libcudart handle too */
+  CHECK(in_shim(dlsym(RTLD_DEFAULT, "cudaMalloc")));
+  void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(rt != NULL);
+  CHECK(in_shim(dlsym(rt, "cudaMalloc")));
+  CHECK(in_shim(dlsym(rt, "__cudaLaunchKernel")));
+  CHECK(!in_shim(dlsym(rt, "cudaFuncGetName")));
+  CHECK(!strcmp(where(dlsym(rt, "cudaFuncGetName"), NULL), "libcudart.so.13"));
+  /* the wrappers handed out work */
+  PFN_cuMemAlloc_v3020 al = (PFN_cuMemAlloc_v3020)dlsym(h, "cuMemAlloc_v2");
+  CUdeviceptr d = 0;
+  CHECK_EQ(al(&d, 100), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+  /* RTLD_NEXT is resolved relative to the caller (next_a.so -> next_b.so),
+   * not relative to the shim */
+  CHECK_EQ(next_a_lookup(), 'B');
+  marker_fn m = (marker_fn)dlsym(RTLD_NEXT, "pt_test_marker"); /* from the executable: next_a.so */
+  CHECK(m && m() == 'a');
+  CHECK(in_shim(dlsym(RTLD_NEXT, "cudaMalloc"))); /* the shim comes next after the executable */
+  return g_failed;
+}
+
+/* ---- scenario: fork ---------------------------------------------------------- */
+static int sc_fork(void) {
+  register_kernels();
+  void *p;
+  dim3 g = {1, 1, 1};
+  CHECK_EQ(cudaMalloc(&p, 10), cudaSuccess);
+  CHECK_EQ(cudaLaunchKernel((const void *)stub_a, g, g, NULL, 0, 0), cudaSuccess);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *q;
+    int bad = cudaMalloc(&q, 10) != cudaSuccess || cudaFree(q) != cudaSuccess;
+    for (int i = 0; i < 3; i++) bad |= cudaLaunchKernel((const void *)stub_a, g, g, NULL, 0, 0) != cudaSuccess;
+    bad |= fakecuda_launches("_Z8kernel_av") != 4;
+    exit(bad);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
+  char *js = read_file(path);
+  CHECK(js != NULL);
+  if (js) {
+    CHECK_EQ(stat_kernel(js, "_Z8kernel_av", NULL, 0), 4); /* inherited 1 + 3 */
+    CHECK_EQ(stat_call(js, "cudaMalloc"), 2);
+  }
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(cudaLaunchKernel((const void *)stub_a, g, g, NULL, 0, 0), cudaSuccess);
+  CHECK_EQ(fakecuda_launches("_Z8kernel_av"), 2);
+  return g_failed;
+}
+
+/* ---- scenario: 8 threads ----------------------------------------------------- */
+#define TH 8
+#define PER 20000
+static CUfunction g_fth;
+static void *thread_main(void *arg) {
+  long id = (long)arg;
+  dim3 g = {1, 1, 1};
+  uint64_t one = 1;
+  void *args[] = {&one};
+  int bad = 0;
+  cudaKernel_t k = NULL;
+  bad |= __cudaGetKernel(&k, (const void *)stub_a) != cudaSuccess;
+  for (int i = 0; i < PER; i++) {
+    if (id & 1) bad |= __cudaLaunchKernel(k, g, g, args, 0, 0) != cudaSuccess;
+    else bad |= cuLaunchKernel(g_fth, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL) != CUDA_SUCCESS;
+  }
+  return (void *)(long)bad;
+}
+static int sc_threads(void) {
+  register_kernels();
+  CUmodule m;
+  CHECK_EQ(cuModuleLoadData(&m, "thread_kernel"), CUDA_SUCCESS);
+  CHECK_EQ(cuModuleGetFunction(&g_fth, m, "thread_kernel"), CUDA_SUCCESS);
+  pthread_t t[TH];
+  for (long i = 0; i < TH; i++) pthread_create(&t[i], NULL, thread_main, (void *)i);
+  for (int i = 0; i < TH; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    CHECK(r == NULL);
+  }
+  CHECK_EQ(fakecuda_launches("_Z8kernel_av"), TH / 2 * PER);
+  CHECK_EQ(fakecuda_launches("thread_kernel"), TH / 2 * PER);
+  CHECK_EQ(fakecuda_arg_sum(), TH * PER);
+  return g_failed;
+}
+static void check_threads(const char *js) {
+  CHECK_EQ(stat_kernel(js, "_Z8kernel_av", NULL, 0), TH / 2 * PER);
+  CHECK_EQ(stat_kernel(js, "thread_kernel", NULL, 0), TH / 2 * PER);
+  CHECK_EQ(stat_call(js, "__cudaLaunchKernel"), TH / 2 * PER);
+  CHECK_EQ(stat_call(js, "cuLaunchKernel"), TH * PER);
+  CHECK_EQ(stat_call(js, "__cudaGetKernel"), TH);
+}
+
+/* ---- scenario: injected errors reach the application unchanged ---------------- */
+static int sc_faults(void) {
+  register_kernels();
+  /* FAKECUDA_FAIL=cudaMalloc:2:2,cuMemAlloc_v2:3:999 set by the test */
+  void *p;
+  CHECK_EQ(cudaMalloc(&p, 8), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&p, 8), cudaErrorMemoryAllocation);
+  CUdeviceptr d;
+  CHECK_EQ(cuMemAlloc_v2(&d, 8), CUDA_SUCCESS); /* the 2nd cuMemAlloc_v2 call (1st was cudaMalloc's) */
+  CHECK_EQ(cuMemAlloc_v2(&d, 8), 999);
+  fakecuda_fail("__cudaLaunchKernel", 2, cudaErrorLaunchFailure);
+  fakecuda_fail("cuLaunchKernel", 2, CUDA_ERROR_LAUNCH_TIMEOUT);
+  fakecuda_fail("cudaMemGetInfo", 1, cudaErrorInitializationError);
+  fakecuda_fail("cuGetProcAddress_v2", 16, CUDA_ERROR_INVALID_VALUE);
+  cudaKernel_t k;
+  dim3 g = {1, 1, 1};
+  CHECK_EQ(__cudaGetKernel(&k, (const void *)stub_a), cudaSuccess);
+  CHECK_EQ(__cudaLaunchKernel(k, g, g, NULL, 0, 0), cudaSuccess);
+  CHECK_EQ(__cudaLaunchKernel(k, g, g, NULL, 0, 0), cudaErrorLaunchFailure);
+  CHECK_EQ(__cudaLaunchKernel(k, g, g, NULL, 0, 0), (cudaError_t)CUDA_ERROR_LAUNCH_TIMEOUT); /* 2nd driver launch */
+  size_t a, b;
+  CHECK_EQ(cudaMemGetInfo(&a, &b), cudaErrorInitializationError);
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  PFN_cuGetProcAddress_v12000 gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+  void *fn = NULL;
+  CHECK_EQ(gpa("cuLaunchKernel", &fn, 13000, 0, NULL), CUDA_SUCCESS); /* 15th */
+  CHECK_EQ(gpa("cuLaunchKernel", &fn, 13000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  return g_failed;
+}
+
+/* ---- scenario: PONYTAIL_ENABLE=0 is pure pass-through ------------------------- */
+static int sc_disabled(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(!in_shim(dlsym(h, "cuMemAlloc_v2")));
+  PFN_cuGetProcAddress_v12000 gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+  void *fn = NULL;
+  CHECK_EQ(gpa("cuLaunchKernel", &fn, 13000, 0, NULL), CUDA_SUCCESS);
+  CHECK(!in_shim(fn));
+  int rc = sc_passthrough();
+  g_failed |= rc;
+  rc = sc_kernels();
+  return g_failed | rc;
+}
+
+/* ---- scenario: hook verdicts (shim variant with tests/preload/test_hooks.c) -- */
+static void stub_swap(void) {}
+static void stub_fall(void) {}
+static void stub_skip(void) {}
+static void stub_orig(void) {}
+static int sc_hooks(void) {
+  void **h = __cudaRegisterFatBinary((void *)"fatbin");
+  __cudaRegisterFunction(h, (const char *)stub_swap, (char *)"_Z6swapmev", "_Z6swapmev", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFunction(h, (const char *)stub_fall, (char *)"_Z6fallmev_p3", "_Z6fallmev_p3", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFunction(h, (const char *)stub_skip, (char *)"_Z6skipmev", "_Z6skipmev", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFunction(h, (const char *)stub_orig, (char *)"_Z6origmev", "_Z6origmev", -1, 0, 0, 0, 0, 0);
+  dim3 g = {1, 1, 1};
+  uint64_t v = 3;
+  void *args[] = {&v, &v, &v};
+  const void *stubs[] = {(const void *)stub_swap, (const void *)stub_fall, (const void *)stub_skip,
+                         (const void *)stub_orig};
+  for (int s = 0; s < 4; s++) {
+    cudaKernel_t k;
+    CHECK_EQ(__cudaGetKernel(&k, stubs[s]), cudaSuccess);
+    for (int i = 0; i < 3; i++) CHECK_EQ(__cudaLaunchKernel(k, g, g, args, 0, 0), cudaSuccess);
+    cudaLaunchConfig_t cfg = {.gridDim = g, .blockDim = g};
+    CHECK_EQ(cudaLaunchKernelExC(&cfg, stubs[s], args), cudaSuccess);
+  }
+  /* driver path */
+  CUmodule m;
+  CUfunction f;
+  CHECK_EQ(cuModuleLoadData(&m, "drv_fallme_p3\ndrv_swapme\ndrv_origme"), CUDA_SUCCESS);
+  const char *names[] = {"drv_fallme_p3", "drv_swapme", "drv_origme"};
+  for (int s = 0; s < 3; s++) {
+    CHECK_EQ(cuModuleGetFunction(&f, m, names[s]), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL), CUDA_SUCCESS);
+    CUlaunchConfig dc = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+    CHECK_EQ(cuLaunchKernelEx(&dc, f, args, NULL), CUDA_SUCCESS);
+  }
+  CHECK_EQ(fakecuda_launches("_Z6swapmev"), 0);
+  CHECK_EQ(fakecuda_launches("_Z6fallmev_p3"), 4);
+  CHECK_EQ(fakecuda_launches("_Z6skipmev"), 0);
+  CHECK_EQ(fakecuda_launches("_Z6origmev"), 4);
+  CHECK_EQ(fakecuda_launches("drv_swapme"), 0);
+  CHECK_EQ(fakecuda_launches("drv_fallme_p3"), 2);
+  CHECK_EQ(fakecuda_launches("drv_origme"), 2);
+  return g_failed;
+}
+static void check_hooks(const char *js) {
+  char act[32];
+  CHECK_EQ(stat_kernel(js, "_Z6swapmev", act, sizeof act), 4);
+  CHECK(!strcmp(act, "swapped"));
+  CHECK_EQ(stat_kernel(js, "_Z6fallmev_p3", act, sizeof act), 4);
+  CHECK(!strcmp(act, "fallback"));
+  CHECK_EQ(stat_kernel(js, "_Z6skipmev", act, sizeof act), 4);
+  CHECK(!strcmp(act, "swapped"));
+  CHECK_EQ(stat_kernel(js, "_Z6origmev", act, sizeof act), 4);
+  CHECK_EQ(stat_kernel(js, "drv_fallme_p3", act, sizeof act), 2);
+  CHECK(!strcmp(act, "fallback"));
+  CHECK_EQ(stat_kernel(js, "drv_swapme", act, sizeof act), 2);
+  CHECK(!strcmp(act, "swapped"));
+  CHECK(strstr(js, "\"fallback_reasons\":{\"test reason\":6}") != NULL);
+  CHECK(strstr(js, "\"hooks\":{\"verified\":3,\"verify_failures\":1}") != NULL);
+  /* the forwarded driver launches of runtime launches were not hooked again:
+   * origme's 4 runtime launches reached the driver once each */
+  CHECK_EQ(stat_call(js, "cuLaunchKernel"), 3 + 3 + 3);
+  /* each decision logged once per kernel */
+  const char *pid = strstr(js, "\"pid\":");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/log.%d", g_dir, pid ? atoi(pid + 6) : 0);
+  char *log = read_file(path);
+  CHECK(log != NULL);
+  if (!log) return;
+  int swaps = 0, falls = 0;
+  for (const char *p = log; (p = strstr(p, "custom kernel ")); p++) swaps++;
+  for (const char *p = log; (p = strstr(p, ": fallback ")); p++) falls++;
+  CHECK_EQ(swaps, 4); /* _Z6swapmev, _Z6origmev, drv_swapme, drv_origme */
+  CHECK_EQ(falls, 2);
+  CHECK(strstr(log, "info: fallback _Z6fallmev_p3: test reason\n") != NULL);
+}
+
+struct scenario {
+  const char *name;
+  int (*run)(void);
+  void (*check)(const char *json); /* NULL: no stats expected */
+  int expect_stats;
+};
+static const struct scenario scenarios[] = {
+    {"passthrough", sc_passthrough, check_passthrough, 1},
+    {"kernels", sc_kernels, check_kernels, 1},
+    {"routing", sc_routing, NULL, 1},
+    {"fork", sc_fork, NULL, 1},
+    {"threads", sc_threads, check_threads, 1},
+    {"faults", sc_faults, NULL, 1},
+    {"garbage", sc_passthrough, NULL, 0}, /* garbage PONYTAIL_* values: works, defaults kept */
+    {"disabled", sc_disabled, NULL, 0},
+    {"hooks", sc_hooks, check_hooks, 1},
+};
+
+char pt_test_marker(void) { return 'A'; }
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[2];
+  mkdir(g_dir, 0755); /* may exist */
+  for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+    if (strcmp(scenarios[i].name, argv[1])) continue;
+    int status;
+    char *js = run_child(scenarios[i].run, &status);
+    if (status) {
+      fprintf(stderr, "scenario %s: child failed (status %d)\n", argv[1], status);
+      return 1;
+    }
+    if (scenarios[i].expect_stats && !js) {
+      fprintf(stderr, "scenario %s: no stats file\n", argv[1]);
+      return 1;
+    }
+    if (!scenarios[i].expect_stats && js) {
+      fprintf(stderr, "scenario %s: unexpected stats file\n", argv[1]);
+      return 1;
+    }
+    if (js && scenarios[i].check) scenarios[i].check(js);
+    if (g_failed) fprintf(stderr, "stats: %.4000s\n", js ? js : "(none)");
+    return g_failed;
+  }
+  fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  return 2;
+}

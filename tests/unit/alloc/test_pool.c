@@ -1,0 +1,410 @@
+/* The pool on the host backend: randomized invariants, stitching, trimming,
+ * fault injection, stream-ordered reuse. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "allocator/backend_host.h"
+#include "allocator/pool.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define G (2 * MiB)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PT_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PT_TEST_ASAN 1
+#endif
+#endif
+
+static struct pt_pool *new_pool(struct pt_backend *bk, uint64_t keep, uint64_t limit, uint64_t max_granules) {
+  struct pt_pool *p;
+  assert_int_equal(pt_backend_host_create(bk, 0, max_granules), 0);
+  struct pt_pool_config cfg = {.keep_bytes = keep, .limit_bytes = limit, .arena_bytes = 2ull << 30};
+  assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
+  return p;
+}
+
+static void check(struct pt_pool *p, struct pt_backend *bk) {
+  const char *why;
+  int line = pt_pool_check(p, &why);
+  if (line) fail_msg("pool_check.c:%d: %s", line, why);
+  struct pt_pool_stats st;
+  struct pt_host_counters c;
+  pt_pool_stats(p, &st);
+  pt_backend_host_counters(bk, &c);
+  /* The pool holds exactly the physical memory the backend has handed out,
+   * all of it mapped. */
+  assert_int_equal(c.live_handles * G, st.physical_bytes);
+  assert_int_equal(c.mapped_granules * G, st.physical_bytes);
+}
+
+/* ---- patterns: one word every 64 KiB plus the last word, keyed by block */
+struct live {
+  uint8_t *p;
+  uint64_t size, key;
+  uint64_t stream;
+};
+
+static uint64_t pat(uint64_t key, uint64_t off) { return (key * 0x9E3779B97F4A7C15ull) ^ off; }
+
+static void pattern_write(const struct live *l) {
+  for (uint64_t off = 0; off + 8 <= l->size; off += 65536) memcpy(l->p + off, &(uint64_t){pat(l->key, off)}, 8);
+  uint64_t last = (l->size - 8) & ~7ull;
+  memcpy(l->p + last, &(uint64_t){pat(l->key, last)}, 8);
+}
+
+static void pattern_check(const struct live *l) {
+  uint64_t v;
+  for (uint64_t off = 0; off + 8 <= l->size; off += 65536) {
+    memcpy(&v, l->p + off, 8);
+    if (v != pat(l->key, off)) fail_msg("pattern of block %llu broken at %llu", (unsigned long long)l->key, (unsigned long long)off);
+  }
+  uint64_t last = (l->size - 8) & ~7ull;
+  memcpy(&v, l->p + last, 8);
+  assert_true(v == pat(l->key, last));
+}
+
+static uint64_t rnd(uint64_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+
+/* Mostly small sizes (256 B .. 1 MiB), one in eight KV-sized (1 .. 64 MiB),
+ * log-uniform within each range. */
+static uint64_t rnd_size(uint64_t *s) {
+  uint64_t shift = rnd(s) % 8 ? 8 + rnd(s) % 12 : 20 + rnd(s) % 6; /* 2^8..2^19 or 2^20..2^25 */
+  uint64_t lo = (uint64_t)1 << shift;
+  return lo + rnd(s) % lo; /* < 2^(shift+1) <= 64 MiB */
+}
+
+static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limit) {
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, keep, limit, 0);
+  enum { MAXLIVE = 48 };
+  struct live lv[MAXLIVE];
+  int n = 0;
+  uint64_t s = seed * 2654435761u + 1, key = 0, last_st = 0, last_tr = 0, live_bytes = 0;
+  for (uint64_t i = 0; i < ops; i++) {
+    bool do_alloc = n == 0 || (n < MAXLIVE && rnd(&s) % 100 < 52);
+    if (do_alloc) {
+      uint64_t size = rnd_size(&s);
+      struct live l = {.size = size, .key = ++key, .stream = rnd(&s) % 4};
+      void *ptr;
+      int rc = pt_pool_alloc(p, size, l.stream, &ptr);
+      if (limit && rc == PT_HOST_ERR_OOM) {
+        i--; /* over the limit: free something instead */
+        if (n) goto do_free;
+        fail_msg("out of memory with nothing live");
+      }
+      assert_int_equal(rc, 0);
+      l.p = ptr;
+      assert_int_equal((uintptr_t)ptr % PT_POOL_ALIGN, 0);
+      assert_int_equal(pt_pool_block_size(p, ptr), (size + 255) / 256 * 256);
+      assert_true(pt_pool_owns(p, ptr));
+      pattern_write(&l);
+      lv[n++] = l;
+      live_bytes += (size + 255) / 256 * 256;
+    } else {
+    do_free:;
+      int k = (int)(rnd(&s) % (uint64_t)n);
+      pattern_check(&lv[k]);
+      uint64_t stream = rnd(&s) % 8 == 0 ? rnd(&s) % 4 : lv[k].stream;
+      int rc = rnd(&s) % 64 == 0 ? pt_pool_free_sync(p, lv[k].p) : pt_pool_free(p, lv[k].p, stream);
+      assert_int_equal(rc, 0);
+      assert_false(pt_pool_owns(p, lv[k].p));
+      live_bytes -= (lv[k].size + 255) / 256 * 256;
+      lv[k] = lv[--n];
+    }
+    if (rnd(&s) % 997 == 0) pt_pool_trim(p, rnd(&s) % 2 ? 0 : 16 * MiB);
+    check(p, &bk);
+    struct pt_pool_stats st;
+    pt_pool_stats(p, &st);
+    assert_int_equal(st.live_bytes, live_bytes);
+    if (limit) assert_true(st.physical_bytes <= limit);
+    if (st.stitches != last_st || st.trims != last_tr) {
+      /* Memory moved or was given back: every live block must be intact. */
+      for (int k = 0; k < n; k++) pattern_check(&lv[k]);
+      last_st = st.stitches;
+      last_tr = st.trims;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    pattern_check(&lv[k]);
+    assert_int_equal(pt_pool_free(p, lv[k].p, lv[k].stream), 0);
+  }
+  check(p, &bk);
+  uint64_t segs, frees, whole;
+  pt_pool_shape(p, &segs, &frees, &whole);
+  /* Coalescing: every segment is one free block again. */
+  assert_int_equal(frees, segs);
+  assert_int_equal(whole, segs);
+  struct pt_pool_stats st;
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.live_bytes, 0);
+  if (limit) assert_true(st.stitches > 0);
+  print_message("seed %llu: %llu ops, stitches %llu, trims %llu, grows %llu, peak physical %llu MiB\n",
+                (unsigned long long)seed, (unsigned long long)ops, (unsigned long long)st.stitches,
+                (unsigned long long)st.trims, (unsigned long long)st.grows,
+                (unsigned long long)(st.peak_physical_bytes >> 20));
+  pt_pool_trim(p, 0);
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.physical_bytes, 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+#ifdef PT_TEST_ASAN
+#define RANDOM_OPS 40000
+#else
+#define RANDOM_OPS 100000
+#endif
+
+static void test_random_keep(void **state) {
+  (void)state;
+  random_run(1, RANDOM_OPS, 64 * MiB, 0);
+}
+
+static void test_random_keep0(void **state) {
+  (void)state;
+  random_run(2, RANDOM_OPS, 0, 0);
+}
+
+/* A limit a bit above what the random live set needs forces stitching. */
+static void test_random_limit(void **state) {
+  (void)state;
+  random_run(3, RANDOM_OPS / 10, 1ull << 30, 640 * MiB);
+}
+
+/* Fragmented free granules under the limit are stitched into one range, and
+ * the live blocks around them keep their bytes. */
+static void test_stitch(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 8 * G, 0);
+  struct live l[8];
+  for (int i = 0; i < 8; i++) {
+    void *ptr;
+    assert_int_equal(pt_pool_alloc(p, G, 1, &ptr), 0);
+    l[i] = (struct live){ptr, G, (uint64_t)i + 100, 1};
+    pattern_write(&l[i]);
+  }
+  for (int i = 0; i < 8; i += 2) assert_int_equal(pt_pool_free(p, l[i].p, 1), 0);
+  void *big;
+  assert_int_equal(pt_pool_alloc(p, 4 * G, 1, &big), 0);
+  struct live b = {big, 4 * G, 7, 1};
+  memset(big, 0xab, 4 * G); /* the whole stitched range is writable */
+  pattern_write(&b);
+  struct pt_pool_stats st;
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.stitches, 1);
+  assert_int_equal(st.physical_bytes, 8 * G);
+  for (int i = 1; i < 8; i += 2) pattern_check(&l[i]);
+  pattern_check(&b);
+  check(p, &bk);
+  /* Over the limit with nothing free: out of memory, counted. */
+  void *x;
+  assert_int_equal(pt_pool_alloc(p, G, 1, &x), PT_HOST_ERR_OOM);
+  pt_pool_stats(p, &st);
+  assert_true(st.limit_rejections >= 1);
+  /* The pass-through bytes count against the same limit. */
+  assert_int_equal(pt_pool_free(p, big, 1), 0);
+  pt_pool_note_passthrough(p, (int64_t)(7 * G));
+  assert_int_equal(pt_pool_trim(p, 0), 4 * G);
+  assert_int_equal(pt_pool_alloc(p, 2 * G, 1, &x), PT_HOST_ERR_OOM);
+  pt_pool_note_passthrough(p, -(int64_t)(7 * G));
+  assert_int_equal(pt_pool_alloc(p, 2 * G, 1, &x), 0);
+  for (int i = 1; i < 8; i += 2) pattern_check(&l[i]);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+/* A backend that runs out of memory (a full device) is handled like the limit. */
+static void test_device_full(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 6);
+  void *a[6], *big;
+  for (int i = 0; i < 6; i++) assert_int_equal(pt_pool_alloc(p, G, 0, &a[i]), 0);
+  for (int i = 0; i < 6; i += 2) assert_int_equal(pt_pool_free(p, a[i], 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 3 * G, 0, &big), 0);
+  check(p, &bk);
+  assert_int_equal(pt_pool_alloc(p, G, 0, &a[0]), PT_HOST_ERR_OOM);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+/* The host backend's stitching premise: a granule remapped elsewhere shows
+ * the same bytes. */
+static void test_host_remap(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  assert_int_equal(pt_backend_host_create(&bk, 0, 0), 0);
+  uintptr_t va;
+  pt_bk_handle h;
+  assert_int_equal(bk.ops->reserve(bk.ctx, 4 * G, &va), 0);
+  assert_int_equal(va % G, 0);
+  assert_int_equal(bk.ops->create(bk.ctx, &h), 0);
+  assert_int_equal(bk.ops->map(bk.ctx, va, h), 0);
+  assert_int_equal(bk.ops->set_access(bk.ctx, va, G), 0);
+  memset((void *)va, 0x5a, G);
+  assert_int_equal(bk.ops->unmap(bk.ctx, va, G), 0);
+  assert_int_equal(bk.ops->release(bk.ctx, h + 1), PT_HOST_ERR_INVALID);
+  assert_int_equal(bk.ops->map(bk.ctx, va + 2 * G, h), 0);
+  assert_int_equal(bk.ops->set_access(bk.ctx, va + 2 * G, G), 0);
+  assert_int_equal(((uint8_t *)va)[2 * G + 12345], 0x5a);
+  assert_int_equal(bk.ops->release(bk.ctx, h), PT_HOST_ERR_INVALID); /* still mapped */
+  assert_int_equal(bk.ops->unmap(bk.ctx, va + 2 * G, G), 0);
+  assert_int_equal(bk.ops->release(bk.ctx, h), 0);
+  assert_int_equal(bk.ops->unreserve(bk.ctx, va, 4 * G), 0);
+  struct pt_host_counters c;
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.live_handles, 0);
+  assert_int_equal(c.mapped_granules, 0);
+  assert_int_equal(c.reserved_bytes, 0);
+  bk.ops->destroy(bk.ctx);
+}
+
+/* The Nth create/map/set-access fails: the caller gets that error, the pool
+ * stays consistent, later calls work, and nothing leaks. */
+static void test_faults(void **state) {
+  (void)state;
+  const enum pt_host_op ops[] = {PT_HOST_OP_CREATE, PT_HOST_OP_MAP, PT_HOST_OP_SET_ACCESS};
+  for (int o = 0; o < 3; o++) {
+    for (unsigned nth = 1; nth <= 6; nth++) {
+      for (int stitch = 0; stitch < 2; stitch++) {
+        struct pt_backend bk;
+        struct pt_pool *p = new_pool(&bk, 1ull << 30, stitch ? 6 * G : 0, 0);
+        void *a[6];
+        for (int i = 0; i < 6; i++) assert_int_equal(pt_pool_alloc(p, G, 0, &a[i]), 0);
+        for (int i = 0; i < 6; i += 2) assert_int_equal(pt_pool_free(p, a[i], 0), 0);
+        pt_backend_host_fail_at(&bk, ops[o], nth, 777);
+        int failed = 0;
+        void *b[8];
+        int nb = 0;
+        for (int i = 0; i < 8; i++) {
+          void *x;
+          int rc = pt_pool_alloc(p, stitch ? 3 * G : 5 * G + 1000, 0, &x);
+          if (rc == 777) {
+            failed++;
+          } else if (rc == 0) {
+            b[nb++] = x;
+          } else {
+            assert_int_equal(rc, PT_HOST_ERR_OOM);
+            assert_true(stitch);
+          }
+          check(p, &bk);
+        }
+        /* With the limit, the growth is a pure stitch: 3 maps, 1 set-access,
+         * no create; without, each growth creates 3 granules (5 G + 1000
+         * over a free 1 G tail or fresh). */
+        if (!stitch) assert_int_equal(failed, 1);
+        else if ((ops[o] == PT_HOST_OP_MAP && nth <= 3) || (ops[o] == PT_HOST_OP_SET_ACCESS && nth == 1))
+          assert_int_equal(failed, 1);
+        else assert_true(failed <= 1);
+        for (int i = 0; i < nb; i++) assert_int_equal(pt_pool_free(p, b[i], 0), 0);
+        for (int i = 1; i < 6; i += 2) assert_int_equal(pt_pool_free(p, a[i], 0), 0);
+        check(p, &bk);
+        pt_pool_trim(p, 0);
+        struct pt_host_counters c;
+        pt_backend_host_counters(&bk, &c);
+        assert_int_equal(c.live_handles, 0);
+        assert_int_equal(c.mapped_granules, 0);
+        pt_pool_destroy(p);
+      }
+    }
+  }
+}
+
+/* Stream order: a block freed on S goes to T only behind a wait on a marker
+ * recorded on S after the free, unless that marker is already done. */
+static void test_streams(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  struct pt_host_counters c0, c;
+  struct pt_pool_stats st;
+  pt_backend_host_hold_markers(&bk, true); /* the "GPU" is busy */
+  void *a, *b;
+  assert_int_equal(pt_pool_alloc(p, MiB, 1, &a), 0);
+  pt_backend_host_counters(&bk, &c0);
+  assert_int_equal(pt_pool_free(p, a, 1), 0);
+  assert_int_equal(pt_pool_alloc(p, MiB, 2, &b), 0);
+  assert_ptr_equal(a, b); /* best fit hands back the same block */
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.waits, c0.waits + 1);
+  assert_int_equal(c.last_wait_stream, 2);
+  assert_int_equal(c.last_wait_marker_stream, 1);
+  assert_true(c.last_wait_record_seq > c0.record_seq);
+  /* Same stream: no wait. */
+  assert_int_equal(pt_pool_free(p, b, 2), 0);
+  assert_int_equal(pt_pool_alloc(p, MiB, 2, &a), 0);
+  pt_backend_host_counters(&bk, &c0);
+  assert_int_equal(c0.waits, c.waits);
+  /* cudaFree semantics: synchronized, so no wait later. */
+  assert_int_equal(pt_pool_free_sync(p, a), 0);
+  assert_int_equal(pt_pool_alloc(p, MiB, 3, &a), 0);
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.waits, c0.waits);
+  assert_int_equal(c.device_syncs, c0.device_syncs + 1);
+  /* The other stream finished: its marker is done, no wait either. */
+  assert_int_equal(pt_pool_free(p, a, 3), 0);
+  pt_backend_host_hold_markers(&bk, false);
+  assert_int_equal(pt_pool_alloc(p, MiB, 4, &a), 0);
+  pt_backend_host_counters(&bk, &c0);
+  assert_int_equal(c0.waits, c.waits);
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.cross_stream_waits, 1);
+  /* Memory is unmapped only after the GPU is done with it: automatic trims
+   * skip pending work, an explicit trim waits for it. */
+  pt_backend_host_hold_markers(&bk, true);
+  void *big;
+  assert_int_equal(pt_pool_alloc(p, 64 * MiB, 5, &big), 0);
+  assert_int_equal(pt_pool_free(p, big, 5), 0); /* free physical > keep (0) */
+  pt_pool_stats(p, &st);
+  assert_true(st.physical_bytes >= 64 * MiB);
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(pt_pool_trim(p, 0) >= 64 * MiB, 1);
+  pt_backend_host_counters(&bk, &c0);
+  assert_true(c0.marker_syncs > c.marker_syncs);
+  assert_int_equal(pt_pool_free(p, a, 4), 0);
+  assert_int_equal(pt_pool_stream_retire(p, 4), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+/* Bad frees are reported, never crash. */
+static void test_bad_free(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 0, 0, 0);
+  void *a;
+  int x;
+  assert_int_equal(pt_pool_free(p, &x, 0), PT_HOST_ERR_INVALID);
+  assert_int_equal(pt_pool_alloc(p, 1000, 0, &a), 0);
+  assert_int_equal(pt_pool_free(p, (char *)a + 256, 0), PT_HOST_ERR_INVALID);
+  assert_false(pt_pool_owns(p, (char *)a + 256));
+  assert_true(pt_pool_in_range(p, (char *)a + 256));
+  assert_false(pt_pool_in_range(p, &x));
+  assert_int_equal(pt_pool_free(p, a, 0), 0);
+  assert_int_equal(pt_pool_free(p, a, 0), PT_HOST_ERR_INVALID);
+  assert_int_equal(pt_pool_free_sync(p, a), PT_HOST_ERR_INVALID);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_host_remap),  cmocka_unit_test(test_bad_free),
+    cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
+    cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
+    cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
+    cmocka_unit_test(test_random_limit),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

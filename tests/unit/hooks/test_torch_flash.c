@@ -1,0 +1,513 @@
+/* The FA2 hook's launch decisions with fake CUDA ops: swap, fallback
+ * reasons, the combine-skip state machine, capture, workspaces, verify. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hooks/flash_ws.h"
+#include "hooks/hook.h"
+#include "hooks/torch_flash.h"
+#include "shim/options.h"
+#include "tests/unit/hooks/fa_buf.h"
+
+/* ---- fake CUDA ----------------------------------------------------------- */
+
+static struct {
+  int launches, compares, allocs, prepares, syncs, copies, originals;
+  int launch_rc, orig_rc, alloc_rc;
+  int capturing;
+  const char *supported_reason;
+  struct pt_attn_desc last;
+  void *last_ws;
+  size_t last_ws_bytes;
+  void *last_stream;
+  size_t ws_need;
+  float compare_result[4];
+  void *mem[256];
+  int nmem;
+} fk;
+
+static const char *fk_supported(const struct pt_attn_desc *d) { (void)d; return fk.supported_reason; }
+static size_t fk_ws_bytes(const struct pt_attn_desc *d) { (void)d; return fk.ws_need; }
+static int fk_prepare(void *ws, size_t bytes, void *stream) {
+  (void)stream;
+  memset(ws, 0, bytes);
+  fk.prepares++;
+  return 0;
+}
+static int fk_launch(const struct pt_attn_desc *d, void *ws, size_t ws_bytes, void *stream) {
+  fk.launches++;
+  fk.last = *d;
+  fk.last_ws = ws;
+  fk.last_ws_bytes = ws_bytes;
+  fk.last_stream = stream;
+  return fk.launch_rc;
+}
+static int fk_compare(const struct pt_attn_desc *ref, const void *test_o, const float *test_lse,
+                      float *result, void *stream) {
+  (void)ref; (void)test_o; (void)test_lse; (void)stream;
+  fk.compares++;
+  memcpy(result, fk.compare_result, sizeof fk.compare_result); /* "device" = host here */
+  return 0;
+}
+static int fk_is_capturing(void *stream, int *c) { (void)stream; *c = fk.capturing; return 0; }
+static int fk_ctx(void **ctx) { *ctx = (void *)0xC0; return 0; }
+static int fk_alloc(void **p, size_t bytes) {
+  if (fk.alloc_rc) return fk.alloc_rc;
+  assert_false(fk.capturing); /* never allocate inside a capture */
+  assert_true(fk.nmem < 256);
+  *p = calloc(1, bytes);
+  fk.mem[fk.nmem++] = *p;
+  fk.allocs++;
+  return 0;
+}
+static int fk_copy(void *dst, const void *src, size_t n, void *stream) {
+  (void)stream;
+  memcpy(dst, src, n);
+  fk.copies++;
+  return 0;
+}
+static int fk_sync(void *stream) {
+  (void)stream;
+  assert_false(fk.capturing);
+  fk.syncs++;
+  return 0;
+}
+
+static const struct pt_flash_ops fk_ops = {
+    .supported = fk_supported, .ws_bytes = fk_ws_bytes, .ws_prepare = fk_prepare,
+    .launch = fk_launch, .compare = fk_compare, .is_capturing = fk_is_capturing,
+    .ctx_current = fk_ctx, .mem_alloc = fk_alloc, .copy_to_host = fk_copy, .stream_sync = fk_sync,
+};
+
+static int fk_original(const struct pt_launch *l) { (void)l; fk.originals++; return fk.orig_rc; }
+
+static void set_mode(const char *mode) {
+  setenv("PONYTAIL_ATTN", mode, 1);
+  pt_opts_reload();
+}
+
+static int setup(void **st) {
+  (void)st;
+  memset(&fk, 0, sizeof fk);
+  fk.ws_need = 64 << 10;
+  pt_flash_reset_for_tests();
+  pt_flash_set_ops(&fk_ops);
+  setenv("PONYTAIL_LOG", "error", 1);
+  set_mode("on");
+  return 0;
+}
+
+static int teardown(void **st) {
+  (void)st;
+  pt_flash_set_ops(NULL);
+  pt_flash_reset_for_tests();
+  for (int i = 0; i < fk.nmem; i++) free(fk.mem[i]);
+  fk.nmem = 0;
+  return 0;
+}
+
+/* ---- launches ------------------------------------------------------------- */
+
+#define STREAM_A ((void *)0x5A)
+#define STREAM_B ((void *)0x5B)
+
+static const struct fa_shape hf = {.b = 8, .h_k = 4, .G = 4, .seqlen_k = 4100, .s_alloc = 4608,
+                                   .d = 128, .bf16 = 1, .num_splits = 4};
+
+struct launch { struct fa_buf p; void *arg0; void *args[1]; struct pt_launch l; };
+
+static void mk(struct launch *x, size_t bytes, const struct fa_shape *s, void *stream, int fwd) {
+  fa_fill(&x->p, bytes, s);
+  memset(&x->l, 0, sizeof x->l);
+  x->args[0] = x->p.b;
+  x->l.args = x->args;
+  x->l.param_bytes = bytes;
+  x->l.stream = stream;
+  x->l.launch_original = fk_original;
+  if (fwd) {
+    x->l.grid[0] = 1;
+    x->l.grid[1] = (unsigned)s->b;
+    x->l.grid[2] = (unsigned)s->h_k;
+  } else {
+    fa_grid_splitkv(s, x->l.grid);
+  }
+  x->l.block[0] = 128;
+  x->l.block[1] = x->l.block[2] = 1;
+}
+
+static struct pt_hook_outcome go(int id, struct launch *x) { return pt_hooks_launch(id, "k", &x->l); }
+
+static void assert_pass(struct pt_hook_outcome o, const char *reason) {
+  assert_int_equal(o.verdict, PT_HOOK_PASS);
+  if (!reason) {
+    if (o.reason) fail_msg("unexpected reason '%s'", o.reason);
+  } else {
+    if (!o.reason || strcmp(o.reason, reason) != 0)
+      fail_msg("want '%s' got '%s'", reason, o.reason ? o.reason : "(none)");
+  }
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_swap_split_then_skip_combine(void **st) {
+  (void)st;
+  for (size_t bytes = 464; bytes <= 472; bytes += 8) {
+    struct launch s, c;
+    mk(&s, bytes, &hf, STREAM_A, 0);
+    mk(&c, bytes, &hf, STREAM_A, 0);
+    int before = fk.launches;
+    struct pt_hook_outcome o = go(PT_HOOK_FLASH_SPLITKV, &s);
+    assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+    assert_int_equal(o.status, 0);
+    assert_int_equal(fk.launches, before + 1);
+    assert_ptr_equal(fk.last_stream, STREAM_A);
+    assert_non_null(fk.last_ws);
+    assert_true(fk.last_ws_bytes >= fk.ws_need);
+    assert_ptr_equal(fk.last.o, FA_PTR(0x7f0000400000ull));
+    assert_int_equal(fk.last.seqlen_q, 4);
+    assert_int_equal(fk.last.h, 4);
+    /* the combine that follows: dropped */
+    o = go(PT_HOOK_FLASH_COMBINE, &c);
+    assert_int_equal(o.verdict, PT_HOOK_SKIPPED);
+    assert_int_equal(o.status, 0);
+    /* a second combine: not ours any more */
+    assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
+    assert_int_equal(fk.originals, 0); /* the hook never ran originals itself */
+  }
+}
+
+static void test_combine_other_stream_not_skipped(void **st) {
+  (void)st;
+  struct launch s, cb, ca;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&cb, 464, &hf, STREAM_B, 0);
+  mk(&ca, 464, &hf, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &cb), NULL);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &ca).verdict, PT_HOOK_SKIPPED);
+}
+
+static void test_combine_other_output_not_skipped(void **st) {
+  (void)st;
+  struct launch s, other, mine;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&other, 464, &hf, STREAM_A, 0);
+  mk(&mine, 464, &hf, STREAM_A, 0);
+  FA_PUT(&other.p, FA_O_PTR, void *, FA_PTR(0x7f0000880000ull));
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &other), NULL);
+  /* the pending one is still waiting for its own combine */
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &mine).verdict, PT_HOOK_SKIPPED);
+  /* other partials / LSE buffers: not ours either */
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  FA_PUT(&other.p, FA_O_PTR, void *, FA_PTR(0x7f0000400000ull));
+  FA_PUT(&other.p, FA_OACCUM_PTR, void *, FA_PTR(0x7f0000990000ull));
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &other), NULL);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &mine).verdict, PT_HOOK_SKIPPED);
+}
+
+static void test_no_pending_without_split(void **st) {
+  (void)st;
+  struct fa_shape one = hf;
+  one.num_splits = 1; /* split kernel writing O itself: no combine follows */
+  struct launch s, c;
+  mk(&s, 464, &one, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  FA_PUT(&c.p, FA_OACCUM_PTR, void *, FA_PTR(0));
+  FA_PUT(&c.p, FA_LSEACCUM_PTR, void *, FA_PTR(0));
+  FA_PUT(&c.p, FA_NUM_SPLITS, int, 1);
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
+}
+
+static void test_fallback_clears_pending(void **st) {
+  (void)st;
+  struct launch s, bad, c;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&bad, 464, &hf, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  FA_PUT(&bad.p, FA_P_DROPOUT, float, 0.5f);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  /* an unswapped split launch on the stream: its combine must run */
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &bad), "dropout");
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
+}
+
+static void *other_thread_combine(void *arg) {
+  struct launch *c = arg;
+  struct pt_hook_outcome *o = malloc(sizeof *o);
+  *o = go(PT_HOOK_FLASH_COMBINE, c);
+  return o;
+}
+
+static void test_combine_from_other_thread_not_skipped(void **st) {
+  (void)st;
+  struct launch s, c;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, other_thread_combine, &c), 0);
+  void *res;
+  pthread_join(t, &res);
+  assert_int_equal(((struct pt_hook_outcome *)res)->verdict, PT_HOOK_PASS);
+  free(res);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+}
+
+static void test_wrong_param_sizes(void **st) {
+  (void)st;
+  struct launch s;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  s.l.param_bytes = 456;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "param size 456 not a known Flash_fwd_params layout");
+  s.l.param_bytes = 480;
+  assert_pass(go(PT_HOOK_FLASH_FWD, &s), "param size 480 not a known Flash_fwd_params layout");
+  s.l.param_bytes = 0;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "param size unknown");
+  assert_int_equal(fk.launches, 0);
+  /* a combine of unknown size with nothing pending is simply not ours */
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &s), NULL);
+}
+
+static void test_fwd_kernel_decode_swapped(void **st) {
+  (void)st;
+  struct fa_shape s1 = hf;
+  s1.num_splits = 0;
+  struct launch f, c;
+  mk(&f, 472, &s1, STREAM_A, 1);
+  mk(&c, 472, &hf, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.last.b, 8);
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
+  /* prefill-shaped forward launch: fallback */
+  FA_PUT(&f.p, FA_SEQLEN_Q, int, 512);
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "seqlen_q > 16 (prefill)");
+}
+
+static void test_mode_off_and_reasons(void **st) {
+  (void)st;
+  struct launch s;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  set_mode("off");
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "disabled");
+  set_mode("on");
+  fk.supported_reason = "misaligned pointer";
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "misaligned pointer");
+  fk.supported_reason = NULL;
+  s.l.stream = (void *)0x2;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "per-thread default stream");
+  s.l.stream = NULL;
+  s.l.per_thread_stream = 1;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "per-thread default stream");
+  s.l.per_thread_stream = 0;
+  s.l.grid[1] = 5;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "unsupported kernel variant");
+  assert_int_equal(fk.launches, 0);
+  assert_int_equal(pt_hooks_match("_ZN13pytorch_flash16flash_fwd_kernelI"), PT_HOOK_FLASH_FWD);
+  assert_string_equal(pt_hooks_name(PT_HOOK_FLASH_SPLITKV), "torch_flash/splitkv");
+  assert_string_equal(pt_hooks_name(PT_HOOK_FLASH_COMBINE), "torch_flash/combine");
+  assert_string_equal(pt_hooks_name(PT_HOOK_FLASH_FWD), "torch_flash/fwd");
+  assert_null(pt_hooks_name(0));
+}
+
+static void test_launch_failure_falls_back(void **st) {
+  (void)st;
+  struct launch s, c;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  fk.launch_rc = 700;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "ponytail launch failed");
+  fk.launch_rc = 0;
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL); /* the original's combine runs */
+}
+
+static void test_capture_workspaces(void **st) {
+  (void)st;
+  struct launch s, c;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  /* first launch ever inside a capture: nothing allocated yet */
+  fk.capturing = 1;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "no workspace during capture");
+  assert_int_equal(fk.allocs, 0);
+  /* eager launch: the stream's buffer plus a spare, both zeroed */
+  fk.capturing = 0;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  assert_int_equal(fk.allocs, 2);
+  assert_int_equal(fk.prepares, 2);
+  void *ws_a = fk.last_ws;
+  /* captured on the same stream: same buffer, no allocation, no sync */
+  int syncs = fk.syncs;
+  fk.capturing = 1;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  assert_ptr_equal(fk.last_ws, ws_a);
+  /* captured on a fresh stream (torch.cuda.graph's side stream): the spare */
+  s.l.stream = c.l.stream = STREAM_B;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  assert_ptr_not_equal(fk.last_ws, ws_a);
+  void *ws_b = fk.last_ws;
+  /* a third stream in capture: the spare is gone */
+  s.l.stream = (void *)0x5C;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "no workspace during capture");
+  /* a shape needing more than the stream's buffer, in capture: fallback */
+  s.l.stream = STREAM_B;
+  fk.ws_need = 64 << 20;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "no workspace during capture");
+  assert_int_equal(fk.allocs, 2);
+  assert_int_equal(fk.syncs, syncs);
+  /* eager again: grows (new buffer, old one kept for graphs that hold it) */
+  fk.capturing = 0;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_ptr_not_equal(fk.last_ws, ws_b);
+  assert_true(fk.last_ws_bytes >= ((size_t)64 << 20));
+}
+
+static void test_workspace_alloc_failure(void **st) {
+  (void)st;
+  struct launch s;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  fk.alloc_rc = 2;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "workspace alloc failed");
+  fk.alloc_rc = 0;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+}
+
+static void test_workspace_table_full(void **st) {
+  (void)st;
+  fk.ws_need = 16;
+  struct launch s;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  for (int i = 0; i < PT_FLASH_WS_SLOTS; i++) {
+    s.l.stream = (void *)(uintptr_t)(0x1000 + i * 16);
+    assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  }
+  s.l.stream = (void *)0x9990;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "workspace table full");
+  /* streams already in the table keep working */
+  s.l.stream = (void *)0x1000;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+}
+
+static void test_verify_fwd(void **st) {
+  (void)st;
+  set_mode("verify");
+  struct fa_shape s1 = hf;
+  s1.num_splits = 0;
+  struct launch f;
+  mk(&f, 464, &s1, STREAM_A, 1);
+  fk.compare_result[0] = 0.004f; /* |dO| */
+  fk.compare_result[1] = 1.0f;   /* |O| */
+  fk.compare_result[2] = 0.001f; /* |dLSE| */
+  fk.compare_result[3] = 10.0f;  /* |LSE| */
+  struct pt_hook_outcome o = go(PT_HOOK_FLASH_FWD, &f);
+  assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.originals, 1);
+  assert_int_equal(fk.launches, 1);
+  assert_int_equal(fk.compares, 1);
+  assert_int_equal(fk.copies, 1);
+  /* Ponytail wrote scratch: contiguous [b, seqlen_q, h, d], not the real O */
+  assert_ptr_not_equal(fk.last.o, FA_PTR(0x7f0000400000ull));
+  assert_int_equal(fk.last.o_head_stride, 128);
+  assert_int_equal(fk.last.o_row_stride, 4 * 128);
+  assert_int_equal(fk.last.o_batch_stride, 4 * 4 * 128);
+  assert_ptr_not_equal(fk.last.lse, FA_PTR(0x7f0000600000ull));
+  struct pt_hooks_stats hs;
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.verified, 1);
+  assert_int_equal(hs.verify_failures, 0);
+  /* out of tolerance, then NaN */
+  fk.compare_result[0] = 0.5f;
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  fk.compare_result[0] = 0.0f;
+  fk.compare_result[2] = __builtin_nanf("");
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.verified, 3);
+  assert_int_equal(hs.verify_failures, 2);
+  /* the original's error reaches the caller, nothing is compared */
+  fk.orig_rc = 719;
+  o = go(PT_HOOK_FLASH_FWD, &f);
+  assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(o.status, 719);
+  assert_int_equal(fk.compares, 3);
+}
+
+static void test_verify_split(void **st) {
+  (void)st;
+  set_mode("verify");
+  fk.compare_result[1] = 1.0f;
+  fk.compare_result[3] = 1.0f;
+  struct launch s, c;
+  mk(&s, 472, &hf, STREAM_A, 0);
+  mk(&c, 472, &hf, STREAM_A, 0);
+  /* the split launch runs as it is (the shim launches it) */
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), NULL);
+  assert_int_equal(fk.launches, 0);
+  /* its combine: original first, then Ponytail into scratch, compared */
+  struct pt_hook_outcome o = go(PT_HOOK_FLASH_COMBINE, &c);
+  assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.originals, 1);
+  assert_int_equal(fk.launches, 1);
+  assert_int_equal(fk.compares, 1);
+  struct pt_hooks_stats hs;
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.verified, 1);
+  assert_int_equal(hs.verify_failures, 0);
+  /* a second combine is not touched */
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
+  /* during capture: originals only, nothing verified */
+  fk.capturing = 1;
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), NULL);
+  assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
+  assert_int_equal(fk.launches, 1);
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.verified, 1);
+}
+
+static void test_verify_ok(void **st) {
+  (void)st;
+  float r1[4] = {0.01f, 1.0f, 0.0f, 0.0f};
+  float rel_o, rel_l;
+  assert_true(pt_flash_verify_ok(r1, &rel_o, &rel_l));
+  float r2[4] = {0.011f, 1.0f, 0.0f, 1.0f};
+  assert_false(pt_flash_verify_ok(r2, NULL, NULL));
+  float r3[4] = {0.0f, 1.0f, 0.002f, 1.0f};
+  assert_false(pt_flash_verify_ok(r3, NULL, NULL));
+  float r4[4] = {__builtin_inff(), 1.0f, 0.0f, 1.0f};
+  assert_false(pt_flash_verify_ok(r4, NULL, NULL));
+  float r5[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* all-zero reference and result */
+  assert_true(pt_flash_verify_ok(r5, NULL, NULL));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_swap_split_then_skip_combine, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_combine_other_stream_not_skipped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_combine_other_output_not_skipped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_pending_without_split, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fallback_clears_pending, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_combine_from_other_thread_not_skipped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_param_sizes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fwd_kernel_decode_swapped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_mode_off_and_reasons, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_launch_failure_falls_back, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_workspaces, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_workspace_alloc_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_workspace_table_full, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_fwd, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_split, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verify_ok, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,238 @@
+/* CPU tests of kernels/attn_plan.c: every refusal reason of
+ * pt_attn_decode_supported, the split plan's invariants over a sweep of
+ * shapes, the workspace layout, and (when nvcc built it) the embedded
+ * fatbin's container magic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/attn.h"
+#include "kernels/attn_kparams.h"
+#include "kernels/attn_plan.h"
+
+/* 16-byte aligned fake device addresses: planning never dereferences them. */
+#define FAKE(p) ((void *)(uintptr_t)(p))
+
+/* HF decode: q [b, 1, h, d] contiguous, K/V cache [b, h_k, s, d] seen as
+ * [b, s, h_k, d], o like q. */
+static struct pt_attn_desc hf_desc(int b, int h, int h_k, int s, int d) {
+  struct pt_attn_desc x;
+  memset(&x, 0, sizeof x);
+  x.q = FAKE(0x10000);
+  x.k = FAKE(0x20000);
+  x.v = FAKE(0x30000);
+  x.o = FAKE(0x40000);
+  x.lse = FAKE(0x50000);
+  x.dtype = PT_DTYPE_BF16;
+  x.b = b;
+  x.h = h;
+  x.h_k = h_k;
+  x.seqlen_q = 1;
+  x.seqlen_k = s;
+  x.head_dim = d;
+  x.q_batch_stride = (int64_t)h * d;
+  x.q_row_stride = (int64_t)h * d;
+  x.q_head_stride = d;
+  x.k_batch_stride = x.v_batch_stride = (int64_t)h_k * s * d;
+  x.k_row_stride = x.v_row_stride = d;
+  x.k_head_stride = x.v_head_stride = (int64_t)s * d;
+  x.o_batch_stride = x.q_batch_stride;
+  x.o_row_stride = x.q_row_stride;
+  x.o_head_stride = x.q_head_stride;
+  x.scale = 0.088f;
+  return x;
+}
+
+static void test_valid_shapes(void **state) {
+  (void)state;
+  static const int dims[] = {64, 128, 256};
+  for (int i = 0; i < 3; ++i) {
+    struct pt_attn_desc d = hf_desc(8, 32, 8, 4100, dims[i]);
+    assert_null(pt_attn_plan_check(&d));
+    d.dtype = PT_DTYPE_FP16;
+    assert_null(pt_attn_plan_check(&d));
+  }
+  /* ngroups-swapped: seqlen_q = 16 query heads of one KV head, h = h_k. */
+  struct pt_attn_desc d = hf_desc(4, 8, 8, 100, 128);
+  d.seqlen_q = 16;
+  assert_null(pt_attn_plan_check(&d));
+  /* causal with seqlen_q == seqlen_k; one key. */
+  d = hf_desc(1, 4, 4, 4, 64);
+  d.seqlen_q = 4;
+  d.causal = 1;
+  assert_null(pt_attn_plan_check(&d));
+  d = hf_desc(1, 1, 1, 1, 128);
+  assert_null(pt_attn_plan_check(&d));
+  /* dim strides 1 and 0 both mean contiguous; LSE may be NULL. */
+  d.q_dim_stride = 1;
+  d.o_dim_stride = 0;
+  d.lse = NULL;
+  assert_null(pt_attn_plan_check(&d));
+}
+
+#define REFUSE(expr_, reason_)                                     \
+  do {                                                             \
+    struct pt_attn_desc d = hf_desc(8, 32, 8, 4100, 128);          \
+    expr_;                                                         \
+    const char *why = pt_attn_plan_check(&d);                      \
+    assert_non_null(why);                                          \
+    assert_string_equal(why, reason_);                             \
+    assert_int_equal(pt_attn_decode_workspace_bytes(&d), 0);       \
+  } while (0)
+
+static void test_reasons(void **state) {
+  (void)state;
+  assert_string_equal(pt_attn_plan_check(NULL), "no descriptor");
+  REFUSE(d.dtype = 7, "dtype not fp16/bf16");
+  REFUSE(d.head_dim = 96, "head_dim not 64/128/256");
+  REFUSE(d.head_dim = 32, "head_dim not 64/128/256");
+  REFUSE(d.b = 0, "empty or negative shape");
+  REFUSE(d.h_k = -1, "empty or negative shape");
+  REFUSE(d.seqlen_q = 0, "empty or negative shape");
+  REFUSE(d.seqlen_k = 0, "seqlen_k < 1");
+  REFUSE(d.h = 30, "h not a multiple of h_k");
+  REFUSE(d.seqlen_q = 17, "seqlen_q > 16");
+  REFUSE((d.h = 136, d.h_k = 8), "rows per kv head > 16");       /* G = 17 */
+  REFUSE((d.seqlen_q = 2, d.h = 72), "rows per kv head > 16");   /* 2 x 9 */
+  REFUSE((d.b = 65536), "batch or kv heads > 65535");
+  REFUSE((d.causal = 1, d.seqlen_q = 8, d.h = 8, d.seqlen_k = 7), "causal with seqlen_q > seqlen_k");
+  REFUSE(d.scale = 1.0f / 0.0f, "scale not finite");
+  REFUSE(d.scale = 0.0f / 0.0f, "scale not finite");
+  REFUSE(d.v = NULL, "null pointer");
+  REFUSE(d.k_dim_stride = 2, "last dim not contiguous");
+  REFUSE(d.o_dim_stride = -1, "last dim not contiguous");
+  REFUSE(d.q = FAKE(0x10008), "misaligned pointer");
+  REFUSE(d.o = FAKE(0x40002), "misaligned pointer");
+  REFUSE(d.lse = FAKE(0x50002), "misaligned pointer");
+  REFUSE(d.k_row_stride = 132, "stride not a multiple of 8");
+  REFUSE(d.o_head_stride = 4, "stride not a multiple of 8");
+}
+
+static void test_supported_build(void **state) {
+  (void)state;
+  struct pt_attn_desc d = hf_desc(8, 32, 8, 4100, 128);
+#ifdef PT_ATTN_HAVE_FATBIN
+  assert_null(pt_attn_decode_supported(&d));
+  d.head_dim = 80;
+  assert_string_equal(pt_attn_decode_supported(&d), "head_dim not 64/128/256");
+#else
+  assert_string_equal(pt_attn_decode_supported(&d), "kernels not built");
+#endif
+}
+
+/* Invariants of the plan over a sweep: the splits tile the keys exactly, no
+ * split is empty, a split launch fits the counter head of the workspace and
+ * the per-split weight table, the regions do not overlap and are aligned. */
+static void test_plan_sweep(void **state) {
+  (void)state;
+  static const int bs[] = {1, 2, 3, 8, 17, 32, 64, 256, 4096};
+  static const int hks[] = {1, 2, 4, 8, 32};
+  static const int gs[] = {1, 2, 4, 8, 16};
+  static const int sks[] = {1, 17, 63, 64, 65, 128, 129, 1000, 4100, 32768, 131072, 1 << 20};
+  static const int dims[] = {64, 128, 256};
+  for (size_t ib = 0; ib < sizeof bs / sizeof *bs; ++ib)
+    for (size_t ih = 0; ih < sizeof hks / sizeof *hks; ++ih)
+      for (size_t ig = 0; ig < sizeof gs / sizeof *gs; ++ig)
+        for (size_t is = 0; is < sizeof sks / sizeof *sks; ++is)
+          for (size_t id = 0; id < 3; ++id) {
+            struct pt_attn_desc d =
+                hf_desc(bs[ib], hks[ih] * gs[ig], hks[ih], sks[is], dims[id]);
+            assert_null(pt_attn_plan_check(&d));
+            struct pt_attn_plan pl;
+            pt_attn_plan_make(&d, &pl);
+            const int64_t units = (int64_t)bs[ib] * hks[ih];
+            assert_int_equal(pl.group, gs[ig]);
+            assert_int_equal(pl.rows, gs[ig]);
+            assert_int_equal(pl.tiles, (sks[is] + PT_ATTN_BK - 1) / PT_ATTN_BK);
+            assert_true(pl.nsplit >= 1 && pl.nsplit <= PT_ATTN_MAX_SPLITS);
+            assert_true(pl.tiles_per_split >= 1);
+            assert_true((int64_t)pl.nsplit * pl.tiles_per_split >= pl.tiles);
+            assert_true((int64_t)(pl.nsplit - 1) * pl.tiles_per_split < pl.tiles);
+            assert_true(pl.smem_bytes <= 227u * 1024u);
+            size_t ws = pt_attn_decode_workspace_bytes(&d);
+            assert_int_equal(ws, pl.ws_bytes);
+            if (pl.nsplit == 1) {
+              assert_int_equal(ws, 0);
+              continue;
+            }
+            assert_true(units <= PT_ATTN_MAX_COUNTERS);
+            assert_true(units * 4 <= PT_ATTN_WS_COUNTER_BYTES);
+            assert_int_equal(pl.ws_ml_off, PT_ATTN_WS_COUNTER_BYTES);
+            const int64_t parts = units * pl.nsplit * pl.rows;
+            assert_true(pl.ws_o_off >= pl.ws_ml_off + parts * 8);
+            assert_int_equal(pl.ws_o_off % 16, 0);
+            assert_int_equal(ws, pl.ws_o_off + parts * dims[id] * 4);
+          }
+}
+
+/* The shapes of the timing table: the grid should fill the GPU once. */
+static void test_plan_fills_gpu(void **state) {
+  (void)state;
+  struct pt_attn_plan pl;
+  struct pt_attn_desc d = hf_desc(1, 8, 8, 32768, 128);
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit * 8, 256);          /* 2 CTAs/SM x 132 SMs = 264 slots */
+  d = hf_desc(1, 64, 8, 32768, 128);             /* 8 rows: half the splits */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 16);
+  d = hf_desc(1, 64, 8, 1024, 128);              /* ... but not under 8 */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 8);
+  d = hf_desc(8, 32, 8, 4096, 128);
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 4);
+  d = hf_desc(8, 64, 8, 1024, 128);              /* 64 units, 4 tiles per split: one split */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 1);
+  d = hf_desc(32, 32, 8, 4096, 128);
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 1);                /* 256 units already fill it */
+  d = hf_desc(1, 8, 8, 1024, 128);
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 8);                /* >= 2 tiles per split */
+  assert_int_equal(pl.tiles_per_split, 2);
+}
+
+#ifdef PT_ATTN_HAVE_FATBIN
+extern const unsigned char pt_attn_fatbin[];
+extern const size_t pt_attn_fatbin_size;
+static void test_fatbin_embedded(void **state) {
+  (void)state;
+  assert_true(pt_attn_fatbin_size > 16);
+  assert_int_equal(((uintptr_t)pt_attn_fatbin) & 7, 0);
+  /* fatbin container magic 0xBA55ED50, little endian */
+  assert_int_equal(pt_attn_fatbin[0], 0x50);
+  assert_int_equal(pt_attn_fatbin[1], 0xED);
+  assert_int_equal(pt_attn_fatbin[2], 0x55);
+  assert_int_equal(pt_attn_fatbin[3], 0xBA);
+  /* every kernel the loader looks up is in it (names appear in the cubin's
+   * symbol table and the PTX) */
+  static const char *names[] = {"pt_attn_decode_bf16_d64", "pt_attn_decode_fp16_d256",
+                                "pt_attn_compare_bf16", "pt_attn_compare_fp16"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
+    const size_t n = strlen(names[i]);
+    int found = 0;
+    for (size_t j = 0; j + n <= pt_attn_fatbin_size && !found; ++j)
+      found = memcmp(pt_attn_fatbin + j, names[i], n) == 0;
+    assert_true(found);
+  }
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_valid_shapes),
+    cmocka_unit_test(test_reasons),
+    cmocka_unit_test(test_supported_build),
+    cmocka_unit_test(test_plan_sweep),
+    cmocka_unit_test(test_plan_fills_gpu),
+#ifdef PT_ATTN_HAVE_FATBIN
+    cmocka_unit_test(test_fatbin_embedded),
+#endif
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
