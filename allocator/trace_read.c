@@ -78,6 +78,16 @@ int pt_trace_next(struct pt_trace_reader *r, struct pt_trace_event *ev, char *er
     }
     r->line++;
     size_t len = strlen(buf);
+    if (!len || buf[len - 1] != '\n') {
+      /* A last line without its newline: a cut gzip stream ends like this,
+       * and must be reported as such rather than as a short line. */
+      int zerr;
+      const char *msg = gzerror(r->f, &zerr);
+      if (zerr != Z_OK && zerr != Z_STREAM_END) {
+        snprintf(err, errlen, "read error: %s", zerr == Z_BUF_ERROR ? "truncated gzip data" : msg);
+        return -1;
+      }
+    }
     if (len == sizeof buf - 1 && buf[len - 1] != '\n') {
       snprintf(err, errlen, "line too long");
       return -1;

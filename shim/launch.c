@@ -11,6 +11,23 @@
 
 typedef int (*pt_rt_getname_fn)(const char **, const void *);
 typedef int (*pt_rt_paraminfo_fn)(const void *, size_t, size_t *, size_t *);
+typedef int (*pt_rt_lasterror_fn)(void);
+
+/* A failed runtime query sets the thread's "last error", which the
+ * application reads after its own launch (PyTorch's launch check calls
+ * cudaGetLastError): a probe that runs off the end of a parameter list would
+ * then look like a failed launch. So the shim only queries the runtime when
+ * no error is pending, and clears what its own queries left behind, leaving
+ * the state exactly as it found it. */
+static bool pt_rt_error_clean(void) {
+  pt_rt_lasterror_fn peek = (pt_rt_lasterror_fn)pt_real(PT_SYM_cudaPeekAtLastError);
+  return peek && pt_real(PT_SYM_cudaGetLastError) && peek() == 0;
+}
+
+static void pt_rt_error_restore(void) {
+  pt_rt_lasterror_fn get = (pt_rt_lasterror_fn)pt_real(PT_SYM_cudaGetLastError);
+  if (get) (void)get();
+}
 
 static struct pt_kernel *pt_name_and_bind(const void *key, const char *name) {
   struct pt_kernel *k = pt_registry_kernel(name ? name : "");
@@ -37,7 +54,11 @@ struct pt_kernel *pt_kernel_name_rt(const void *key) {
   if (!key) return NULL;
   const char *name = NULL;
   pt_rt_getname_fn getname = (pt_rt_getname_fn)pt_real(PT_SYM_cudaFuncGetName);
-  if (!getname || getname(&name, key) != 0 || !name) name = pt_driver_name(key);
+  if (getname && pt_rt_error_clean()) {
+    if (getname(&name, key) != 0) name = NULL;
+    pt_rt_error_restore();
+  }
+  if (!name) name = pt_driver_name(key);
   pt_debug("kernel %p named at first launch: %s", key, name ? name : "(unnamed)");
   return pt_name_and_bind(key, name);
 }
@@ -54,8 +75,9 @@ static size_t pt_param_bytes(const struct pt_launch *l) {
   size_t total = 0, off = 0, size = 0;
   if (l->path == PT_PATH_RUNTIME) {
     pt_rt_paraminfo_fn info = (pt_rt_paraminfo_fn)pt_real(PT_SYM_cudaFuncGetParamInfo);
-    if (!info) return 0;
+    if (!info || !pt_rt_error_clean()) return 0;
     for (size_t i = 0; i < 4096 && info(l->func, i, &off, &size) == 0; i++) total = off + size;
+    pt_rt_error_restore();
   } else {
     if (!pt_real_driver() || !pt_drv.cuFuncGetParamInfo) return 0;
     for (size_t i = 0; i < 4096 && pt_drv.cuFuncGetParamInfo((CUfunction)l->func, i, &off, &size) == CUDA_SUCCESS;

@@ -227,10 +227,23 @@ FR_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t s)
   FR_ENTER(cudaGraphLaunch_ptsz);
   return exec ? cudaSuccess : cudaErrorInvalidValue;
 }
+/* The runtime's per-thread "last error": failed queries set it, like the
+ * real runtime, so tests can check the shim leaves it as it found it. */
+static __thread cudaError_t fr_last_error;
+static cudaError_t fr_set_last(cudaError_t e) {
+  if (e != cudaSuccess) fr_last_error = e;
+  return e;
+}
+FR_EXPORT cudaError_t cudaGetLastError(void) {
+  cudaError_t e = fr_last_error;
+  fr_last_error = cudaSuccess;
+  return e;
+}
+FR_EXPORT cudaError_t cudaPeekAtLastError(void) { return fr_last_error; }
 FR_EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func) {
   FR_ENTER(cudaFuncGetName);
   struct fr_kernel *k = fr_find(func);
-  if (!k || !name) return cudaErrorInvalidDeviceFunction;
+  if (!k || !name) return fr_set_last(cudaErrorInvalidDeviceFunction);
   *name = k->name;
   return cudaSuccess;
 }
@@ -238,11 +251,11 @@ FR_EXPORT cudaError_t cudaFuncGetParamInfo(const void *func, size_t i, size_t *o
   FR_ENTER(cudaFuncGetParamInfo);
   if (!fr_driver()) return cudaErrorInsufficientDriver;
   struct fr_kernel *k = fr_find(func);
-  if (!k) return cudaErrorInvalidDeviceFunction;
+  if (!k) return fr_set_last(cudaErrorInvalidDeviceFunction);
   CUfunction f;
   CUresult r = fr_function(k, &f);
   if (r == CUDA_SUCCESS) r = fr_drv.paraminfo(f, i, off, size);
-  return fr_err(r);
+  return fr_set_last(fr_err(r));
 }
 
 /* ---- memory -------------------------------------------------------------- */

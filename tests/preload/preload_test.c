@@ -515,6 +515,17 @@ static int sc_hooks(void) {
     cudaLaunchConfig_t cfg = {.gridDim = g, .blockDim = g};
     CHECK_EQ(cudaLaunchKernelExC(&cfg, stubs[s], args), cudaSuccess);
   }
+  /* The shim's parameter probes ran off the end of each kernel's list: the
+   * runtime's last error must still read success (PyTorch checks it after
+   * every launch), and an error the app left pending must survive a launch. */
+  CHECK_EQ(cudaGetLastError(), cudaSuccess);
+  const char *nm = NULL;
+  CHECK(cudaFuncGetName(&nm, (const void *)sc_hooks) != cudaSuccess);
+  cudaKernel_t ko;
+  CHECK_EQ(__cudaGetKernel(&ko, stubs[3]), cudaSuccess);
+  CHECK_EQ(__cudaLaunchKernel(ko, g, g, args, 0, 0), cudaSuccess);
+  CHECK_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+  CHECK_EQ(cudaGetLastError(), cudaSuccess);
   /* driver path */
   CUmodule m;
   CUfunction f;
@@ -529,7 +540,7 @@ static int sc_hooks(void) {
   CHECK_EQ(fakecuda_launches("_Z6swapmev"), 0);
   CHECK_EQ(fakecuda_launches("_Z6fallmev_p3"), 4);
   CHECK_EQ(fakecuda_launches("_Z6skipmev"), 0);
-  CHECK_EQ(fakecuda_launches("_Z6origmev"), 4);
+  CHECK_EQ(fakecuda_launches("_Z6origmev"), 5);
   CHECK_EQ(fakecuda_launches("drv_swapme"), 0);
   CHECK_EQ(fakecuda_launches("drv_fallme_p3"), 2);
   CHECK_EQ(fakecuda_launches("drv_origme"), 2);
@@ -543,7 +554,7 @@ static void check_hooks(const char *js) {
   CHECK(!strcmp(act, "fallback"));
   CHECK_EQ(stat_kernel(js, "_Z6skipmev", act, sizeof act), 4);
   CHECK(!strcmp(act, "swapped"));
-  CHECK_EQ(stat_kernel(js, "_Z6origmev", act, sizeof act), 4);
+  CHECK_EQ(stat_kernel(js, "_Z6origmev", act, sizeof act), 5);
   CHECK_EQ(stat_kernel(js, "drv_fallme_p3", act, sizeof act), 2);
   CHECK(!strcmp(act, "fallback"));
   CHECK_EQ(stat_kernel(js, "drv_swapme", act, sizeof act), 2);
@@ -551,8 +562,8 @@ static void check_hooks(const char *js) {
   CHECK(strstr(js, "\"fallback_reasons\":{\"test reason\":6}") != NULL);
   CHECK(strstr(js, "\"hooks\":{\"verified\":3,\"verify_failures\":1}") != NULL);
   /* the forwarded driver launches of runtime launches were not hooked again:
-   * origme's 4 runtime launches reached the driver once each */
-  CHECK_EQ(stat_call(js, "cuLaunchKernel"), 3 + 3 + 3);
+   * origme's 5 runtime launches reached the driver once each */
+  CHECK_EQ(stat_call(js, "cuLaunchKernel"), 3 + 3 + 3 + 1);
   /* each decision logged once per kernel */
   const char *pid = strstr(js, "\"pid\":");
   char path[4096];

@@ -1,0 +1,183 @@
+/* Replay of the shared traces (overhead <= 2%) and `ponytail replay` error
+ * handling. argv[1..] are the trace files. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "allocator/replay.h"
+#include "tools/cmd.h"
+
+const char *pt_tool_argv0 = "ponytail";
+static int ntraces;
+static char **traces;
+static char dir[64];
+
+static int setup(void **state) {
+  (void)state;
+  strcpy(dir, "/tmp/pt-replay-XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs `ponytail replay args...` in this process; captures stdout and
+ * stderr into out/err (NUL-terminated, truncated to n). */
+static int run_cli(char *out, char *err, size_t n, int argc, const char **argv) {
+  char po[128], pe[128];
+  snprintf(po, sizeof po, "%s/stdout", dir);
+  snprintf(pe, sizeof pe, "%s/stderr", dir);
+  fflush(stdout), fflush(stderr);
+  int so = dup(1), se = dup(2);
+  int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(so >= 0 && se >= 0 && fo >= 0 && fe >= 0);
+  dup2(fo, 1), dup2(fe, 2);
+  int rc = pt_cmd_replay(argc, (char **)argv);
+  fflush(stdout), fflush(stderr);
+  dup2(so, 1), dup2(se, 2);
+  close(so), close(se), close(fo), close(fe);
+  const char *paths[2] = {po, pe};
+  char *bufs[2] = {out, err};
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(paths[i], "r");
+    size_t k = f ? fread(bufs[i], 1, n - 1, f) : 0;
+    bufs[i][k] = 0;
+    if (f) fclose(f);
+  }
+  return rc;
+}
+
+static void test_shared_traces(void **state) {
+  (void)state;
+  assert_true(ntraces >= 2);
+  for (int i = 0; i < ntraces; i++) {
+    struct pt_replay_trace *t;
+    char err[512];
+    if (pt_replay_load(traces[i], &t, err, sizeof err)) fail_msg("%s", err);
+    struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .time_ops = true};
+    struct pt_replay_result r;
+    assert_int_equal(pt_replay_run(t, &o, &r, err, sizeof err), 0);
+    pt_replay_free(t);
+    print_message("%s: peak live %.1f MiB, peak physical %.1f MiB, overhead %.3f%%, stitches %llu, "
+                  "trims %llu, ns/op p50 %.0f p99 %.0f\n",
+                  strrchr(traces[i], '/') ? strrchr(traces[i], '/') + 1 : traces[i],
+                  r.peak_live_bytes / 1048576.0, r.peak_physical_bytes / 1048576.0, r.overhead * 100,
+                  (unsigned long long)r.pool.stitches, (unsigned long long)r.pool.trims, r.op_p50, r.op_p99);
+    assert_int_equal(r.failed_allocs, 0);
+    assert_int_equal(r.allocs, r.pool.pooled_allocs);
+    assert_true(r.frees + 1 >= r.allocs && r.frees <= r.allocs);
+    assert_true(r.peak_physical_bytes >= r.peak_live_bytes);
+    assert_true(r.overhead <= 0.02);
+  }
+}
+
+/* The README's figures for the small trace, through the CLI's JSON. */
+static void test_cli_json(void **state) {
+  (void)state;
+  static char out[8192], err[8192];
+  const char *small = NULL;
+  for (int i = 0; i < ntraces; i++)
+    if (strstr(traces[i], "hf-b8-p512-n64")) small = traces[i];
+  assert_non_null(small);
+  const char *argv[] = {"replay", small, "--json", "--keep", "256M"};
+  assert_int_equal(run_cli(out, err, sizeof out, 5, argv), 0);
+  assert_non_null(strstr(out, "\"allocs\": 46878"));
+  assert_non_null(strstr(out, "\"frees\": 46877"));
+  assert_non_null(strstr(out, "\"peak_live_bytes\": 2080641352"));
+  const char *keys[] = {"\"peak_physical_bytes\"", "\"overhead\"", "\"ns_per_op_p50\"", "\"ns_per_op_p99\"",
+                        "\"stitches\"", "\"trims\""};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) assert_non_null(strstr(out, keys[i]));
+  const char *o = strstr(out, "\"overhead\": ");
+  assert_true(strtod(o + 12, NULL) <= 0.02);
+}
+
+static void expect_bad(const char *name, const char *text, size_t len, const char *where, const char *msg) {
+  static char out[4096], err[4096];
+  char path[128], want[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fwrite(text, 1, len, f);
+  fclose(f);
+  const char *argv[] = {"replay", path};
+  assert_int_equal(run_cli(out, err, sizeof out, 2, argv), 2);
+  snprintf(want, sizeof want, "ponytail replay: %s%s", path, where);
+  if (!strstr(err, want) || !strstr(err, msg)) fail_msg("stderr '%s' lacks '%s' / '%s'", err, want, msg);
+}
+
+static void test_cli_errors(void **state) {
+  (void)state;
+  static char out[4096], err[4096];
+#define BAD(name, text, where, msg) expect_bad(name, text, sizeof text - 1, where, msg)
+  BAD("unknown.trace", "A 512 0x1000 (nil)\nZ 1 2 3\n", ":2: ", "unknown event");
+  BAD("unknownptr.trace", "A 512 0x1000 (nil)\nR 0x1000 (nil)\nR 0x1000 (nil)\n", ":3: ", "free of unknown pointer");
+  BAD("dup.trace", "# c\nA 512 0x1000 (nil)\nA 512 0x1000 (nil)\n", ":3: ", "allocated again");
+  BAD("mixed.trace", "P 512 0x1000 (nil)\nR 0x1000 (nil)\n", ":2: ", "free of unknown pointer");
+  /* A gzip file cut in the middle. */
+  const char *small = traces[0];
+  FILE *f = fopen(small, "rb");
+  assert_non_null(f);
+  static char gz[65536];
+  size_t n = fread(gz, 1, sizeof gz, f);
+  fclose(f);
+  assert_true(n > 1000);
+  expect_bad("cut.trace.gz", gz, n / 2, ":", "truncated gzip");
+  /* Missing file, bad flags: exit 2, never a crash. */
+  char missing[128];
+  snprintf(missing, sizeof missing, "%s/none.trace", dir);
+  const char *a1[] = {"replay", missing};
+  assert_int_equal(run_cli(out, err, sizeof out, 2, a1), 2);
+  assert_non_null(strstr(err, "cannot open"));
+  const char *a2[] = {"replay", small, "--keep"};
+  assert_int_equal(run_cli(out, err, sizeof out, 3, a2), 2);
+  const char *a3[] = {"replay", small, "--limit", "12Q"};
+  assert_int_equal(run_cli(out, err, sizeof out, 4, a3), 2);
+  const char *a4[] = {"replay", "--bogus"};
+  assert_int_equal(run_cli(out, err, sizeof out, 2, a4), 2);
+  const char *a5[] = {"replay"};
+  assert_int_equal(run_cli(out, err, sizeof out, 1, a5), 2);
+  const char *a6[] = {"replay", "--help"};
+  assert_int_equal(run_cli(out, err, sizeof out, 2, a6), 0);
+  assert_non_null(strstr(out, "--limit SIZE"));
+}
+
+/* Under a limit below the trace's peak, allocations fail cleanly (exit 1);
+ * just above it, stitching makes it fit. */
+static void test_cli_limit(void **state) {
+  (void)state;
+  static char out[8192], err[8192];
+  const char *small = NULL;
+  for (int i = 0; i < ntraces; i++)
+    if (strstr(traces[i], "hf-b8-p512-n64")) small = traces[i];
+  const char *a1[] = {"replay", small, "--limit", "1G"};
+  assert_int_equal(run_cli(out, err, sizeof out, 4, a1), 1);
+  assert_non_null(strstr(err, "allocations failed"));
+  const char *a2[] = {"replay", small, "--limit", "2000M", "--json"};
+  assert_int_equal(run_cli(out, err, sizeof out, 5, a2), 0);
+  const char *s = strstr(out, "\"peak_physical_bytes\": ");
+  assert_non_null(s);
+  assert_true(strtoull(s + 23, NULL, 10) <= 2000ull << 20);
+}
+
+int main(int argc, char **argv) {
+  ntraces = argc - 1;
+  traces = argv + 1;
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_shared_traces),
+    cmocka_unit_test(test_cli_json),
+    cmocka_unit_test(test_cli_errors),
+    cmocka_unit_test(test_cli_limit),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
