@@ -88,6 +88,9 @@ static size_t pt_param_bytes(const struct pt_launch *l) {
 }
 
 bool pt_launch_hooked(struct pt_kernel *k, struct pt_launch_ctx *c, int *status) {
+  /* Hooks and kernels call the driver through pt_drv: resolve it before the
+   * first hooked launch (once; a cheap check afterwards). */
+  (void)pt_real_driver();
   size_t pb = __atomic_load_n(&k->param_bytes, __ATOMIC_RELAXED);
   if (pb == PT_PARAM_UNSET) {
     pb = pt_param_bytes(&c->l);
