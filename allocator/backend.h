@@ -47,6 +47,9 @@ struct pt_backend_ops {
   int (*marker_sync)(void *ctx, pt_bk_marker m);  /* blocks until the marker is done */
   int (*stream_wait)(void *ctx, pt_bk_stream s, pt_bk_marker m); /* s's later work waits for m */
   int (*device_sync)(void *ctx); /* all work on the device is done */
+  /* Optional (NULL: not supported): from now on set_access also grants
+   * read/write to this device ordinal (peer access). Idempotent. */
+  int (*add_accessor)(void *ctx, int device);
 
   void (*destroy)(void *ctx); /* frees the context (not the memory the pool holds) */
 };

@@ -5,13 +5,18 @@
 #include <stdlib.h>
 #include "shim/real.h"
 
+#define VMM_MAX_ACCESS 64
+
 struct vmm_ctx {
   int ordinal;
   CUdevice dev;
   CUcontext ctx; /* the device's primary context, retained */
   size_t gran;
   CUmemAllocationProp prop;
-  CUmemAccessDesc access;
+  /* Devices given read/write on every mapping: the pool's own first, then
+   * peers (cudaDeviceEnablePeerAccess). */
+  CUmemAccessDesc access[VMM_MAX_ACCESS];
+  int naccess;
 };
 
 /* Runs expr with the pool's device context current on this thread, and
@@ -83,7 +88,19 @@ static int vmm_unmap(void *c, uintptr_t va, size_t size) {
 
 static int vmm_set_access(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemSetAccess((CUdeviceptr)va, size, &v->access, 1));
+  VMM_CALL(v, pt_drv.cuMemSetAccess((CUdeviceptr)va, size, v->access, (size_t)v->naccess));
+}
+
+static int vmm_add_accessor(void *c, int device) {
+  struct vmm_ctx *v = c;
+  for (int i = 0; i < v->naccess; i++)
+    if (v->access[i].location.id == device) return 0;
+  if (v->naccess == VMM_MAX_ACCESS || device < 0) return CUDA_ERROR_INVALID_VALUE;
+  v->access[v->naccess].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  v->access[v->naccess].location.id = device;
+  v->access[v->naccess].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  v->naccess++;
+  return 0;
 }
 
 static int vmm_marker_create(void *c, pt_bk_marker *m) {
@@ -157,6 +174,7 @@ static const struct pt_backend_ops vmm_ops = {
   .stream_wait = vmm_stream_wait,
   .device_sync = vmm_device_sync,
   .destroy = vmm_destroy,
+  .add_accessor = vmm_add_accessor,
 };
 
 int pt_backend_vmm_create(struct pt_backend *out, int ordinal) {
@@ -183,8 +201,9 @@ int pt_backend_vmm_create(struct pt_backend *out, int ordinal) {
   v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   v->prop.location.id = v->dev;
-  v->access.location = v->prop.location;
-  v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  v->access[0].location = v->prop.location;
+  v->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  v->naccess = 1;
   size_t g = 0;
   if ((r = pt_drv.cuMemGetAllocationGranularity(&g, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
           CUDA_SUCCESS ||

@@ -241,7 +241,15 @@ int pt_pool_device(const struct pt_pool *p) { return p->device; }
 
 /* ---- alloc / free ------------------------------------------------------ */
 
+static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, void **ptr);
+
 int pt_pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, void **ptr) {
+  return pool_alloc(p, size, stream, false, ptr);
+}
+
+int pt_pool_alloc_any(struct pt_pool *p, size_t size, void **ptr) { return pool_alloc(p, size, 0, true, ptr); }
+
+static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, void **ptr) {
   if (size > ((uint64_t)1 << 62)) return p->bk.ops->err_oom;
   uint64_t r = size ? ((uint64_t)size + PT_POOL_ALIGN - 1) & ~(uint64_t)(PT_POOL_ALIGN - 1) : PT_POOL_ALIGN;
   pthread_mutex_lock(&p->mu);
@@ -263,7 +271,8 @@ int pt_pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, void **pt
     rc = p->bk.ops->err_oom;
     goto undo;
   }
-  if ((rc = fences_order_for(p, b, stream))) {
+  if (any && b->nfence && !(rc = pt_fences_settle(p, b, true)) && b->nfence) rc = p->bk.ops->err_not_ready;
+  if (rc || (!any && (rc = fences_order_for(p, b, stream)))) {
     pt_ptrmap_del(&p->live, b->addr);
     goto undo;
   }
@@ -428,11 +437,40 @@ void pt_pool_set_keep(struct pt_pool *p, uint64_t keep) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* Lock-free: called on the pass-through path. The caller pairs every + with
+ * its -, so the counter never goes below zero. */
 void pt_pool_note_passthrough(struct pt_pool *p, int64_t delta) {
+  __atomic_fetch_add(&p->st.passthrough_bytes, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+void pt_pool_usage(const struct pt_pool *p, struct pt_pool_usage *out) {
+  out->physical_bytes = __atomic_load_n(&p->st.physical_bytes, __ATOMIC_RELAXED);
+  out->live_bytes = __atomic_load_n(&p->st.live_bytes, __ATOMIC_RELAXED);
+  out->passthrough_bytes = __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
+  out->peak_physical_bytes = __atomic_load_n(&p->st.peak_physical_bytes, __ATOMIC_RELAXED);
+  out->peak_live_bytes = __atomic_load_n(&p->st.peak_live_bytes, __ATOMIC_RELAXED);
+}
+
+int pt_pool_grant_access(struct pt_pool *p, int device) {
+  if (!p->bk.ops->add_accessor) return p->bk.ops->err_invalid;
   pthread_mutex_lock(&p->mu);
-  if (delta < 0 && (uint64_t)-delta > p->st.passthrough_bytes) p->st.passthrough_bytes = 0;
-  else p->st.passthrough_bytes += (uint64_t)delta;
+  int rc = p->bk.ops->add_accessor(p->bk.ctx, device);
+  /* Re-set access on every mapped run: set_access now names the new device. */
+  for (int i = 0; !rc && i < p->narenas; i++) {
+    struct pt_arena *a = &p->arenas[i];
+    for (uint64_t s = 0; !rc && s < a->nslots;) {
+      if (!pt_bit(a->bits, s)) {
+        s++;
+        continue;
+      }
+      uint64_t e = s;
+      while (e < a->nslots && pt_bit(a->bits, e)) e++;
+      rc = p->bk.ops->set_access(p->bk.ctx, a->base + s * p->gran, (e - s) * p->gran);
+      s = e;
+    }
+  }
   pthread_mutex_unlock(&p->mu);
+  return rc;
 }
 
 int pt_pool_stream_retire(struct pt_pool *p, pt_bk_stream s) {
@@ -473,6 +511,7 @@ int pt_pool_stream_retire(struct pt_pool *p, pt_bk_stream s) {
 void pt_pool_stats(struct pt_pool *p, struct pt_pool_stats *out) {
   pthread_mutex_lock(&p->mu);
   *out = p->st;
+  out->passthrough_bytes = __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&p->mu);
 }
 

@@ -82,6 +82,10 @@ int pt_pool_device(const struct pt_pool *pool);
 
 /* size 0 is treated as 1. *ptr is 256-byte aligned. */
 int pt_pool_alloc(struct pt_pool *pool, size_t size, pt_bk_stream stream, void **ptr);
+/* cudaMalloc semantics: the block may be used at once by any stream, so the
+ * pending work of earlier frees into it is waited for on the host (rare: only
+ * when it reuses memory freed stream-ordered and not finished yet). */
+int pt_pool_alloc_any(struct pt_pool *pool, size_t size, void **ptr);
 /* cudaFreeAsync semantics: reusable at once on stream, elsewhere after it. */
 int pt_pool_free(struct pt_pool *pool, void *ptr, pt_bk_stream stream);
 /* cudaFree semantics: synchronizes the device, then frees. */
@@ -109,6 +113,16 @@ void pt_pool_note_passthrough(struct pt_pool *pool, int64_t delta_bytes);
 int pt_pool_stream_retire(struct pt_pool *pool, pt_bk_stream stream);
 
 void pt_pool_stats(struct pt_pool *pool, struct pt_pool_stats *out);
+/* Current figures without the lock (relaxed reads; for the limit check and
+ * cudaMemGetInfo on the pass-through path, where a lock would serialise). */
+struct pt_pool_usage {
+  uint64_t physical_bytes, live_bytes, passthrough_bytes, peak_physical_bytes, peak_live_bytes;
+};
+void pt_pool_usage(const struct pt_pool *pool, struct pt_pool_usage *out);
+/* Peer access: grants read/write on every mapped range, and on every later
+ * mapping, to device (backend op add_accessor). 0, the backend's error, or
+ * err_invalid when the backend cannot. */
+int pt_pool_grant_access(struct pt_pool *pool, int device);
 /* dst += src for counters; peaks add too (an upper bound for a sum of pools). */
 void pt_pool_stats_add(struct pt_pool_stats *dst, const struct pt_pool_stats *src);
 /* Writes the counters as members of the JSON object the caller has open. */

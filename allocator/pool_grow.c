@@ -217,7 +217,7 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     if (slots_free(ar, s, (r - b->size + G - 1) / G)) tail = b;
   }
 
-  uint64_t used = p->st.physical_bytes + p->st.passthrough_bytes;
+  uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
   uint64_t room = !p->limit ? UINT64_MAX : p->limit > used ? (p->limit - used) / G : 0;
   uint64_t k = 0, done = 0, pending = 0;
   /* Try growing the tail; if even stitching everything cannot cover it, try

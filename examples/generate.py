@@ -60,6 +60,10 @@ def parse_args(argv=None):
                    help="sample memory every N ms (0 = no timeline)")
     p.add_argument("--logits-out", metavar="FILE", help="save the first steps' logits (.pt)")
     p.add_argument("--logits-steps", type=int, default=4)
+    p.add_argument("--sdpa", choices=["default", "flash", "math", "efficient", "cudnn"], default="default",
+                   help="force one SDPA backend for the whole run (default: torch's choice); "
+                        "math computes attention in the inputs' dtype without fusion, the reference "
+                        "used to judge other kernels' logits")
     return p.parse_args(argv)
 
 
@@ -220,7 +224,14 @@ def main(argv=None):
 
     gen = dict(do_sample=False, pad_token_id=0)
     want_logits = bool(args.logits_out)
-    with torch.inference_mode():
+    import contextlib
+    sdpa_ctx = contextlib.nullcontext()
+    if args.sdpa != "default":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        sdpa_ctx = sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH,
+                                "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                                "cudnn": SDPBackend.CUDNN_ATTENTION}[args.sdpa])
+    with torch.inference_mode(), sdpa_ctx:
         if args.warmup:
             wp = min(s["prompt"], 64)
             model.generate(input_ids=ids[:, -wp:], attention_mask=mask[:, -wp:], min_new_tokens=4,

@@ -13,11 +13,6 @@
 #include "tools/cmd.h"
 #include "tools/kernels.h"
 
-/* Weak: the tool links hooks/ only where that library links on its own (it
- * pulls in the shim's log and options); without it no hook is reported, and
- * without pt_hooks_name the hook's id is printed. */
-#pragma weak pt_hooks_match
-#pragma weak pt_hooks_name
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -57,9 +52,9 @@ static char *demangle(demangle_fn fn, const char *name) {
 }
 
 static const char *hook_name(const char *mangled, char *buf, size_t len) {
-  int id = pt_hooks_match ? pt_hooks_match(mangled) : 0;
+  int id = pt_hooks_match(mangled);
   if (id <= 0) return NULL;
-  const char *n = pt_hooks_name ? pt_hooks_name(id) : NULL;
+  const char *n = pt_hooks_name(id);
   if (n) return n;
   snprintf(buf, len, "hook %d", id);
   return buf;

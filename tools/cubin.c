@@ -116,9 +116,18 @@ int pt_cubin_list(const uint8_t *img, size_t len, unsigned arch, struct pt_kerne
     if (!gelf_getsym(syms, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
     size_t shndx = sym.st_shndx;
     size_t info = shndx > 0 && shndx < shnum ? info_of[shndx] : 0;
-    if (!(sym.st_other & PT_STO_CUDA_ENTRY) && !info) continue; /* a device function, not a kernel */
     const char *nm = elf_strptr(elf, symsh.sh_link, sym.st_name);
     if (!nm || !*nm) continue;
+    if (!(sym.st_other & PT_STO_CUDA_ENTRY)) {
+      /* Without the entry flag, a kernel is the function its .text.<name>
+       * section is named after; other functions in that section (compiler
+       * helpers such as $__internal_N_...) are device code, not kernels. */
+      if (!info) continue;
+      Elf_Scn *ts = elf_getscn(elf, shndx);
+      GElf_Shdr tsh;
+      const char *tn = ts && gelf_getshdr(ts, &tsh) ? elf_strptr(elf, shstrndx, tsh.sh_name) : NULL;
+      if (!tn || strncmp(tn, ".text.", 6) || strcmp(tn + 6, nm)) continue;
+    }
     struct pt_kernel k = {0};
     snprintf(k.arch, sizeof k.arch, "sm_%u", arch);
     if (!(k.name = strdup(nm))) { snprintf(err, errlen, "out of memory"); goto out; }

@@ -103,12 +103,11 @@ static void pt_chart_peak(const struct pt_chart *ch, size_t si, const struct pt_
   char buf[128];
   snprintf(buf, sizeof buf, "%s peak %.2f %s at %.1f s", s->name ? s->name : "", s->y[p],
            ch->yunit ? ch->yunit : "", s->x[p]);
-  double tw = (double)strlen(buf) * PT_PLOT_CHAR_W;
-  /* Stack the annotations of successive series so equal peaks stay readable. */
-  double ty = my - 10 - (double)si * (PT_PLOT_CHAR_H + 4);
-  if (ty < f->py0 + PT_PLOT_CHAR_H + 2) ty = my + 10 + PT_PLOT_CHAR_H + (double)si * (PT_PLOT_CHAR_H + 4);
-  if (mx + 10 + tw <= f->px1) o->text(c, mx + 10, ty, buf, s->rgb, PT_ANCHOR_START, 0);
-  else o->text(c, mx - 10, ty, buf, s->rgb, PT_ANCHOR_END, 0);
+  /* Peak labels go in a right-aligned list at the top of the plot, one row per
+   * series: labels placed beside their markers collide whenever two runs peak
+   * at similar heights, which is the common case in an A/B. */
+  double ty = f->py0 + 8 + PT_PLOT_CHAR_H + (double)si * (PT_PLOT_CHAR_H + 6);
+  o->text(c, f->px1 - 10, ty, buf, s->rgb, PT_ANCHOR_END, 0);
 }
 
 static void pt_chart_legend(const struct pt_chart *ch, const struct pt_frame *f,

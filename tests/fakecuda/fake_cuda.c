@@ -30,6 +30,44 @@
 #define FC_KERN_MAGIC 0xCE11u
 
 static uint64_t fc_in_use, fc_argsum;
+/* Per device: bytes of linear + VMM physical memory; FAKECUDA_DEVMEM caps
+ * each device (0 = no cap) so tests can fill a device. */
+static uint64_t fc_dev_bytes[2], fc_devmem_cap;
+static int fc_devmem_read;
+static uint64_t fc_vmm_handles, fc_va_reserved;
+
+static uint64_t fc_cap(void) {
+  if (!__atomic_load_n(&fc_devmem_read, __ATOMIC_ACQUIRE)) {
+    const char *e = getenv("FAKECUDA_DEVMEM");
+    __atomic_store_n(&fc_devmem_cap, e ? strtoull(e, NULL, 0) : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fc_devmem_read, 1, __ATOMIC_RELEASE);
+  }
+  return __atomic_load_n(&fc_devmem_cap, __ATOMIC_RELAXED);
+}
+/* Charges size to dev; 0 or CUDA_ERROR_OUT_OF_MEMORY over the cap. */
+static CUresult fc_charge(int dev, size_t size) {
+  uint64_t cap = fc_cap();
+  uint64_t n = __atomic_add_fetch(&fc_dev_bytes[dev], size, __ATOMIC_RELAXED);
+  if (cap && n > cap) {
+    __atomic_sub_fetch(&fc_dev_bytes[dev], size, __ATOMIC_RELAXED);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  __atomic_fetch_add(&fc_in_use, size, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+static void fc_uncharge(int dev, size_t size) {
+  __atomic_sub_fetch(&fc_dev_bytes[dev], size, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&fc_in_use, size, __ATOMIC_RELAXED);
+}
+FC_EXPORT void fakecuda_set_devmem(uint64_t cap) {
+  (void)fc_cap();
+  __atomic_store_n(&fc_devmem_cap, cap, __ATOMIC_RELAXED);
+}
+FC_EXPORT uint64_t fakecuda_device_bytes(int dev) {
+  return dev >= 0 && dev < 2 ? __atomic_load_n(&fc_dev_bytes[dev], __ATOMIC_RELAXED) : 0;
+}
+FC_EXPORT uint64_t fakecuda_vmm_handles(void) { return __atomic_load_n(&fc_vmm_handles, __ATOMIC_RELAXED); }
+FC_EXPORT uint64_t fakecuda_va_reserved(void) { return __atomic_load_n(&fc_va_reserved, __ATOMIC_RELAXED); }
 
 /* ---- kernels ----------------------------------------------------------- */
 struct fc_kern;
@@ -220,8 +258,15 @@ FC_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute att
 }
 
 /* ---- device, context ------------------------------------------------------ */
+/* The calling thread's current context: device 0's primary by default (as
+ * after the runtime initialised the thread); -1 = none (cuCtxSetCurrent(NULL)). */
 static __thread int fc_cur_dev;
+static __thread int fc_ctx_stack[16], fc_ctx_depth;
 static int fc_ctx_dummy[2];
+static int fc_ctx_dev(CUcontext c) {
+  return c == (CUcontext)&fc_ctx_dummy[1] ? 1 : c == (CUcontext)&fc_ctx_dummy[0] ? 0 : -1;
+}
+static CUcontext fc_ctx_of(int dev) { return dev < 0 ? NULL : (CUcontext)&fc_ctx_dummy[dev]; }
 
 FC_EXPORT CUresult cuInit(unsigned int flags) {
   FC_ENTER(cuInit);
@@ -266,28 +311,54 @@ FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 FC_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
   FC_ENTER(cuCtxGetCurrent);
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = (CUcontext)&fc_ctx_dummy[fc_cur_dev];
+  *pctx = fc_ctx_of(fc_cur_dev);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   FC_ENTER(cuCtxSetCurrent);
-  if (ctx == (CUcontext)&fc_ctx_dummy[1]) fc_cur_dev = 1;
-  else fc_cur_dev = 0;
+  if (ctx && fc_ctx_dev(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  fc_cur_dev = ctx ? fc_ctx_dev(ctx) : -1;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   FC_ENTER(cuCtxPushCurrent_v2);
+  if (fc_ctx_dev(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (fc_ctx_depth == 16) return CUDA_ERROR_OUT_OF_MEMORY;
+  fc_ctx_stack[fc_ctx_depth++] = fc_cur_dev;
+  fc_cur_dev = fc_ctx_dev(ctx);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
   FC_ENTER(cuCtxPopCurrent_v2);
-  if (pctx) *pctx = (CUcontext)&fc_ctx_dummy[fc_cur_dev];
+  if (fc_cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = fc_ctx_of(fc_cur_dev);
+  fc_cur_dev = fc_ctx_depth ? fc_ctx_stack[--fc_ctx_depth] : -1;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
   FC_ENTER(cuCtxGetDevice);
   if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
   *device = fc_cur_dev;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+  FC_ENTER(cuDevicePrimaryCtxGetState);
+  if (dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
+  if (flags) *flags = 0;
+  if (active) *active = 1;
+  return CUDA_SUCCESS;
+}
+/* Peer access: records which contexts enabled access to which peer. */
+static int fc_peer[2][2];
+FC_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  FC_ENTER(cuCtxEnablePeerAccess);
+  int p = fc_ctx_dev(peer);
+  if (p < 0 || flags) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (p == fc_cur_dev) return CUDA_ERROR_INVALID_DEVICE;
+  if (fc_peer[fc_cur_dev][p]) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  fc_peer[fc_cur_dev][p] = 1;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxSynchronize(void) {
@@ -300,17 +371,24 @@ FC_EXPORT CUresult cuCtxSynchronize(void) {
 static CUresult fc_alloc(CUdeviceptr *dptr, size_t size) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
   if (!size) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  int dev = fc_cur_dev;
+  CUresult r = fc_charge(dev, size);
+  if (r != CUDA_SUCCESS) return r;
   char *p = aligned_alloc(64, 64 + ((size + 63) & ~(size_t)63));
-  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
-  *(size_t *)p = size;
-  __atomic_fetch_add(&fc_in_use, size, __ATOMIC_RELAXED);
+  if (!p) {
+    fc_uncharge(dev, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  ((size_t *)p)[0] = size;
+  ((size_t *)p)[1] = (size_t)dev;
   *dptr = (CUdeviceptr)(p + 64);
   return CUDA_SUCCESS;
 }
 static CUresult fc_free(CUdeviceptr dptr) {
   if (!dptr) return CUDA_SUCCESS;
   char *p = (char *)dptr - 64;
-  __atomic_fetch_sub(&fc_in_use, *(size_t *)p, __ATOMIC_RELAXED);
+  fc_uncharge((int)((size_t *)p)[1], ((size_t *)p)[0]);
   free(p);
   return CUDA_SUCCESS;
 }
@@ -355,8 +433,11 @@ FC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
 FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
   FC_ENTER(cuMemGetInfo_v2);
   if (!free_ || !total) return CUDA_ERROR_INVALID_VALUE;
-  *total = FC_TOTAL;
-  *free_ = FC_TOTAL - __atomic_load_n(&fc_in_use, __ATOMIC_RELAXED);
+  uint64_t cap = fc_cap(), tot = cap ? cap : FC_TOTAL;
+  int dev = fc_cur_dev < 0 ? 0 : fc_cur_dev;
+  uint64_t used = cap ? __atomic_load_n(&fc_dev_bytes[dev], __ATOMIC_RELAXED) : __atomic_load_n(&fc_in_use, __ATOMIC_RELAXED);
+  *total = tot;
+  *free_ = used < tot ? tot - used : 0;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
@@ -379,11 +460,25 @@ FC_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
   default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
-static int fc_pool_dummy;
+static int fc_pool_dummy[2];
 FC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
   FC_ENTER(cuDeviceGetDefaultMemPool);
   if (!pool || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = (CUmemoryPool)&fc_pool_dummy;
+  *pool = (CUmemoryPool)&fc_pool_dummy[dev];
+  return CUDA_SUCCESS;
+}
+/* The device's current pool: the default one, unless a test set another. */
+static CUmemoryPool fc_cur_pool[2];
+FC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+  FC_ENTER(cuDeviceGetMemPool);
+  if (!pool || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = fc_cur_pool[dev] ? fc_cur_pool[dev] : (CUmemoryPool)&fc_pool_dummy[dev];
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  FC_ENTER(cuDeviceSetMemPool);
+  if (!pool || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_VALUE;
+  fc_cur_pool[dev] = pool;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
@@ -413,8 +508,48 @@ FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 /* ---- virtual memory management ---------------------------------------------- */
 struct fc_phys {
   int fd;
+  int dev;
   size_t size;
 };
+
+/* Every cuMemSetAccess, newest last, so tests can ask which devices may
+ * access an address (peer access on pooled memory). */
+struct fc_access {
+  uintptr_t va;
+  size_t size;
+  unsigned mask; /* bit d: device d has read/write access */
+};
+static struct fc_access *fc_accs;
+static size_t fc_naccs, fc_cap_accs;
+static pthread_mutex_t fc_acc_lock = PTHREAD_MUTEX_INITIALIZER;
+static void fc_access_note(uintptr_t va, size_t size, unsigned mask) {
+  pthread_mutex_lock(&fc_acc_lock);
+  if (fc_naccs == fc_cap_accs) {
+    size_t cap = fc_cap_accs ? fc_cap_accs * 2 : 64;
+    struct fc_access *n = realloc(fc_accs, cap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&fc_acc_lock);
+      return;
+    }
+    fc_accs = n;
+    fc_cap_accs = cap;
+  }
+  fc_accs[fc_naccs++] = (struct fc_access){va, size, mask};
+  pthread_mutex_unlock(&fc_acc_lock);
+}
+/* Bit mask of the devices the newest cuMemSetAccess covering va granted
+ * read/write access to (0: never set). */
+FC_EXPORT unsigned fakecuda_access_mask(const void *va) {
+  unsigned m = 0;
+  pthread_mutex_lock(&fc_acc_lock);
+  for (size_t i = fc_naccs; i-- > 0;)
+    if ((uintptr_t)va - fc_accs[i].va < fc_accs[i].size) {
+      m = fc_accs[i].mask;
+      break;
+    }
+  pthread_mutex_unlock(&fc_acc_lock);
+  return m;
+}
 
 FC_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
                                                  CUmemAllocationGranularity_flags option) {
@@ -431,6 +566,7 @@ FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
   size_t align = alignment > FC_GRAN ? alignment : FC_GRAN;
   char *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  __atomic_fetch_add(&fc_va_reserved, size, __ATOMIC_RELAXED);
   uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
   if (a > (uintptr_t)p) munmap(p, a - (uintptr_t)p);
   size_t tail = (uintptr_t)p + size + align - (a + size);
@@ -441,22 +577,32 @@ FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
 FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   FC_ENTER(cuMemAddressFree);
   if (!ptr || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
-  return munmap((void *)ptr, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if (munmap((void *)ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  __atomic_fetch_sub(&fc_va_reserved, size, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                                unsigned long long flags) {
   FC_ENTER(cuMemCreate);
   if (!handle || !prop || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
+  int dev = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+  if (dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
+  if (fc_charge(dev, size) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   struct fc_phys *ph = calloc(1, sizeof *ph);
-  if (!ph) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ph) {
+    fc_uncharge(dev, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   ph->fd = memfd_create("fakecuda", MFD_CLOEXEC);
   if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size)) {
     if (ph->fd >= 0) close(ph->fd);
     free(ph);
+    fc_uncharge(dev, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   ph->size = size;
-  __atomic_fetch_add(&fc_in_use, size, __ATOMIC_RELAXED);
+  ph->dev = dev;
+  __atomic_fetch_add(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
   return CUDA_SUCCESS;
 }
@@ -465,7 +611,8 @@ FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
   if (!ph) return CUDA_ERROR_INVALID_VALUE;
   /* Like the driver: existing mappings keep the memory alive (memfd). */
-  __atomic_fetch_sub(&fc_in_use, ph->size, __ATOMIC_RELAXED);
+  fc_uncharge(ph->dev, ph->size);
+  __atomic_fetch_sub(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   close(ph->fd);
   free(ph);
   return CUDA_SUCCESS;
@@ -492,7 +639,15 @@ FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
   int prot = desc[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
              : desc[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
                                                                  : PROT_NONE;
-  return mprotect((void *)ptr, size, prot) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  unsigned mask = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 || desc[i].location.id > 1)
+      return CUDA_ERROR_INVALID_DEVICE;
+    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) mask |= 1u << desc[i].location.id;
+  }
+  if (mprotect((void *)ptr, size, prot)) return CUDA_ERROR_INVALID_VALUE;
+  fc_access_note((uintptr_t)ptr, size, mask);
+  return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                                 CUmemAllocationHandleType handleType, unsigned long long flags) {
@@ -508,10 +663,18 @@ FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
   FC_ENTER(cuMemImportFromShareableHandle);
   if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   struct fc_phys *ph = calloc(1, sizeof *ph);
+  if (!ph) return CUDA_ERROR_OUT_OF_MEMORY;
   ph->fd = dup((int)(intptr_t)osHandle);
-  off_t end = lseek(ph->fd, 0, SEEK_END);
-  ph->size = end > 0 ? (size_t)end : 0;
+  off_t end = ph->fd >= 0 ? lseek(ph->fd, 0, SEEK_END) : -1;
+  if (end <= 0) {
+    if (ph->fd >= 0) close(ph->fd);
+    free(ph);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ph->size = (size_t)end;
   __atomic_fetch_add(&fc_in_use, ph->size, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&fc_dev_bytes[0], ph->size, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
   return CUDA_SUCCESS;
 }
@@ -519,6 +682,7 @@ FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
 /* ---- streams and events ------------------------------------------------------ */
 struct fc_stream {
   int capturing;
+  int dev;
 };
 struct fc_event {
   int recorded;
@@ -526,7 +690,11 @@ struct fc_event {
 FC_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   FC_ENTER(cuStreamCreate);
   if (!s) return CUDA_ERROR_INVALID_VALUE;
-  *s = (CUstream)calloc(1, sizeof(struct fc_stream));
+  if (fc_cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  struct fc_stream *fs = calloc(1, sizeof *fs);
+  if (!fs) return CUDA_ERROR_OUT_OF_MEMORY;
+  fs->dev = fc_cur_dev;
+  *s = (CUstream)fs;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
@@ -552,7 +720,7 @@ FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *s
   return fc_is_capturing(s, st);
 }
 /* Test helper: mark a fake stream as capturing (graph capture). */
-FC_EXPORT void fakecuda_set_capturing(CUstream s, int on) {
+FC_EXPORT void fakecuda_set_capturing(void *s, int on) {
   if (s) ((struct fc_stream *)s)->capturing = on;
 }
 FC_EXPORT CUresult cuStreamSynchronize(CUstream s) {
@@ -574,7 +742,12 @@ FC_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) 
 FC_EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
   FC_ENTER(cuStreamGetCtx);
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = (CUcontext)&fc_ctx_dummy[fc_cur_dev];
+  if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+    *pctx = fc_ctx_of(((struct fc_stream *)s)->dev);
+    return CUDA_SUCCESS;
+  }
+  if (fc_cur_dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *pctx = fc_ctx_of(fc_cur_dev);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuEventCreate(CUevent *e, unsigned int flags) {
@@ -622,6 +795,10 @@ static const struct {
     FC_ROW(cuDeviceGetCount, cuDeviceGetCount, 2000, FC_ANY),
     FC_ROW(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, FC_ANY),
     FC_ROW(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, FC_ANY),
+    FC_ROW(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, FC_ANY),
+    FC_ROW(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, FC_ANY),
+    FC_ROW(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, FC_ANY),
+    FC_ROW(cuDeviceSetMemPool, cuDeviceSetMemPool, 11020, FC_ANY),
     FC_ROW(cuCtxGetCurrent, cuCtxGetCurrent, 4000, FC_ANY),
     FC_ROW(cuCtxSetCurrent, cuCtxSetCurrent, 4000, FC_ANY),
     FC_ROW(cuCtxPushCurrent, cuCtxPushCurrent_v2, 4000, FC_ANY),

@@ -48,8 +48,19 @@ static struct {
   PFN_cuModuleGetFunction_v2000 getfunc;
   PFN_cuFuncGetParamInfo_v12040 paraminfo;
 } fr_drv;
+/* Context handling, found with dlsym (not cuGetProcAddress, whose call
+ * count the tests check): the runtime's per-thread device and the primary
+ * context it makes current, like the real runtime. */
+static struct {
+  PFN_cuCtxGetCurrent_v4000 get_current;
+  PFN_cuCtxSetCurrent_v4000 set_current;
+  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
+  PFN_cuDeviceGetDefaultMemPool_v11020 default_pool;
+  PFN_cuCtxEnablePeerAccess_v4000 enable_peer;
+} fr_ctx;
 static pthread_once_t fr_once = PTHREAD_ONCE_INIT;
 static int fr_ok;
+static __thread int fr_device;
 
 static void fr_load(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -76,12 +87,27 @@ static void fr_load(void) {
   FR_GET(getfunc, "cuModuleGetFunction", L);
   FR_GET(paraminfo, "cuFuncGetParamInfo", L);
 #undef FR_GET
+  fr_ctx.get_current = (PFN_cuCtxGetCurrent_v4000)dlsym(h, "cuCtxGetCurrent");
+  fr_ctx.set_current = (PFN_cuCtxSetCurrent_v4000)dlsym(h, "cuCtxSetCurrent");
+  fr_ctx.retain = (PFN_cuDevicePrimaryCtxRetain_v7000)dlsym(h, "cuDevicePrimaryCtxRetain");
+  fr_ctx.default_pool = (PFN_cuDeviceGetDefaultMemPool_v11020)dlsym(h, "cuDeviceGetDefaultMemPool");
+  fr_ctx.enable_peer = (PFN_cuCtxEnablePeerAccess_v4000)dlsym(h, "cuCtxEnablePeerAccess");
+  bad |= !fr_ctx.get_current || !fr_ctx.set_current || !fr_ctx.retain || !fr_ctx.default_pool || !fr_ctx.enable_peer;
   fr_ok = !bad;
+}
+
+/* Like the runtime: a thread without a current context gets the primary
+ * context of its runtime device. */
+static CUresult fr_ctx_ensure(void) {
+  CUcontext c = NULL;
+  if (fr_ctx.get_current(&c) == CUDA_SUCCESS && c) return CUDA_SUCCESS;
+  CUresult r = fr_ctx.retain(&c, fr_device);
+  return r == CUDA_SUCCESS ? fr_ctx.set_current(c) : r;
 }
 
 static int fr_driver(void) {
   pthread_once(&fr_once, fr_load);
-  return fr_ok;
+  return fr_ok && fr_ctx_ensure() == CUDA_SUCCESS;
 }
 
 static cudaError_t fr_err(CUresult r) {
@@ -332,5 +358,40 @@ FR_EXPORT cudaError_t cudaIpcCloseMemHandle(void *p) {
 }
 FR_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   FR_ENTER(cudaDeviceEnablePeerAccess);
-  return peer >= 0 && peer < 2 ? cudaSuccess : cudaErrorInvalidDevice;
+  if (peer < 0 || peer > 1) return cudaErrorInvalidDevice;
+  if (!fr_driver()) return cudaErrorInsufficientDriver;
+  CUcontext c;
+  CUresult r = fr_ctx.retain(&c, peer);
+  if (r == CUDA_SUCCESS) r = fr_ctx.enable_peer(c, flags);
+  if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cudaErrorPeerAccessAlreadyEnabled;
+  if (r == CUDA_ERROR_INVALID_DEVICE) return cudaErrorInvalidDevice;
+  return fr_err(r);
+}
+
+FR_EXPORT cudaError_t cudaGetDevice(int *device) {
+  FR_ENTER(cudaGetDevice);
+  if (!device) return cudaErrorInvalidValue;
+  *device = fr_device;
+  return cudaSuccess;
+}
+FR_EXPORT cudaError_t cudaSetDevice(int device) {
+  FR_ENTER(cudaSetDevice);
+  pthread_once(&fr_once, fr_load);
+  if (!fr_ok) return cudaErrorInsufficientDriver;
+  if (device < 0 || device > 1) return cudaErrorInvalidDevice;
+  CUcontext c;
+  CUresult r = fr_ctx.retain(&c, device);
+  if (r == CUDA_SUCCESS) r = fr_ctx.set_current(c);
+  if (r == CUDA_SUCCESS) fr_device = device;
+  return fr_err(r);
+}
+FR_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device) {
+  FR_ENTER(cudaDeviceGetDefaultMemPool);
+  if (!fr_driver()) return cudaErrorInsufficientDriver;
+  if (!pool) return cudaErrorInvalidValue;
+  return fr_err(fr_ctx.default_pool((CUmemoryPool *)pool, device));
+}
+FR_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t minBytesToKeep) {
+  FR_ENTER(cudaMemPoolTrimTo);
+  return pool ? cudaSuccess : cudaErrorInvalidValue;
 }

@@ -27,6 +27,20 @@ void *fakecuda_hidden_function(const char *name);
 /* Bytes currently allocated through the fake driver. */
 uint64_t fakecuda_bytes_in_use(void);
 
+/* Bytes of linear + VMM physical memory on device 0 or 1. */
+uint64_t fakecuda_device_bytes(int dev);
+/* Per-device memory cap (also FAKECUDA_DEVMEM=bytes); 0 = none. Over it,
+ * cuMemAlloc*, cuMemCreate fail with CUDA_ERROR_OUT_OF_MEMORY. */
+void fakecuda_set_devmem(uint64_t cap);
+/* Live VMM physical handles and reserved VA bytes (leak checks). */
+uint64_t fakecuda_vmm_handles(void);
+uint64_t fakecuda_va_reserved(void);
+/* Devices (bit mask) the newest cuMemSetAccess covering va granted
+ * read/write; 0 = never set. */
+unsigned fakecuda_access_mask(const void *va);
+/* Marks a fake stream as capturing (graph capture) or not. */
+void fakecuda_set_capturing(void *stream, int on);
+
 /* Internal to the fakes. */
 int fakecuda_id(const char *symbol);
 int fakecuda_hit(int id);

@@ -1,0 +1,87 @@
+/* The allocation routing layer between the shim's entry points
+ * (shim/entry_alloc.c) and the pool (allocator/pool.h).
+ *
+ * What goes where:
+ * - Device allocations of at least PONYTAIL_KV_MIN bytes go to the pool of
+ *   the device they are made for: the current context's device (driver entry
+ *   points), else the runtime's current device (runtime entry points); for an
+ *   explicit stream, the stream's device. Pools are created lazily, one per
+ *   device ordinal, over the VMM backend.
+ * - Everything else passes through to the real function: small requests,
+ *   non-primary contexts, a thread without a context (driver API), streams
+ *   being captured, explicit non-default memory pools, a device whose current
+ *   memory pool is not its default one, and everything when PONYTAIL_POOL=0.
+ * - Frees of pool pointers go back to the pool (cudaFree/cuMemFree keep their
+ *   synchronous meaning); any other pointer passes through untouched.
+ *
+ * Results are the CUDA codes the real call would return. The numeric values
+ * of the few codes involved are the same in both APIs (out of memory is 2,
+ * invalid value 1, ...), so one int carries either; pt_route_rt_err maps a
+ * backend CUresult to the runtime's cudaError_t where they differ.
+ *
+ * Never a global lock on the pass-through path: small requests take no lock
+ * at all; with PONYTAIL_MEM_LIMIT set, pass-through pointers are tracked in a
+ * lock-striped hash. */
+#ifndef PT_SHIM_ROUTE_ALLOC_H
+#define PT_SHIM_ROUTE_ALLOC_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which API an entry point belongs to: decides how the device is found and
+ * which error codes come back. */
+enum pt_route_api { PT_API_RT, PT_API_DRV };
+
+/* How to read the entry point's stream argument. */
+enum pt_route_smode {
+  PT_SM_SYNC,   /* no stream: cudaMalloc, cudaFree, cuMemAlloc, cuMemFree */
+  PT_SM_LEGACY, /* 0 is the legacy default stream */
+  PT_SM_PTSZ,   /* _ptsz variants: 0 is the per-thread default stream */
+};
+
+/* Which memory pool an async allocation asked for. */
+enum pt_route_mpool {
+  PT_MP_NONE,    /* synchronous allocation */
+  PT_MP_CURRENT, /* cudaMallocAsync: the device's current pool */
+  PT_MP_GIVEN,   /* cudaMallocFromPoolAsync: the pool argument */
+};
+
+/* The real call, made by the entry point (it knows the signature and sets
+ * pt_tls_in_rt around runtime calls). Returns the real result. */
+typedef int (*pt_route_real_alloc)(void *arg, void **ptr);
+typedef int (*pt_route_real_free)(void *arg, void *ptr);
+
+/* Reads the options, opens the trace and plugs the stats section in. Called
+ * once from the shim's init (no CUDA call). */
+void pt_route_setup(void);
+/* After fork, in the child: a trace file named with %p is reopened. */
+void pt_route_atfork_child(void);
+
+int pt_route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_mpool mp, const void *mempool,
+                   void **ptr, size_t size, uint64_t stream, pt_route_real_alloc real, void *arg);
+int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint64_t stream,
+                  pt_route_real_free real, void *arg);
+
+/* cudaMemGetInfo / cuMemGetInfo: applies the PONYTAIL_MEM_LIMIT view to the
+ * real figures (unchanged without a limit). */
+void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_bytes);
+/* cudaMemPoolGetAttribute on a device's default pool: adds the pool's
+ * reserved/used figures to *value (attr is a cudaMemPoolAttr). */
+void pt_route_poolattr(const void *mempool, int attr, void *value);
+/* cudaMemPoolTrimTo on a device's default pool: trims ours to keep bytes. */
+void pt_route_pool_trim(const void *mempool, size_t keep);
+/* cudaIpcGetMemHandle: true when ptr lies in a pool (the caller then
+ * returns *err: pooled memory cannot be exported, see the .c). */
+bool pt_route_ipc_refuse(const void *ptr, int *err);
+/* After a successful peer enable: current device `device` may now access
+ * memory of `peer`; grants it access to peer's pool, now and later. */
+void pt_route_peer_enabled(int device, int peer);
+/* Runtime peer enable: the current device (runtime view); -1 if unknown. */
+int pt_route_current_device(enum pt_route_api api);
+/* Driver peer enable: the device of a context; -1 if unknown. */
+int pt_route_ctx_device(void *ctx);
+
+/* CUresult -> cudaError_t for results the pool produced. */
+int pt_route_rt_err(int cu);
+
+#endif
