@@ -1,8 +1,9 @@
-/* Allocation entry points, runtime and driver: pass-through and counting for
- * now. Each function has ONE marked place, "ROUTE:", where the allocator
- * (pool routing, memory limit, capped cudaMemGetInfo, pool attributes, IPC of
- * pooled memory) takes its decision; everything before it is bookkeeping that
- * must stay as is.
+/* Allocation entry points, runtime and driver. Each function has ONE marked
+ * place, "ROUTE:", where the routing layer (shim/route_alloc.h: pool routing,
+ * memory limit, capped cudaMemGetInfo, pool attributes, IPC of pooled memory,
+ * peer access) takes its decision; everything before it is bookkeeping that
+ * must stay as is. The real calls are made here, through small adapters, so
+ * that runtime calls keep pt_tls_in_rt set around them.
  *
  * Driver wrappers reached from inside a runtime call (pt_tls_in_rt: libcudart
  * implements cudaMalloc with the driver functions it got from
@@ -13,6 +14,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "shim/route_alloc.h"
 #include "shim/shim.h"
 
 #define PT_REAL(sym, type) ((type)pt_real(PT_SYM_##sym))
@@ -36,6 +38,70 @@ typedef cudaError_t (*pt_ipc_get_fn)(cudaIpcMemHandle_t *, void *);
 typedef cudaError_t (*pt_ipc_open_fn)(void **, cudaIpcMemHandle_t, unsigned int);
 typedef cudaError_t (*pt_ipc_close_fn)(void *);
 typedef cudaError_t (*pt_peer_fn)(int, unsigned int);
+typedef cudaError_t (*pt_trim_fn)(cudaMemPool_t, size_t);
+
+/* ---- adapters: the real call behind the routing layer's callbacks -------- */
+struct pt_rt_alloc_args {
+  void *fn;
+  size_t size;
+  cudaStream_t s;
+  cudaMemPool_t pool;
+};
+static int pt_rt_malloc_real(void *a, void **ptr) {
+  struct pt_rt_alloc_args *x = a;
+  cudaError_t r;
+  PT_RT_CALL(r, ((pt_malloc_fn)x->fn)(ptr, x->size));
+  return r;
+}
+static int pt_rt_malloc_async_real(void *a, void **ptr) {
+  struct pt_rt_alloc_args *x = a;
+  cudaError_t r;
+  PT_RT_CALL(r, ((pt_malloc_async_fn)x->fn)(ptr, x->size, x->s));
+  return r;
+}
+static int pt_rt_malloc_pool_real(void *a, void **ptr) {
+  struct pt_rt_alloc_args *x = a;
+  cudaError_t r;
+  PT_RT_CALL(r, ((pt_malloc_pool_fn)x->fn)(ptr, x->size, x->pool, x->s));
+  return r;
+}
+static int pt_rt_free_real(void *a, void *ptr) {
+  cudaError_t r;
+  PT_RT_CALL(r, ((pt_free_fn)a)(ptr));
+  return r;
+}
+struct pt_rt_free_args {
+  void *fn;
+  cudaStream_t s;
+};
+static int pt_rt_free_async_real(void *a, void *ptr) {
+  struct pt_rt_free_args *x = a;
+  cudaError_t r;
+  PT_RT_CALL(r, ((pt_free_async_fn)x->fn)(ptr, x->s));
+  return r;
+}
+struct pt_cu_alloc_args {
+  void *fn;
+  size_t size;
+  CUstream s;
+};
+static int pt_cu_alloc_real(void *a, void **ptr) {
+  struct pt_cu_alloc_args *x = a;
+  return ((PFN_cuMemAlloc_v3020)x->fn)((CUdeviceptr *)ptr, x->size);
+}
+static int pt_cu_alloc_async_real(void *a, void **ptr) {
+  struct pt_cu_alloc_args *x = a;
+  return ((PFN_cuMemAllocAsync_v11020)x->fn)((CUdeviceptr *)ptr, x->size, x->s);
+}
+static int pt_cu_free_real(void *a, void *ptr) { return ((PFN_cuMemFree_v3020)a)((CUdeviceptr)ptr); }
+struct pt_cu_free_args {
+  void *fn;
+  CUstream s;
+};
+static int pt_cu_free_async_real(void *a, void *ptr) {
+  struct pt_cu_free_args *x = a;
+  return ((PFN_cuMemFreeAsync_v11020)x->fn)((CUdeviceptr)ptr, x->s);
+}
 
 /* ---- runtime ------------------------------------------------------------- */
 
@@ -45,9 +111,8 @@ PT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
   PT_COUNT(cudaMalloc);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: pool (size >= PONYTAIL_KV_MIN) or pass through; limit check. */
-  cudaError_t r;
-  PT_RT_CALL(r, real(devPtr, size));
-  return r;
+  struct pt_rt_alloc_args a = {.fn = (void *)real, .size = size};
+  return (cudaError_t)pt_route_alloc(PT_API_RT, PT_SM_SYNC, PT_MP_NONE, NULL, devPtr, size, 0, pt_rt_malloc_real, &a);
 }
 
 PT_EXPORT cudaError_t cudaFree(void *devPtr) {
@@ -56,9 +121,7 @@ PT_EXPORT cudaError_t cudaFree(void *devPtr) {
   PT_COUNT(cudaFree);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: a pooled pointer goes back to the pool; others pass through. */
-  cudaError_t r;
-  PT_RT_CALL(r, real(devPtr));
-  return r;
+  return (cudaError_t)pt_route_free(PT_API_RT, PT_SM_SYNC, devPtr, 0, pt_rt_free_real, (void *)real);
 }
 
 static inline cudaError_t pt_malloc_async(enum pt_sym sym, void **devPtr, size_t size, cudaStream_t s) {
@@ -67,9 +130,10 @@ static inline cudaError_t pt_malloc_async(enum pt_sym sym, void **devPtr, size_t
   __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: stream-ordered pool allocation or pass through. */
-  cudaError_t r;
-  PT_RT_CALL(r, real(devPtr, size, s));
-  return r;
+  struct pt_rt_alloc_args a = {.fn = (void *)real, .size = size, .s = s};
+  return (cudaError_t)pt_route_alloc(PT_API_RT, sym == PT_SYM_cudaMallocAsync_ptsz ? PT_SM_PTSZ : PT_SM_LEGACY,
+                                     PT_MP_CURRENT, NULL, devPtr, size, (uint64_t)(uintptr_t)s,
+                                     pt_rt_malloc_async_real, &a);
 }
 
 PT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
@@ -85,9 +149,9 @@ static inline cudaError_t pt_free_async(enum pt_sym sym, void *devPtr, cudaStrea
   __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: stream-ordered free of a pooled pointer, or pass through. */
-  cudaError_t r;
-  PT_RT_CALL(r, real(devPtr, s));
-  return r;
+  struct pt_rt_free_args a = {.fn = (void *)real, .s = s};
+  return (cudaError_t)pt_route_free(PT_API_RT, sym == PT_SYM_cudaFreeAsync_ptsz ? PT_SM_PTSZ : PT_SM_LEGACY, devPtr,
+                                    (uint64_t)(uintptr_t)s, pt_rt_free_async_real, &a);
 }
 
 PT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
@@ -103,10 +167,12 @@ static inline cudaError_t pt_malloc_pool(enum pt_sym sym, void **ptr, size_t siz
   if (!pt_active()) return real ? real(ptr, size, pool, s) : cudaErrorInsufficientDriver;
   __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
   if (!real) return cudaErrorInsufficientDriver;
-  /* ROUTE: explicit pools pass through unless the allocator adopts them. */
-  cudaError_t r;
-  PT_RT_CALL(r, real(ptr, size, pool, s));
-  return r;
+  /* ROUTE: only the device's default pool is adopted; others pass through. */
+  struct pt_rt_alloc_args a = {.fn = (void *)real, .size = size, .s = s, .pool = pool};
+  return (cudaError_t)pt_route_alloc(PT_API_RT,
+                                     sym == PT_SYM_cudaMallocFromPoolAsync_ptsz ? PT_SM_PTSZ : PT_SM_LEGACY,
+                                     PT_MP_GIVEN, pool, ptr, size,
+                                     (uint64_t)(uintptr_t)s, pt_rt_malloc_pool_real, &a);
 }
 
 PT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
@@ -125,6 +191,7 @@ PT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
   cudaError_t r;
   PT_RT_CALL(r, real(free, total));
   /* ROUTE: adjust free/total for the pool's cached memory and PONYTAIL_MEM_LIMIT. */
+  if (r == cudaSuccess) pt_route_meminfo(PT_API_RT, free, total);
   return r;
 }
 
@@ -136,6 +203,7 @@ PT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMe
   cudaError_t r;
   PT_RT_CALL(r, real(memPool, attr, value));
   /* ROUTE: add the pool's figures to the default pool's used/reserved attributes. */
+  if (r == cudaSuccess) pt_route_poolattr(memPool, (int)attr, value);
   return r;
 }
 
@@ -145,6 +213,8 @@ PT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devP
   PT_COUNT(cudaIpcGetMemHandle);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: pooled pointers need a VMM shareable handle instead. */
+  int err;
+  if (pt_route_ipc_refuse(devPtr, &err)) return (cudaError_t)err;
   cudaError_t r;
   PT_RT_CALL(r, real(handle, devPtr));
   return r;
@@ -180,6 +250,20 @@ PT_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int fl
   cudaError_t r;
   PT_RT_CALL(r, real(peerDevice, flags));
   /* ROUTE: on success, grant the peer access to the pool's mappings too. */
+  if (r == cudaSuccess || r == cudaErrorPeerAccessAlreadyEnabled)
+    pt_route_peer_enabled(pt_route_current_device(PT_API_RT), peerDevice);
+  return r;
+}
+
+PT_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
+  pt_trim_fn real = PT_REAL(cudaMemPoolTrimTo, pt_trim_fn);
+  if (!pt_active()) return real ? real(memPool, minBytesToKeep) : cudaErrorInsufficientDriver;
+  PT_COUNT(cudaMemPoolTrimTo);
+  if (!real) return cudaErrorInsufficientDriver;
+  cudaError_t r;
+  PT_RT_CALL(r, real(memPool, minBytesToKeep));
+  /* ROUTE: trimming the default pool trims ours too. */
+  if (r == cudaSuccess) pt_route_pool_trim(memPool, minBytesToKeep);
   return r;
 }
 
@@ -192,6 +276,9 @@ PT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_tls_in_rt) {
     /* ROUTE: driver allocation from the application (not via libcudart). */
+    struct pt_cu_alloc_args a = {.fn = (void *)real, .size = bytesize};
+    return (CUresult)pt_route_alloc(PT_API_DRV, PT_SM_SYNC, PT_MP_NONE, NULL, (void **)dptr, bytesize, 0,
+                                    pt_cu_alloc_real, &a);
   }
   return real(dptr, bytesize);
 }
@@ -203,6 +290,7 @@ PT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_tls_in_rt) {
     /* ROUTE: free of a pooled pointer. */
+    return (CUresult)pt_route_free(PT_API_DRV, PT_SM_SYNC, (void *)dptr, 0, pt_cu_free_real, (void *)real);
   }
   return real(dptr);
 }
@@ -214,6 +302,10 @@ static inline CUresult pt_cu_alloc_async(enum pt_sym sym, CUdeviceptr *dptr, siz
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_tls_in_rt) {
     /* ROUTE: stream-ordered driver allocation from the application. */
+    struct pt_cu_alloc_args a = {.fn = (void *)real, .size = bytesize, .s = s};
+    return (CUresult)pt_route_alloc(PT_API_DRV, sym == PT_SYM_cuMemAllocAsync_ptsz ? PT_SM_PTSZ : PT_SM_LEGACY,
+                                    PT_MP_CURRENT, NULL, (void **)dptr, bytesize, (uint64_t)(uintptr_t)s,
+                                    pt_cu_alloc_async_real, &a);
   }
   return real(dptr, bytesize, s);
 }
@@ -232,6 +324,9 @@ static inline CUresult pt_cu_free_async(enum pt_sym sym, CUdeviceptr dptr, CUstr
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_tls_in_rt) {
     /* ROUTE: stream-ordered free of a pooled pointer. */
+    struct pt_cu_free_args a = {.fn = (void *)real, .s = s};
+    return (CUresult)pt_route_free(PT_API_DRV, sym == PT_SYM_cuMemFreeAsync_ptsz ? PT_SM_PTSZ : PT_SM_LEGACY,
+                                   (void *)dptr, (uint64_t)(uintptr_t)s, pt_cu_free_async_real, &a);
   }
   return real(dptr, s);
 }
@@ -249,8 +344,23 @@ PT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   PT_COUNT(cuMemGetInfo_v2);
   if (!real) return PT_DRV_NO_DRIVER;
   CUresult r = real(free, total);
-  if (!pt_tls_in_rt) {
+  if (!pt_tls_in_rt && r == CUDA_SUCCESS) {
     /* ROUTE: the capped / pool-adjusted view, as for cudaMemGetInfo. */
+    pt_route_meminfo(PT_API_DRV, free, total);
+  }
+  return r;
+}
+
+PT_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+  PFN_cuCtxEnablePeerAccess_v4000 real = PT_REAL(cuCtxEnablePeerAccess, PFN_cuCtxEnablePeerAccess_v4000);
+  if (!pt_active()) return real ? real(peerContext, Flags) : PT_DRV_NO_DRIVER;
+  PT_COUNT(cuCtxEnablePeerAccess);
+  if (!real) return PT_DRV_NO_DRIVER;
+  CUresult r = real(peerContext, Flags);
+  if (!pt_tls_in_rt && (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
+    /* ROUTE: the current context's device may now access the peer's memory,
+     * pooled memory included (the runtime's enable is handled above). */
+    pt_route_peer_enabled(pt_route_current_device(PT_API_DRV), pt_route_ctx_device(peerContext));
   }
   return r;
 }

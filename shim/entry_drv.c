@@ -33,6 +33,7 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cudaIpcOpenMemHandle] = (void *)cudaIpcOpenMemHandle,
     [PT_SYM_cudaIpcCloseMemHandle] = (void *)cudaIpcCloseMemHandle,
     [PT_SYM_cudaDeviceEnablePeerAccess] = (void *)cudaDeviceEnablePeerAccess,
+    [PT_SYM_cudaMemPoolTrimTo] = (void *)cudaMemPoolTrimTo,
     [PT_SYM___cudaRegisterFatBinary] = (void *)__cudaRegisterFatBinary,
     [PT_SYM___cudaRegisterFatBinaryEnd] = (void *)__cudaRegisterFatBinaryEnd,
     [PT_SYM___cudaUnregisterFatBinary] = (void *)__cudaUnregisterFatBinary,
@@ -62,6 +63,7 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cuMemFreeAsync] = (void *)cuMemFreeAsync,
     [PT_SYM_cuMemFreeAsync_ptsz] = (void *)cuMemFreeAsync_ptsz,
     [PT_SYM_cuMemGetInfo_v2] = (void *)cuMemGetInfo_v2,
+    [PT_SYM_cuCtxEnablePeerAccess] = (void *)cuCtxEnablePeerAccess,
 };
 
 /* ---- exact-variant routing ---------------------------------------------- */
@@ -93,6 +95,7 @@ static const struct {
     {"cuMemAllocAsync", 11020, PT_MODE_PTDS, PT_SYM_cuMemAllocAsync_ptsz},
     {"cuMemFreeAsync", 11020, PT_MODE_LEGACY, PT_SYM_cuMemFreeAsync},
     {"cuMemFreeAsync", 11020, PT_MODE_PTDS, PT_SYM_cuMemFreeAsync_ptsz},
+    {"cuCtxEnablePeerAccess", 4000, PT_MODE_ANY, PT_SYM_cuCtxEnablePeerAccess},
 };
 
 int pt_drv_variant(const char *symbol, int version, uint64_t flags) {

@@ -11,6 +11,7 @@
 #include "shim/cupti.h"
 #include "shim/log.h"
 #include "shim/registry.h"
+#include "shim/route_alloc.h"
 #include "shim/shim.h"
 #include "shim/stats.h"
 
@@ -25,6 +26,7 @@ static void pt_atfork_prepare(void) { pt_registry_atfork_prepare(); }
 static void pt_atfork_parent(void) { pt_registry_atfork_parent(); }
 static void pt_atfork_child(void) {
   pt_registry_atfork_child();
+  pt_route_atfork_child();
   /* A %p log file names the parent: the child gets its own. */
   pt_log_reopen();
 }
@@ -47,6 +49,7 @@ static void pt_init_run(void) {
     PT_INTERNAL_ERROR();
     pt_warn("pthread_atfork failed: a forked child may inherit a held registry lock");
   }
+  pt_route_setup();
   if (atexit(pt_exit) != 0) {
     PT_INTERNAL_ERROR();
     pt_warn("atexit failed: no exit stats");

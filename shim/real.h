@@ -21,6 +21,8 @@
   X(cuDeviceGetCount, 2000)                    \
   X(cuDeviceGetAttribute, 2000)                \
   X(cuDevicePrimaryCtxRetain, 7000)            \
+  X(cuDevicePrimaryCtxGetState, 7000)          \
+  X(cuDeviceGetMemPool, 11020)                 \
   X(cuCtxGetCurrent, 4000)                     \
   X(cuCtxSetCurrent, 4000)                     \
   X(cuCtxPushCurrent, 4000)                    \

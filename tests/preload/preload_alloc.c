@@ -1,0 +1,619 @@
+/* Allocation routing scenarios, run under LD_PRELOAD=libponytail_shim.so with
+ * the fake CUDA (tests/fakecuda: VMM backed by host memory, 2 devices). Each
+ * scenario runs in a forked child whose exit writes the shim's JSON stats to
+ * <dir>/stats.<pid>.json; the parent checks the child's status and stats.
+ *
+ *   preload_alloc SCENARIO DIR
+ *
+ * Pool pointers are told from pass-through ones by the fake's record of
+ * cuMemSetAccess (only VMM mappings have one) and by the fake's call counts
+ * of the real allocation functions. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "allocator/replay.h"
+#include "fakecuda.h"
+
+#define MiB (1ull << 20)
+
+static const char *g_dir;
+static int g_failed;
+static pid_t g_child;
+
+#define CHECK(c)                                                            \
+  do {                                                                      \
+    if (!(c)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+      g_failed = 1;                                                         \
+    }                                                                       \
+  } while (0)
+#define CHECK_EQ(a, b)                                                                                     \
+  do {                                                                                                     \
+    long long a_ = (long long)(a), b_ = (long long)(b);                                                    \
+    if (a_ != b_) {                                                                                        \
+      fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, a_, b_); \
+      g_failed = 1;                                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* The first number after "key": in the "alloc" section (before "devices"),
+ * or -1. */
+static long long alloc_stat(const char *js, const char *key) {
+  const char *a = strstr(js, "\"alloc\":{");
+  if (!a) return -1;
+  const char *end = strstr(a, "\"devices\":");
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(a, k);
+  if (!p || (end && p > end)) return -1;
+  return atoll(p + strlen(k));
+}
+
+/* The same key in the per-device entry of device dev, or -1. */
+static long long dev_stat(const char *js, int dev, const char *key) {
+  char d[64];
+  snprintf(d, sizeof d, "{\"device\":%d,", dev);
+  const char *a = strstr(js, d);
+  if (!a) return -1;
+  const char *end = strchr(a, '}');
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(a, k);
+  if (!p || p > end) return -1;
+  return atoll(p + strlen(k));
+}
+
+static long long call_stat(const char *js, const char *sym) {
+  const char *calls = strstr(js, "\"calls\":{");
+  if (!calls) return -1;
+  const char *end = strchr(calls, '}');
+  char key[128];
+  snprintf(key, sizeof key, "\"%s\":", sym);
+  const char *p = strstr(calls, key);
+  if (!p || p > end) return 0;
+  return atoll(p + strlen(key));
+}
+
+static int pooled(const void *p) { return fakecuda_access_mask(p) != 0; }
+
+/* Writes and reads back a pattern: the memory is mapped read/write. */
+static int touch(void *p, size_t n, int v) {
+  memset(p, v, n);
+  return ((unsigned char *)p)[n - 1] == (unsigned char)v && ((unsigned char *)p)[0] == (unsigned char)v;
+}
+
+/* ---- routing by size on every entry point, frees routed back -------------- */
+static int sc_route(void) {
+  uint64_t rt0 = fakecuda_count("cuMemAlloc_v2");
+  void *p = NULL, *q = NULL;
+  CHECK_EQ(cudaMalloc(&p, 4 * MiB), cudaSuccess);
+  CHECK(pooled(p) && ((uintptr_t)p & 255) == 0);
+  CHECK(touch(p, 4 * MiB, 0x5a));
+  CHECK_EQ(fakecuda_count("cuMemAlloc_v2"), rt0); /* the real allocator was not called */
+  CHECK(fakecuda_device_bytes(0) >= 4 * MiB);
+  CHECK_EQ(cudaMalloc(&q, 1000), cudaSuccess); /* small: passes through */
+  CHECK(!pooled(q));
+  CHECK_EQ(fakecuda_count("cuMemAlloc_v2"), rt0 + 1);
+  uint64_t fr0 = fakecuda_count("cuMemFree_v2");
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(fakecuda_count("cuMemFree_v2"), fr0);
+  CHECK_EQ(cudaFree(q), cudaSuccess);
+  CHECK_EQ(fakecuda_count("cuMemFree_v2"), fr0 + 1);
+  CHECK_EQ(cudaFree(p), cudaErrorInvalidValue); /* double free of a pool pointer */
+
+  CUstream s = NULL;
+  CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  cudaMemPool_t mp = NULL;
+  CHECK_EQ(cudaDeviceGetDefaultMemPool(&mp, 0), cudaSuccess);
+  void *a[8] = {0};
+  CHECK_EQ(cudaMallocAsync(&a[0], 2 * MiB, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync_ptsz(&a[1], 3 * MiB, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&a[2], 2 * MiB, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaMallocFromPoolAsync(&a[3], 2 * MiB, mp, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocFromPoolAsync_ptsz(&a[4], 2 * MiB, mp, (cudaStream_t)s), cudaSuccess);
+  CUdeviceptr d[3] = {0};
+  CHECK_EQ(cuMemAlloc_v2(&d[0], 3 * MiB), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocAsync(&d[1], 2 * MiB, s), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAllocAsync_ptsz(&d[2], 2 * MiB, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 5; i++) CHECK(a[i] && pooled(a[i]) && touch(a[i], 2 * MiB, i));
+  for (int i = 0; i < 3; i++) CHECK(d[i] && pooled((void *)d[i]) && touch((void *)d[i], 2 * MiB, i));
+  /* an explicit (non-default) pool passes through, as do small requests */
+  void *x = NULL, *y = NULL;
+  CHECK_EQ(cudaMallocFromPoolAsync(&x, 2 * MiB, (cudaMemPool_t)&x, 0), cudaSuccess);
+  CHECK(x && !pooled(x));
+  CHECK_EQ(cudaMallocAsync(&y, 4096, (cudaStream_t)s), cudaSuccess);
+  CHECK(y && !pooled(y));
+  CHECK_EQ(cudaFreeAsync(x, 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(y, (cudaStream_t)s), cudaSuccess);
+  /* every free variant on pool pointers */
+  uint64_t fa0 = fakecuda_count("cuMemFreeAsync") + fakecuda_count("cuMemFreeAsync_ptsz");
+  CHECK_EQ(cudaFreeAsync(a[0], 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync_ptsz(a[1], 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(a[2], (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaFree(a[3]), cudaSuccess);
+  CHECK_EQ(cuMemFree_v2((CUdeviceptr)a[4]), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(d[0], s), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync_ptsz(d[1], 0), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFreeAsync(d[2], 0), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_count("cuMemFreeAsync") + fakecuda_count("cuMemFreeAsync_ptsz"), fa0);
+  /* stream-ordered reuse on the same stream: the same block at once */
+  void *r1 = NULL, *r2 = NULL;
+  CHECK_EQ(cudaMallocAsync(&r1, 8 * MiB, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(r1, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&r2, 8 * MiB, (cudaStream_t)s), cudaSuccess);
+  CHECK(r1 == r2);
+  CHECK_EQ(cudaFreeAsync(r2, (cudaStream_t)s), cudaSuccess);
+  /* the fake's linear allocator is empty again: nothing pooled leaked there */
+  return g_failed;
+}
+static void check_route(const char *js) {
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 1 + 8 + 2);
+  CHECK_EQ(alloc_stat(js, "pooled_frees"), 1 + 8 + 2);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 3);
+  CHECK_EQ(alloc_stat(js, "passthrough_frees"), 3);
+  CHECK_EQ(alloc_stat(js, "live_bytes"), 0);
+  CHECK(alloc_stat(js, "peak_live_bytes") >= (long long)(16 * MiB));
+  CHECK(alloc_stat(js, "peak_physical_bytes") >= alloc_stat(js, "peak_live_bytes"));
+  CHECK_EQ(alloc_stat(js, "stitches"), alloc_stat(js, "stitches")); /* present */
+  CHECK(alloc_stat(js, "stitches") >= 0 && alloc_stat(js, "trims") >= 0);
+  CHECK_EQ(alloc_stat(js, "limit_rejections"), 0);
+  CHECK_EQ(dev_stat(js, 0, "pooled_allocs"), 11);
+  CHECK_EQ(dev_stat(js, 1, "pooled_allocs"), -1); /* no pool on device 1 */
+  CHECK_EQ(call_stat(js, "cudaMalloc"), 2);
+}
+
+/* ---- PONYTAIL_POOL=0: everything passes through -------------------------- */
+static int sc_pooloff(void) {
+  uint64_t rt0 = fakecuda_count("cuMemAlloc_v2");
+  void *p = NULL;
+  CHECK_EQ(cudaMalloc(&p, 4 * MiB), cudaSuccess);
+  CHECK(p && !pooled(p));
+  CHECK_EQ(fakecuda_count("cuMemAlloc_v2"), rt0 + 1);
+  CHECK_EQ(fakecuda_bytes_in_use(), 4 * MiB);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CUdeviceptr d = 0;
+  CHECK_EQ(cuMemAllocAsync(&d, 4 * MiB, 0), CUDA_SUCCESS);
+  CHECK(!pooled((void *)d));
+  CHECK_EQ(cuMemFreeAsync(d, 0), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_bytes_in_use(), 0);
+  CHECK_EQ(fakecuda_count("cuMemCreate"), 0);
+  return g_failed;
+}
+static void check_pooloff(const char *js) {
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 0);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 2);
+  CHECK(strstr(js, "\"routing\":false") != NULL);
+}
+
+/* ---- stream capture: pass through; later frees go to the real free -------- */
+static int sc_capture(void) {
+  CUstream s = NULL;
+  CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  void *q = NULL, *p = NULL;
+  CHECK_EQ(cudaMallocAsync(&q, 4 * MiB, (cudaStream_t)s), cudaSuccess); /* before capture: pooled */
+  CHECK(pooled(q));
+  fakecuda_set_capturing(s, 1);
+  uint64_t ra = fakecuda_count("cuMemAllocAsync");
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, (cudaStream_t)s), cudaSuccess);
+  CHECK(p && !pooled(p));
+  CHECK_EQ(fakecuda_count("cuMemAllocAsync"), ra + 1);
+  CHECK_EQ(cudaFreeAsync(q, (cudaStream_t)s), cudaSuccess); /* pooled, freed in capture: kept */
+  fakecuda_set_capturing(s, 0);
+  uint64_t rf = fakecuda_count("cuMemFreeAsync");
+  CHECK_EQ(cudaFreeAsync(p, (cudaStream_t)s), cudaSuccess); /* after capture: still the real free */
+  CHECK_EQ(fakecuda_count("cuMemFreeAsync"), rf + 1);
+  void *z = NULL;
+  CHECK_EQ(cudaMallocAsync(&z, 4 * MiB, (cudaStream_t)s), cudaSuccess);
+  CHECK(pooled(z) && z != q); /* the block freed in capture is not reused */
+  CHECK_EQ(cudaFreeAsync(z, (cudaStream_t)s), cudaSuccess);
+  return g_failed;
+}
+static void check_capture(const char *js) {
+  CHECK_EQ(alloc_stat(js, "capture_passthrough"), 1);
+  CHECK_EQ(alloc_stat(js, "capture_deferred_frees"), 1);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 2);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 1);
+  CHECK_EQ(alloc_stat(js, "passthrough_frees"), 1);
+}
+
+/* ---- PONYTAIL_MEM_LIMIT=8M: exact OOM codes, capped cudaMemGetInfo --------- */
+static int sc_limit(void) {
+  void *p = NULL, *q = NULL, *s = NULL;
+  CHECK_EQ(cudaMalloc(&p, 6 * MiB), cudaSuccess); /* 3 granules */
+  CHECK(pooled(p));
+  CHECK_EQ(cudaMalloc(&q, 4 * MiB), cudaErrorMemoryAllocation);
+  CUdeviceptr d = 0;
+  CHECK_EQ(cuMemAlloc_v2(&d, 4 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cuMemAllocAsync(&d, 4 * MiB, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_EQ(cudaMallocAsync(&q, 4 * MiB, 0), cudaErrorMemoryAllocation);
+  size_t fr = 0, tot = 0;
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(tot, 8 * MiB);
+  CHECK_EQ(fr, 2 * MiB);
+  CHECK_EQ(cudaMalloc(&s, 512 * 1024), cudaSuccess); /* pass-through, counted */
+  CHECK(!pooled(s));
+  CHECK_EQ(cuMemGetInfo_v2(&fr, &tot), CUDA_SUCCESS);
+  CHECK_EQ(tot, 8 * MiB);
+  CHECK_EQ(fr, 2 * MiB - 512 * 1024);
+  CHECK_EQ(cudaMalloc(&q, 2 * MiB), cudaErrorMemoryAllocation); /* one more granule: over */
+  void *t = NULL;
+  CHECK_EQ(cudaMalloc(&t, 900 * 1024), cudaSuccess);             /* pass-through: fits */
+  CHECK_EQ(cudaMalloc(&q, 900 * 1024), cudaErrorMemoryAllocation); /* pass-through: over */
+  CHECK_EQ(cudaFree(t), cudaSuccess);
+  CHECK_EQ(cudaFree(s), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&q, 2 * MiB), cudaSuccess);
+  CHECK(pooled(q));
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(fr, 0);
+  CHECK_EQ(cudaFree(q), cudaSuccess);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  return g_failed;
+}
+static void check_limit(const char *js) {
+  CHECK_EQ(alloc_stat(js, "limit_rejections"), 5 + 1);
+  CHECK_EQ(alloc_stat(js, "passthrough_rejections"), 1);
+  CHECK_EQ(alloc_stat(js, "limit_bytes"), 8 * MiB);
+  CHECK_EQ(alloc_stat(js, "passthrough_bytes"), 0);
+}
+
+/* ---- a full device: a failed pass-through allocation trims, then retries -- */
+static int sc_trim(void) {
+  /* FAKECUDA_DEVMEM=16M, PONYTAIL_POOL_KEEP=1G (the pool keeps its memory) */
+  void *p = NULL, *q = NULL;
+  CHECK_EQ(cudaMalloc(&p, 12 * MiB), cudaSuccess);
+  CHECK(pooled(p));
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(fakecuda_device_bytes(0), 12 * MiB); /* kept mapped for reuse */
+  cudaMemPool_t other = (cudaMemPool_t)&q;
+  CHECK_EQ(cudaMallocFromPoolAsync(&q, 8 * MiB, other, 0), cudaSuccess); /* passes through; device full */
+  CHECK(q && !pooled(q));
+  CHECK_EQ(fakecuda_device_bytes(0), 8 * MiB); /* the pool gave its memory back */
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  CHECK_EQ(cudaFreeAsync(q, 0), cudaSuccess);
+  /* and a real OOM (nothing to trim) reaches the caller unchanged */
+  CHECK_EQ(cudaMallocFromPoolAsync(&q, 32 * MiB, other, 0), cudaErrorMemoryAllocation);
+  CHECK_EQ(cudaMalloc(&p, 20 * MiB), cudaErrorMemoryAllocation); /* the pool: device full */
+  CHECK_EQ(cudaMalloc(&p, 8 * MiB), cudaSuccess);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  return g_failed;
+}
+static void check_trim(const char *js) {
+  CHECK_EQ(alloc_stat(js, "trim_retries"), 1);
+  CHECK(alloc_stat(js, "trims") >= 1);
+  CHECK_EQ(alloc_stat(js, "trimmed_bytes"), 12 * MiB);
+}
+
+/* ---- injected VMM faults: the app sees the error, nothing leaks ------------ */
+static void trim_pool(void) {
+  cudaMemPool_t mp = NULL;
+  CHECK_EQ(cudaDeviceGetDefaultMemPool(&mp, 0), cudaSuccess);
+  CHECK_EQ(cudaMemPoolTrimTo(mp, 0), cudaSuccess);
+}
+/* The nth call of sym from now fails with err during a 3-granule growth. */
+static int fault_case(const char *sym, uint64_t nth, int err) {
+  void *p = NULL;
+  trim_pool(); /* so that the allocation below must grow */
+  uint64_t h0 = fakecuda_vmm_handles(), b0 = fakecuda_device_bytes(0);
+  fakecuda_fail(sym, fakecuda_count(sym) + nth, err);
+  cudaError_t r = cudaMalloc(&p, 6 * MiB);
+  CHECK_EQ(r, err);
+  CHECK_EQ(fakecuda_vmm_handles(), h0);
+  CHECK_EQ(fakecuda_device_bytes(0), b0);
+  CHECK_EQ(cudaMalloc(&p, 6 * MiB), cudaSuccess); /* the pool still works */
+  CHECK(pooled(p) && touch(p, 6 * MiB, 7));
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  return g_failed;
+}
+static int sc_faults(void) {
+  /* PONYTAIL_POOL_KEEP=0: every free gives memory back, so each case grows */
+  void *warm = NULL;
+  CHECK_EQ(cudaMalloc(&warm, 2 * MiB), cudaSuccess); /* reserves the arena */
+  uint64_t va = fakecuda_va_reserved();
+  CHECK(va > 0);
+  fault_case("cuMemCreate", 2, CUDA_ERROR_UNKNOWN);
+  fault_case("cuMemCreate", 1, CUDA_ERROR_INVALID_VALUE);
+  fault_case("cuMemMap", 2, CUDA_ERROR_UNKNOWN);
+  fault_case("cuMemMap", 3, CUDA_ERROR_UNKNOWN);
+  fault_case("cuMemSetAccess", 1, CUDA_ERROR_UNKNOWN);
+  trim_pool();
+  CUdeviceptr d = 0;
+  fakecuda_fail("cuMemMap", fakecuda_count("cuMemMap") + 1, CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ(cuMemAlloc_v2(&d, 4 * MiB), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ(fakecuda_va_reserved(), va); /* no address space leaked either */
+  CHECK_EQ(cudaFree(warm), cudaSuccess);
+  trim_pool();
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  return g_failed;
+}
+
+/* ---- cudaMemPoolGetAttribute / cudaMemPoolTrimTo on the default pool ------- */
+static int sc_poolattr(void) {
+  cudaMemPool_t mp = NULL;
+  CHECK_EQ(cudaDeviceGetDefaultMemPool(&mp, 0), cudaSuccess);
+  void *p = NULL, *q = NULL;
+  CHECK_EQ(cudaMallocAsync(&p, 3 * MiB, 0), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&q, 1 * MiB, 0), cudaSuccess);
+  unsigned long long v = 0;
+  const unsigned long long base_rc = 4096ull * cudaMemPoolAttrReservedMemCurrent; /* the fake's own figure */
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemCurrent, &v), cudaSuccess);
+  CHECK_EQ(v, base_rc + 4 * MiB);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemCurrent, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemCurrent + 4 * MiB);
+  CHECK_EQ(cudaFreeAsync(q, 0), cudaSuccess);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemCurrent, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemCurrent + 3 * MiB);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemHigh + 4 * MiB);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrReservedMemHigh + 4 * MiB);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrReleaseThreshold); /* other attributes untouched */
+  cudaMemPool_t other = (cudaMemPool_t)&v;
+  CHECK_EQ(cudaMemPoolGetAttribute(other, cudaMemPoolAttrUsedMemCurrent, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemCurrent); /* not the default pool */
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  CHECK(fakecuda_vmm_handles() > 0);
+  CHECK_EQ(cudaMemPoolTrimTo(mp, 0), cudaSuccess);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemCurrent, &v), cudaSuccess);
+  CHECK_EQ(v, base_rc);
+  return g_failed;
+}
+
+/* ---- PONYTAIL_TRACE: the shim's trace replays ------------------------------ */
+static int sc_trace(void) {
+  CUstream s = NULL;
+  CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  void *p[16] = {0};
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 16; i++)
+      CHECK_EQ(cudaMallocAsync(&p[i], (i & 1) ? 3000 : (size_t)(i + 1) * MiB, (cudaStream_t)s), cudaSuccess);
+    for (int i = 0; i < 16; i += 2) CHECK_EQ(cudaFreeAsync(p[i], (cudaStream_t)s), cudaSuccess);
+    for (int i = 1; i < 16; i += 2) CHECK_EQ(cudaFree(p[i]), cudaSuccess);
+  }
+  return g_failed;
+}
+static void check_trace(const char *js) {
+  char path[4096];
+  const char *pid = strstr(js, "\"pid\":");
+  snprintf(path, sizeof path, "%s/trace.%d", g_dir, pid ? atoi(pid + 6) : 0);
+  struct pt_replay_trace *t = NULL;
+  char err[512] = "";
+  CHECK_EQ(pt_replay_load(path, &t, err, sizeof err), 0);
+  if (!t) {
+    fprintf(stderr, "replay load: %s\n", err);
+    return;
+  }
+  struct pt_replay_opts o = {.keep_bytes = 1ull << 30};
+  struct pt_replay_result res;
+  CHECK_EQ(pt_replay_run(t, &o, &res, err, sizeof err), 0);
+  CHECK_EQ(res.allocs, 24);
+  CHECK_EQ(res.frees, 24);
+  CHECK_EQ(res.pass_allocs, 24);
+  CHECK_EQ(res.pass_frees, 24);
+  CHECK_EQ(res.peak_live_bytes, (1 + 3 + 5 + 7 + 9 + 11 + 13 + 15) * MiB);
+  pt_replay_free(t);
+  CHECK_EQ(alloc_stat(js, "trace_write_errors"), 0);
+}
+
+/* ---- two devices, a thread without a context, a stream of the other device - */
+static void *no_ctx_thread(void *arg) {
+  (void)arg;
+  int bad = 0;
+  bad |= cuCtxSetCurrent(NULL) != CUDA_SUCCESS;
+  CUdeviceptr d = 0;
+  /* driver API without a context: passes through, the driver's error */
+  bad |= cuMemAlloc_v2(&d, 4 * MiB) != CUDA_ERROR_INVALID_CONTEXT;
+  /* runtime: the runtime's current device (0 on a new thread) */
+  void *p = NULL;
+  bad |= cudaMalloc(&p, 4 * MiB) != cudaSuccess;
+  bad |= !pooled(p) || fakecuda_access_mask(p) != 1u;
+  bad |= cudaFree(p) != cudaSuccess;
+  return (void *)(long)bad;
+}
+static int sc_twodev(void) {
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&a, 4 * MiB), cudaSuccess);
+  CHECK(pooled(a));
+  CHECK_EQ(fakecuda_device_bytes(1), 4 * MiB);
+  CHECK_EQ(fakecuda_access_mask(a), 2u);
+  CUstream s1 = NULL;
+  CHECK_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+  CHECK_EQ(cudaSetDevice(0), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&b, 2 * MiB), cudaSuccess);
+  CHECK_EQ(fakecuda_device_bytes(0), 2 * MiB);
+  CHECK_EQ(fakecuda_access_mask(b), 1u);
+  /* a stream of device 1 while device 0 is current: device 1's pool */
+  CHECK_EQ(cudaMallocAsync(&c, 6 * MiB, (cudaStream_t)s1), cudaSuccess);
+  CHECK_EQ(fakecuda_access_mask(c), 2u);
+  CHECK_EQ(fakecuda_device_bytes(1), 10 * MiB);
+  pthread_t t;
+  void *r = (void *)1;
+  pthread_create(&t, NULL, no_ctx_thread, NULL);
+  pthread_join(t, &r);
+  CHECK(r == NULL);
+  CHECK_EQ(cudaFreeAsync(c, (cudaStream_t)s1), cudaSuccess);
+  CHECK_EQ(cudaFree(a), cudaSuccess); /* freed from device 0: found by address */
+  CHECK_EQ(cudaFree(b), cudaSuccess);
+  return g_failed;
+}
+static void check_twodev(const char *js) {
+  CHECK_EQ(dev_stat(js, 0, "pooled_allocs"), 2);
+  CHECK_EQ(dev_stat(js, 1, "pooled_allocs"), 2);
+  CHECK_EQ(dev_stat(js, 1, "peak_live_bytes"), 10 * MiB);
+  CHECK_EQ(dev_stat(js, 0, "peak_live_bytes"), 6 * MiB); /* b and the thread's */
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 4);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 0);
+}
+
+/* ---- peer access on pooled memory ------------------------------------------ */
+static int sc_peer(void) {
+  void *p1 = NULL, *p0 = NULL, *p1b = NULL;
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&p1, 4 * MiB), cudaSuccess);
+  CHECK_EQ(fakecuda_access_mask(p1), 2u);
+  CHECK_EQ(cudaSetDevice(0), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&p0, 4 * MiB), cudaSuccess);
+  CHECK_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess); /* device 0 may access device 1 */
+  CHECK_EQ(fakecuda_access_mask(p1), 3u);
+  CHECK_EQ(fakecuda_access_mask(p0), 1u);
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&p1b, 16 * MiB), cudaSuccess); /* later mappings too */
+  CHECK_EQ(fakecuda_access_mask(p1b), 3u);
+  /* the driver's enable, from device 1 to device 0's context */
+  CUcontext c0 = NULL;
+  CHECK_EQ(cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxEnablePeerAccess(c0, 0), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_access_mask(p0), 3u);
+  CHECK_EQ(cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  CHECK_EQ(cudaDeviceEnablePeerAccess(7, 0), cudaErrorInvalidDevice);
+  CHECK_EQ(cudaFree(p1), cudaSuccess);
+  CHECK_EQ(cudaFree(p0), cudaSuccess);
+  CHECK_EQ(cudaFree(p1b), cudaSuccess);
+  return g_failed;
+}
+static void check_peer(const char *js) {
+  CHECK_EQ(alloc_stat(js, "peer_grants"), 3);
+  CHECK_EQ(alloc_stat(js, "pool_errors"), 0);
+  CHECK_EQ(call_stat(js, "cuCtxEnablePeerAccess"), 2 + 1); /* 2 direct + 1 from the runtime */
+}
+
+/* ---- IPC on pooled memory: refused with an error and a log line ------------- */
+static int sc_ipc(void) {
+  void *p = NULL, *s = NULL, *o = NULL;
+  cudaIpcMemHandle_t h;
+  CHECK_EQ(cudaMalloc(&p, 4 * MiB), cudaSuccess);
+  CHECK_EQ(cudaIpcGetMemHandle(&h, p), cudaErrorInvalidValue);
+  CHECK_EQ(cudaIpcGetMemHandle(&h, (char *)p + 4096), cudaErrorInvalidValue);
+  CHECK_EQ(cudaMalloc(&s, 4096), cudaSuccess); /* pass-through memory: the real IPC */
+  CHECK_EQ(cudaIpcGetMemHandle(&h, s), cudaSuccess);
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, h, 0), cudaSuccess);
+  CHECK(o == s);
+  CHECK_EQ(cudaIpcCloseMemHandle(o), cudaSuccess);
+  CHECK_EQ(cudaFree(s), cudaSuccess);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  return g_failed;
+}
+static void check_ipc(const char *js) {
+  CHECK_EQ(alloc_stat(js, "ipc_refusals"), 2);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
+  char *log = read_file(path);
+  CHECK(log != NULL);
+  if (!log) return;
+  const char *l = strstr(log, "cudaIpcGetMemHandle(");
+  CHECK(l != NULL);
+  CHECK(strstr(log, "PONYTAIL_POOL=0") != NULL && strstr(log, "PONYTAIL_KV_MIN") != NULL);
+  if (l) CHECK(strstr(l + 1, "cudaIpcGetMemHandle(") == NULL); /* once */
+}
+
+/* ---- threads on streams: cross-stream reuse stays consistent -------------- */
+#define TT 8
+#define TOPS 3000
+static void *stream_thread(void *arg) {
+  long id = (long)arg;
+  CUstream s = NULL;
+  int bad = cuStreamCreate(&s, 0) != CUDA_SUCCESS;
+  unsigned seed = (unsigned)id * 7919u + 1;
+  void *mine[4] = {0};
+  for (int i = 0; i < TOPS && !bad; i++) {
+    int k = (int)(rand_r(&seed) % 4);
+    if (mine[k]) {
+      /* pattern intact: nobody else got this block while it was ours */
+      unsigned char *c = mine[k];
+      bad |= c[0] != (unsigned char)(id * 4 + k) || c[MiB - 1] != (unsigned char)(id * 4 + k);
+      bad |= (k & 1 ? cudaFreeAsync(mine[k], (cudaStream_t)s) : cudaFree(mine[k])) != cudaSuccess;
+      mine[k] = NULL;
+    } else {
+      size_t sz = MiB + (size_t)(rand_r(&seed) % (3 * MiB));
+      bad |= (k & 2 ? cudaMallocAsync(&mine[k], sz, (cudaStream_t)s) : cudaMalloc(&mine[k], sz)) != cudaSuccess;
+      if (!bad) memset(mine[k], (int)(id * 4 + k), MiB);
+    }
+  }
+  for (int k = 0; k < 4; k++)
+    if (mine[k]) bad |= cudaFreeAsync(mine[k], (cudaStream_t)s) != cudaSuccess;
+  return (void *)(long)bad;
+}
+static int sc_threads(void) {
+  pthread_t t[TT];
+  for (long i = 0; i < TT; i++) pthread_create(&t[i], NULL, stream_thread, (void *)i);
+  for (int i = 0; i < TT; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    CHECK(r == NULL);
+  }
+  return g_failed;
+}
+static void check_threads(const char *js) {
+  CHECK_EQ(alloc_stat(js, "live_bytes"), 0);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), alloc_stat(js, "pooled_frees"));
+  CHECK(alloc_stat(js, "pooled_allocs") > TT * TOPS / 3);
+}
+
+struct scenario {
+  const char *name;
+  int (*run)(void);
+  void (*check)(const char *json);
+};
+static const struct scenario scenarios[] = {
+    {"route", sc_route, check_route},       {"pooloff", sc_pooloff, check_pooloff},
+    {"capture", sc_capture, check_capture}, {"limit", sc_limit, check_limit},
+    {"trim", sc_trim, check_trim},          {"faults", sc_faults, NULL},
+    {"poolattr", sc_poolattr, NULL},        {"trace", sc_trace, check_trace},
+    {"twodev", sc_twodev, check_twodev},    {"peer", sc_peer, check_peer},
+    {"ipc", sc_ipc, check_ipc},             {"threads", sc_threads, check_threads},
+};
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[2];
+  mkdir(g_dir, 0755); /* may exist */
+  for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+    if (strcmp(scenarios[i].name, argv[1])) continue;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) exit(scenarios[i].run());
+    int st = 0;
+    waitpid(pid, &st, 0);
+    g_child = pid;
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+      fprintf(stderr, "scenario %s: child failed (status %#x)\n", argv[1], st);
+      return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
+    char *js = read_file(path);
+    if (!js) {
+      fprintf(stderr, "scenario %s: no stats file\n", argv[1]);
+      return 1;
+    }
+    if (scenarios[i].check) scenarios[i].check(js);
+    if (g_failed) fprintf(stderr, "stats: %.6000s\n", js);
+    return g_failed;
+  }
+  fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  return 2;
+}
