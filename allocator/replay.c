@@ -217,11 +217,27 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
     snprintf(err, errlen, "out of memory");
     return -1;
   }
+  /* Peak live of what the pool is given: the whole trace's unless min_bytes
+   * moves small events to pass-through. */
+  uint64_t peak_live = t->peak_live;
+  if (o->min_bytes) {
+    uint64_t live = 0;
+    peak_live = 0;
+    for (uint64_t i = 0; i < t->n; i++) {
+      const struct rp_op *op = &t->ops[i];
+      if (op->bytes < o->min_bytes) continue;
+      if (op->kind == 'A' && (live += op->bytes) > peak_live) peak_live = live;
+      if (op->kind == 'R') live -= op->bytes;
+    }
+  }
   uint32_t cost = o->time_ops ? timer_cost() : 0;
   uint64_t na = 0, nf = 0;
   for (uint64_t i = 0; i < t->n; i++) {
     const struct rp_op *op = &t->ops[i];
-    switch (op->kind) {
+    char kind = op->kind;
+    /* Below min_bytes, A/R become what the shim makes of them: P/Q. */
+    if (op->bytes < o->min_bytes) kind = kind == 'A' ? 'P' : kind == 'R' ? 'Q' : kind;
+    switch (kind) {
     case 'A': {
       uint64_t t0 = o->time_ops ? now_ns() : 0;
       int rc = pt_pool_alloc(pool, op->bytes, op->stream, &ptrs[op->slot]);
@@ -267,9 +283,9 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
     }
   }
   pt_pool_stats(pool, &res->pool);
-  res->peak_live_bytes = t->peak_live;
+  res->peak_live_bytes = peak_live;
   res->peak_physical_bytes = res->pool.peak_physical_bytes;
-  res->overhead = t->peak_live ? (double)res->peak_physical_bytes / (double)t->peak_live - 1.0 : 0.0;
+  res->overhead = peak_live ? (double)res->peak_physical_bytes / (double)peak_live - 1.0 : 0.0;
   if (o->time_ops) {
     memcpy(tall, ta, na * sizeof *ta);
     memcpy(tall + na, tf, nf * sizeof *tf);

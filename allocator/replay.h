@@ -19,13 +19,17 @@ struct pt_replay_opts {
   uint64_t keep_bytes;  /* the pool's keep threshold */
   uint64_t limit_bytes; /* 0 = none */
   bool time_ops;        /* time every operation (clock_gettime) */
+  /* Pooled (A) events smaller than this are replayed as pass-through, as
+   * the shim does below PONYTAIL_KV_MIN: not pooled, not in peak live, their
+   * frees not seen by the pool. 0 = every A event is pooled. */
+  uint64_t min_bytes;
 };
 
 struct pt_replay_result {
   uint64_t allocs, frees;             /* pooled events replayed */
-  uint64_t pass_allocs, pass_frees;   /* P/Q events */
+  uint64_t pass_allocs, pass_frees;   /* P/Q events, and A/R below min_bytes */
   uint64_t failed_allocs;             /* out of memory under the limit */
-  uint64_t peak_live_bytes;           /* of the trace's requested sizes */
+  uint64_t peak_live_bytes;           /* of the pooled events' requested sizes */
   uint64_t peak_physical_bytes;
   double overhead;                    /* peak physical / peak live - 1 */
   /* ns per operation, timer overhead subtracted (0 when not timed) */

@@ -73,7 +73,7 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
     const int64_t max_by_tiles = (pl->tiles + 1) / 2;
     if (ns > max_by_tiles) ns = max_by_tiles;
     if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
-    /* Measured on H200 (bench/NOTES-attn.md, run 2): the last CTA's merge
+    /* Measured on H200 (bench/NOTES.md section 4, run 2): the last CTA's merge
      * reads ns x rows partial rows from L2 on one SM, so with 4+ rows per KV
      * head half the splits (but not under 8) is faster; and when the
      * batch x KV heads alone occupy a third of the SMs and a split would get

@@ -11,7 +11,7 @@
 
 static void replay_usage(FILE *f) {
   fprintf(f,
-          "usage: ponytail replay FILE [--json] [--keep SIZE] [--limit SIZE]\n"
+          "usage: ponytail replay FILE [--json] [--keep SIZE] [--limit SIZE] [--min SIZE]\n"
           "\n"
           "Replays an allocation trace (tests/data/traces format, gzip or plain text)\n"
           "through Ponytail's pool on the host backend: the trace's pointers are keys,\n"
@@ -24,6 +24,9 @@ static void replay_usage(FILE *f) {
           "                as PONYTAIL_POOL_KEEP); SIZE takes K/M/G/T suffixes\n"
           "  --limit SIZE  cap on pool plus pass-through bytes, like PONYTAIL_MEM_LIMIT\n"
           "                (default 0 = none)\n"
+          "  --min SIZE    replay allocations smaller than SIZE as pass-through, as the\n"
+          "                shim does below PONYTAIL_KV_MIN (e.g. --min 1M): they are not\n"
+          "                pooled and not counted in peak live (default 0 = pool all)\n"
           "  --help        this text\n"
           "\n"
           "Exit status: 0 ok, 1 allocations failed under --limit, 2 bad usage or bad\n"
@@ -60,6 +63,7 @@ static void replay_json(const char *file, const struct pt_replay_result *r) {
   pt_jw_u64(&w, "allocs", r->allocs);
   pt_jw_u64(&w, "frees", r->frees);
   pt_jw_u64(&w, "passthrough_allocs", r->pass_allocs);
+  pt_jw_u64(&w, "passthrough_frees", r->pass_frees);
   pt_jw_u64(&w, "failed_allocs", r->failed_allocs);
   pt_jw_u64(&w, "peak_live_bytes", r->peak_live_bytes);
   pt_jw_u64(&w, "peak_physical_bytes", r->peak_physical_bytes);
@@ -110,8 +114,8 @@ int pt_cmd_replay(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--json")) {
       json = true;
-    } else if (!strcmp(a, "--keep") || !strcmp(a, "--limit")) {
-      uint64_t *dst = a[2] == 'k' ? &o.keep_bytes : &o.limit_bytes;
+    } else if (!strcmp(a, "--keep") || !strcmp(a, "--limit") || !strcmp(a, "--min")) {
+      uint64_t *dst = a[2] == 'k' ? &o.keep_bytes : a[2] == 'l' ? &o.limit_bytes : &o.min_bytes;
       if (i + 1 >= argc || replay_parse_size(argv[i + 1], dst)) {
         fprintf(stderr, "ponytail replay: %s needs a size (e.g. 512M)\n", a);
         return 2;
