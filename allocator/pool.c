@@ -59,9 +59,17 @@ static struct pt_stream_st *stream_get(struct pt_pool *p, pt_bk_stream s, bool a
 /* A marker on st's stream covering every free up to seq: reuses the last
  * record if it covers seq, else records now (which covers more: all work
  * queued so far). 0 or error. */
+static void stream_mark_done(struct pt_stream_st *st) {
+  st->done = true;
+  if (st->marker_seq > st->done_seq) st->done_seq = st->marker_seq;
+}
+
 static int stream_cover(struct pt_pool *p, struct pt_stream_st *st, uint64_t seq) {
   if (st->has_marker && st->marker_seq >= seq) return 0;
   int rc;
+  /* Before the marker is recorded again: did its last record finish? */
+  if (st->has_marker && !st->done && p->bk.ops->marker_query(p->bk.ctx, st->marker) == 0)
+    stream_mark_done(st);
   if (!st->has_marker) {
     if ((rc = p->bk.ops->marker_create(p->bk.ctx, &st->marker))) return rc;
     st->has_marker = true;
@@ -77,9 +85,10 @@ static int stream_cover(struct pt_pool *p, struct pt_stream_st *st, uint64_t seq
 static bool fence_done(struct pt_pool *p, const struct pt_fence *f, bool query) {
   if (f->seq <= p->sync_seq) return true;
   struct pt_stream_st *st = stream_get(p, f->stream, false);
+  if (st && f->seq <= st->done_seq) return true;
   if (!st || !st->has_marker || st->marker_seq < f->seq) return false;
   if (st->done) return true;
-  if (query && p->bk.ops->marker_query(p->bk.ctx, st->marker) == 0) st->done = true;
+  if (query && p->bk.ops->marker_query(p->bk.ctx, st->marker) == 0) stream_mark_done(st);
   return st->done;
 }
 
@@ -109,7 +118,7 @@ int pt_fences_settle(struct pt_pool *p, struct pt_blk *b, bool wait) {
         b->nfence = (uint8_t)(keep + b->nfence - i);
         return rc;
       }
-      st->done = true;
+      stream_mark_done(st);
       p->st.syncs++;
     }
   }
@@ -163,7 +172,7 @@ static int fences_order_for(struct pt_pool *p, struct pt_blk *b, pt_bk_stream t)
     /* A query right after the record is cheap and often saves the wait when
      * the other stream is idle. */
     if (p->bk.ops->marker_query(p->bk.ctx, st->marker) == 0) {
-      st->done = true;
+      stream_mark_done(st);
       continue;
     }
     if ((rc = p->bk.ops->stream_wait(p->bk.ctx, t, st->marker))) return rc;

@@ -10,11 +10,12 @@
  *   after a segment that ends in a free block (it grows in place, the free
  *   tail is used). The granules come, in order, from wholly free granules
  *   whose work is finished ("stitching": unmapped from where they were and
- *   mapped into the new place), from new physical memory while the limit
- *   allows, and last from wholly free granules whose work is still pending
- *   (after waiting for it). So fragmentation never causes an out-of-memory
+ *   mapped into the new place), from new physical memory while that stays
+ *   under the pool's peak physical so far (and the limit), then from wholly
+ *   free granules whose work is still pending (after waiting for it), and
+ *   last from new memory. So fragmentation never causes an out-of-memory
  *   while enough physical memory is free, and physical memory stays close to
- *   live memory.
+ *   live memory even when the device runs far behind the host.
  * - Trim gives wholly free granules back to the backend: on request, and
  *   after frees when free physical memory exceeds the keep threshold.
  * - Stream order: a block freed on stream S is reusable at once on S. Another

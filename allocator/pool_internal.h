@@ -46,6 +46,11 @@ struct pt_stream_st {
   pt_bk_marker marker;
   uint64_t marker_seq;    /* free counter when the marker was last recorded */
   uint64_t last_free_seq; /* free counter of this stream's last free */
+  /* Every free of this stream with seq <= done_seq is known finished. Kept
+   * apart from the marker: re-recording the one marker must not forget that
+   * its previous record completed (else nothing freed before the latest
+   * record is ever seen done while the device runs behind the host). */
+  uint64_t done_seq;
   bool has_marker, done;  /* done: the last record is known complete */
 };
 

@@ -202,6 +202,7 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
     snprintf(err, errlen, "cannot create the host backend");
     return -1;
   }
+  struct pt_backend bk_view = bk; /* the pool owns bk; this is for the marker hold */
   if (pt_pool_create(bk, 0, &cfg, &pool)) {
     bk.ops->destroy(bk.ctx);
     snprintf(err, errlen, "cannot create the pool");
@@ -231,12 +232,15 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
     }
   }
   uint32_t cost = o->time_ops ? timer_cost() : 0;
-  uint64_t na = 0, nf = 0;
+  uint64_t na = 0, nf = 0, pooled_ops = 0;
+  if (o->lag_ops) pt_backend_host_hold_markers(&bk_view, true);
   for (uint64_t i = 0; i < t->n; i++) {
     const struct rp_op *op = &t->ops[i];
     char kind = op->kind;
     /* Below min_bytes, A/R become what the shim makes of them: P/Q. */
     if (op->bytes < o->min_bytes) kind = kind == 'A' ? 'P' : kind == 'R' ? 'Q' : kind;
+    if (o->lag_ops && (kind == 'A' || kind == 'R') && ++pooled_ops % o->lag_ops == 0)
+      pt_backend_host_complete_markers(&bk_view); /* the device catches up */
     switch (kind) {
     case 'A': {
       uint64_t t0 = o->time_ops ? now_ns() : 0;

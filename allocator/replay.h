@@ -23,6 +23,9 @@ struct pt_replay_opts {
    * the shim does below PONYTAIL_KV_MIN: not pooled, not in peak live, their
    * frees not seen by the pool. 0 = every A event is pooled. */
   uint64_t min_bytes;
+  /* A device running behind the host: stream markers complete only every
+   * lag_ops pooled events (host backend held markers). 0 = at once. */
+  uint64_t lag_ops;
 };
 
 struct pt_replay_result {

@@ -12,6 +12,7 @@
 static void replay_usage(FILE *f) {
   fprintf(f,
           "usage: ponytail replay FILE [--json] [--keep SIZE] [--limit SIZE] [--min SIZE]\n"
+          "                        [--lag N]\n"
           "\n"
           "Replays an allocation trace (tests/data/traces format, gzip or plain text)\n"
           "through Ponytail's pool on the host backend: the trace's pointers are keys,\n"
@@ -27,6 +28,9 @@ static void replay_usage(FILE *f) {
           "  --min SIZE    replay allocations smaller than SIZE as pass-through, as the\n"
           "                shim does below PONYTAIL_KV_MIN (e.g. --min 1M): they are not\n"
           "                pooled and not counted in peak live (default 0 = pool all)\n"
+          "  --lag N       simulate a device running behind the host: freed memory's\n"
+          "                work completes only every N pooled events (default 0 = at\n"
+          "                once), as in a GPU-bound prefill\n"
           "  --help        this text\n"
           "\n"
           "Exit status: 0 ok, 1 allocations failed under --limit, 2 bad usage or bad\n"
@@ -70,6 +74,8 @@ static void replay_json(const char *file, const struct pt_replay_result *r) {
   pt_jw_dbl(&w, "overhead", r->overhead);
   pt_jw_u64(&w, "stitches", r->pool.stitches);
   pt_jw_u64(&w, "trims", r->pool.trims);
+  pt_jw_u64(&w, "grows", r->pool.grows);
+  pt_jw_u64(&w, "syncs", r->pool.syncs);
   pt_jw_dbl(&w, "ns_per_op_p50", r->op_p50);
   pt_jw_dbl(&w, "ns_per_op_p99", r->op_p99);
   pt_jw_dbl(&w, "ns_per_alloc_p50", r->alloc_p50);
@@ -98,6 +104,7 @@ static void replay_text(const char *file, const struct pt_replay_result *r) {
          (unsigned long long)r->pool.stitches, (double)r->pool.stitched_bytes / mib,
          (unsigned long long)r->pool.grows, (unsigned long long)r->pool.trims,
          (double)r->pool.trimmed_bytes / mib);
+  printf("syncs          %llu\n", (unsigned long long)r->pool.syncs);
   printf("ns per alloc   p50 %.0f  p99 %.0f\n", r->alloc_p50, r->alloc_p99);
   printf("ns per free    p50 %.0f  p99 %.0f\n", r->free_p50, r->free_p99);
   printf("ns per op      p50 %.0f  p99 %.0f\n", r->op_p50, r->op_p99);
@@ -118,6 +125,15 @@ int pt_cmd_replay(int argc, char **argv) {
       uint64_t *dst = a[2] == 'k' ? &o.keep_bytes : a[2] == 'l' ? &o.limit_bytes : &o.min_bytes;
       if (i + 1 >= argc || replay_parse_size(argv[i + 1], dst)) {
         fprintf(stderr, "ponytail replay: %s needs a size (e.g. 512M)\n", a);
+        return 2;
+      }
+      i++;
+    } else if (!strcmp(a, "--lag")) {
+      char *end;
+      errno = 0;
+      if (i + 1 >= argc || argv[i + 1][0] < '0' || argv[i + 1][0] > '9' ||
+          (o.lag_ops = strtoull(argv[i + 1], &end, 10), errno || *end)) {
+        fprintf(stderr, "ponytail replay: --lag needs a count of events (e.g. 100)\n");
         return 2;
       }
       i++;

@@ -75,9 +75,12 @@ static uint64_t rnd_size(uint64_t *s) {
   return lo + rnd(s) % lo; /* < 2^(shift+1) <= 64 MiB */
 }
 
-static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limit) {
+/* lag > 0: the simulated device runs behind, completing markers every lag
+ * operations (freed memory stays pending in between). */
+static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limit, uint64_t lag) {
   struct pt_backend bk;
   struct pt_pool *p = new_pool(&bk, keep, limit, 0);
+  if (lag) pt_backend_host_hold_markers(&bk, true);
   enum { MAXLIVE = 48 };
   struct live lv[MAXLIVE];
   int n = 0;
@@ -113,6 +116,7 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
       live_bytes -= (lv[k].size + 255) / 256 * 256;
       lv[k] = lv[--n];
     }
+    if (lag && i % lag == 0) pt_backend_host_complete_markers(&bk);
     if (rnd(&s) % 997 == 0) pt_pool_trim(p, rnd(&s) % 2 ? 0 : 16 * MiB);
     check(p, &bk);
     struct pt_pool_stats st;
@@ -156,18 +160,26 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
 
 static void test_random_keep(void **state) {
   (void)state;
-  random_run(1, RANDOM_OPS, 64 * MiB, 0);
+  random_run(1, RANDOM_OPS, 64 * MiB, 0, 0);
 }
 
 static void test_random_keep0(void **state) {
   (void)state;
-  random_run(2, RANDOM_OPS, 0, 0);
+  random_run(2, RANDOM_OPS, 0, 0, 0);
 }
 
 /* A limit a bit above what the random live set needs forces stitching. */
 static void test_random_limit(void **state) {
   (void)state;
-  random_run(3, RANDOM_OPS / 2, 1ull << 30, 160 * MiB);
+  random_run(3, RANDOM_OPS / 2, 1ull << 30, 160 * MiB, 0);
+}
+
+/* A lagging device: growth waits for pending granules instead of raising
+ * the peak; stitched and trimmed memory must still keep every live block. */
+static void test_random_lag(void **state) {
+  (void)state;
+  random_run(4, RANDOM_OPS / 2, 16 * MiB, 0, 50);
+  random_run(5, RANDOM_OPS / 4, 1ull << 30, 160 * MiB, 200);
 }
 
 /* Fragmented free granules under the limit are stitched into one range, and
@@ -393,7 +405,7 @@ int main(void) {
     cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
     cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
-    cmocka_unit_test(test_random_limit),
+    cmocka_unit_test(test_random_limit), cmocka_unit_test(test_random_lag),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,60 @@ static void test_cli_json(void **state) {
   assert_true(strtod(o + 12, NULL) <= 0.02);
 }
 
+/* --min: allocations below it pass through, as in the shim (PONYTAIL_KV_MIN);
+ * --lag: the device runs behind the host, so freed memory stays pending.
+ * Large-only and lagging, the overhead must stay within the 2% goal (it was
+ * 8.4% on the large trace with a lagging device before the pool waited for
+ * pending granules instead of growing). */
+static void test_min_lag(void **state) {
+  (void)state;
+  static char out[8192], err[8192];
+  const char *small = NULL;
+  for (int i = 0; i < ntraces; i++)
+    if (strstr(traces[i], "hf-b8-p512-n64")) small = traces[i];
+  assert_non_null(small);
+  const char *argv[] = {"replay", small, "--json", "--min", "1M"};
+  assert_int_equal(run_cli(out, err, sizeof out, 5, argv), 0);
+  assert_non_null(strstr(out, "\"allocs\": 2689"));
+  assert_non_null(strstr(out, "\"passthrough_allocs\": 44189"));
+  assert_non_null(strstr(out, "\"passthrough_frees\": 44189"));
+  assert_non_null(strstr(out, "\"peak_live_bytes\": 2080374784"));
+  const char *bad[][2] = {{"--min", "x"}, {"--lag", "1M"}, {"--lag", "-1"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *a[] = {"replay", small, bad[i][0], bad[i][1]};
+    assert_int_equal(run_cli(out, err, sizeof out, 4, a), 2);
+  }
+  for (int i = 0; i < ntraces; i++) {
+    struct pt_replay_trace *t;
+    if (pt_replay_load(traces[i], &t, err, sizeof err)) fail_msg("%s", err);
+    for (uint64_t lag = 0; lag <= 100; lag += 100) {
+      struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .min_bytes = 1 << 20, .lag_ops = lag};
+      struct pt_replay_result r, full;
+      assert_int_equal(pt_replay_run(t, &o, &r, err, sizeof err), 0);
+      o.min_bytes = 0;
+      assert_int_equal(pt_replay_run(t, &o, &full, err, sizeof err), 0);
+      print_message("%s --min 1M --lag %llu: peak live %.1f MiB, peak physical %.1f MiB, overhead %.3f%%, "
+                    "stitches %llu, grows %llu, trims %llu, syncs %llu (--min 0: %.3f%%)\n",
+                    strrchr(traces[i], '/') ? strrchr(traces[i], '/') + 1 : traces[i],
+                    (unsigned long long)lag, r.peak_live_bytes / 1048576.0, r.peak_physical_bytes / 1048576.0,
+                    r.overhead * 100, (unsigned long long)r.pool.stitches, (unsigned long long)r.pool.grows,
+                    (unsigned long long)r.pool.trims, (unsigned long long)r.pool.syncs, full.overhead * 100);
+      assert_int_equal(r.failed_allocs, 0);
+      assert_int_equal(r.allocs, r.pool.pooled_allocs);
+      assert_true(r.pass_allocs > 0 && r.pass_frees <= r.pass_allocs);
+      assert_int_equal(r.allocs + r.pass_allocs, full.allocs);
+      assert_true(r.peak_live_bytes < full.peak_live_bytes);
+      assert_true(r.peak_physical_bytes >= r.peak_live_bytes);
+      assert_true(r.overhead <= 0.02);
+      assert_true(full.overhead <= 0.005);
+      /* Lagging: the pool waits for pending memory, but only at growths. */
+      if (lag) assert_true(r.pool.syncs > 0 && r.pool.syncs <= r.pool.grows);
+      else assert_int_equal(r.pool.syncs, 0);
+    }
+    pt_replay_free(t);
+  }
+}
+
 static void expect_bad(const char *name, const char *text, size_t len, const char *where, const char *msg) {
   static char out[4096], err[4096];
   char path[128], want[256];
@@ -178,6 +232,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_cli_json),
     cmocka_unit_test(test_cli_errors),
     cmocka_unit_test(test_cli_limit),
+    cmocka_unit_test(test_min_lag),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
