@@ -52,6 +52,10 @@ struct pt_backend_ops {
   int (*add_accessor)(void *ctx, int device);
 
   void (*destroy)(void *ctx); /* frees the context (not the memory the pool holds) */
+  /* Optional (NULL: not supported): a new file descriptor that shares granule
+   * h with another process (CUDA IPC of pooled memory). The caller owns the
+   * descriptor and closes it; the granule itself is unaffected. */
+  int (*export_fd)(void *ctx, pt_bk_handle h, int *fd);
 };
 
 struct pt_backend {

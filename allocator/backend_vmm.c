@@ -2,6 +2,7 @@
  * cuda.h. Every CUresult is checked and returned unchanged. */
 #include "allocator/backend_vmm.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include "shim/real.h"
 
@@ -17,6 +18,9 @@ struct vmm_ctx {
    * peers (cudaDeviceEnablePeerAccess). */
   CUmemAccessDesc access[VMM_MAX_ACCESS];
   int naccess;
+  /* Granules are created with a POSIX file descriptor handle type, so any of
+   * them can be exported later (CUDA IPC of pooled memory). */
+  bool exportable;
 };
 
 /* Runs expr with the pool's device context current on this thread, and
@@ -103,6 +107,21 @@ static int vmm_add_accessor(void *c, int device) {
   return 0;
 }
 
+static int vmm_export_fd(void *c, pt_bk_handle h, int *fd) {
+  struct vmm_ctx *v = c;
+  if (!v->exportable || !pt_drv.cuMemExportToShareableHandle) return CUDA_ERROR_NOT_SUPPORTED;
+  int f = -1;
+  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  if (pr != CUDA_SUCCESS) return (int)pr;
+  CUresult r = pt_drv.cuMemExportToShareableHandle(&f, (CUmemGenericAllocationHandle)h,
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  CUcontext old;
+  (void)pt_drv.cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS && f < 0) r = CUDA_ERROR_UNKNOWN;
+  if (r == CUDA_SUCCESS) *fd = f;
+  return (int)r;
+}
+
 static int vmm_marker_create(void *c, pt_bk_marker *m) {
   struct vmm_ctx *v = c;
   CUevent e = NULL;
@@ -175,9 +194,10 @@ static const struct pt_backend_ops vmm_ops = {
   .device_sync = vmm_device_sync,
   .destroy = vmm_destroy,
   .add_accessor = vmm_add_accessor,
+  .export_fd = vmm_export_fd,
 };
 
-int pt_backend_vmm_create(struct pt_backend *out, int ordinal) {
+int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags) {
   if (!pt_real_driver()) return CUDA_ERROR_NOT_INITIALIZED;
   /* Every function this backend calls, checked once here. */
   if (!pt_drv.cuInit || !pt_drv.cuDeviceGet || !pt_drv.cuDevicePrimaryCtxRetain ||
@@ -201,6 +221,16 @@ int pt_backend_vmm_create(struct pt_backend *out, int ordinal) {
   v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   v->prop.location.id = v->dev;
+  /* Exportable granules only where the device says POSIX fds work; else
+   * export answers CUDA_ERROR_NOT_SUPPORTED and the caller logs it. */
+  int fd_ok = 0;
+  if ((flags & PT_VMM_EXPORTABLE) && pt_drv.cuDeviceGetAttribute && pt_drv.cuMemExportToShareableHandle &&
+      pt_drv.cuDeviceGetAttribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, v->dev) ==
+          CUDA_SUCCESS &&
+      fd_ok) {
+    v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    v->exportable = true;
+  }
   v->access[0].location = v->prop.location;
   v->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   v->naccess = 1;

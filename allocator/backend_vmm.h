@@ -9,8 +9,12 @@
 #define PT_ALLOC_BACKEND_VMM_H
 #include "allocator/backend.h"
 
-/* 0 on success, else a CUresult (CUDA_ERROR_NOT_INITIALIZED when the driver
+/* flags: PT_VMM_EXPORTABLE creates every granule with a POSIX file
+ * descriptor handle type (when the device supports it), so that export_fd
+ * works; without it export_fd answers CUDA_ERROR_NOT_SUPPORTED.
+ * 0 on success, else a CUresult (CUDA_ERROR_NOT_INITIALIZED when the driver
  * or one of the functions the backend needs is missing). */
-int pt_backend_vmm_create(struct pt_backend *out, int device_ordinal);
+#define PT_VMM_EXPORTABLE 1u
+int pt_backend_vmm_create(struct pt_backend *out, int device_ordinal, unsigned flags);
 
 #endif

@@ -212,9 +212,9 @@ PT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devP
   if (!pt_active()) return real ? real(handle, devPtr) : cudaErrorInsufficientDriver;
   PT_COUNT(cudaIpcGetMemHandle);
   if (!real) return cudaErrorInsufficientDriver;
-  /* ROUTE: pooled pointers need a VMM shareable handle instead. */
+  /* ROUTE: a pooled pointer gets Ponytail's handle (exported granules). */
   int err;
-  if (pt_route_ipc_refuse(devPtr, &err)) return (cudaError_t)err;
+  if (pt_route_ipc_get(PT_API_RT, handle, devPtr, &err)) return (cudaError_t)err;
   cudaError_t r;
   PT_RT_CALL(r, real(handle, devPtr));
   return r;
@@ -226,6 +226,8 @@ PT_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t han
   PT_COUNT(cudaIpcOpenMemHandle);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: handles exported from a pool are opened by the allocator. */
+  int err;
+  if (pt_route_ipc_open(PT_API_RT, devPtr, &handle, &err)) return (cudaError_t)err;
   cudaError_t r;
   PT_RT_CALL(r, real(devPtr, handle, flags));
   return r;
@@ -237,6 +239,8 @@ PT_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
   PT_COUNT(cudaIpcCloseMemHandle);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: close what the allocator opened. */
+  int err;
+  if (pt_route_ipc_close(devPtr, &err)) return (cudaError_t)err;
   cudaError_t r;
   PT_RT_CALL(r, real(devPtr));
   return r;

@@ -42,6 +42,7 @@
 #include "shim/jsonw.h"
 #include "shim/log.h"
 #include "shim/real.h"
+#include "shim/ipc.h"
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
 #include "shim/stats.h"
@@ -59,7 +60,11 @@
   X(capture_deferred_frees) /* pool blocks freed during capture, never reused */    \
   X(trim_retries)           /* pass-through OOMs retried after a trim */            \
   X(passthrough_rejections) /* pass-through allocations refused by the limit */     \
-  X(ipc_refusals)           /* cudaIpcGetMemHandle on pooled memory */              \
+  X(ipc_refusals)           /* cudaIpcGetMemHandle on pooled memory, PONYTAIL_IPC=off */ \
+  X(ipc_exports)            /* IPC handles given for pooled blocks */               \
+  X(ipc_opens)              /* Ponytail IPC handles opened (mapped) */              \
+  X(ipc_closes)             /* and closed */                                        \
+  X(ipc_errors)             /* IPC export/open failures returned to the caller */   \
   X(peer_grants)            /* peer access extended to a pool */                    \
   X(pool_errors)            /* pools that could not be created or updated */
 
@@ -81,6 +86,7 @@ struct pt_rdev {
 
 static struct {
   bool pool_on;
+  bool ipc; /* PONYTAIL_IPC=fd: exportable granules, real IPC of pooled blocks */
   uint64_t kv_min, keep, limit;
   struct pt_trace_writer *trace;
 } R;
@@ -267,7 +273,7 @@ static struct pt_pool *pool_get(int dev) {
   if (!devs[dev].pool && !devs[dev].failed) {
     struct pt_backend bk;
     struct pt_pool_config cfg = {.keep_bytes = R.keep, .limit_bytes = R.limit};
-    int rc = pt_backend_vmm_create(&bk, dev);
+    int rc = pt_backend_vmm_create(&bk, dev, R.ipc ? PT_VMM_EXPORTABLE : 0);
     if (!rc && (rc = pt_pool_create(bk, dev, &cfg, &p)) && bk.ops->destroy) bk.ops->destroy(bk.ctx);
     if (!rc) {
       for (int peer = 0; peer < PT_ROUTE_MAX_DEV; peer++)
@@ -480,6 +486,7 @@ int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint
     if (R.trace && pt_pool_owns(pool, ptr)) pt_trace_free(R.trace, true, ptr, stream);
     bool any;
     rc = sm == PT_SM_SYNC ? pt_pool_free_sync(pool, ptr) : pt_pool_free(pool, ptr, pool_stream(sm, stream, &any));
+    if (rc == 0) pt_ipc_block_freed(ptr); /* its export record goes with it */
     return api == PT_API_RT ? pt_route_rt_err(rc) : rc;
   }
   if (ptr) pt_trace_free(R.trace, false, ptr, stream);
@@ -545,20 +552,56 @@ void pt_route_pool_trim(const void *mempool, size_t keep) {
   if (p) (void)pt_pool_trim(p, keep);
 }
 
-/* IPC on pooled memory: the legacy handle (cudaIpcGetMemHandle) names a
- * cudaMalloc allocation of the driver, which VMM-mapped memory is not, so the
- * real call would fail or export something else. The rule: refuse with
- * cudaErrorInvalidValue and say, once, how to keep such buffers out of the
- * pool. Never silent: the caller gets the error, the log the reason. */
-bool pt_route_ipc_refuse(const void *ptr, int *err) {
-  if (!ptr || !pool_of_ptr(ptr)) return false;
-  RC_INC(ipc_refusals);
-  PT_LOG_ONCE(PT_LOG_WARN,
-              "cudaIpcGetMemHandle(%p): pooled memory cannot be exported with CUDA IPC; returning "
-              "cudaErrorInvalidValue. Run with PONYTAIL_POOL=0, or PONYTAIL_KV_MIN above the size of the "
-              "buffers shared between processes",
-              ptr);
-  *err = cudaErrorInvalidValue;
+/* IPC on pooled memory (shim/ipc.c has the scheme). The legacy handle
+ * names a cudaMalloc allocation of the driver, which VMM-mapped memory is
+ * not: with PONYTAIL_IPC=fd the pool's granules are exportable and the
+ * handle is Ponytail's own; with off, the call is refused with
+ * cudaErrorInvalidValue and a line saying how to keep such buffers out of the
+ * pool. Never silent: every failure is returned and logged. */
+bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int *err) {
+  struct pt_pool *pool = ptr ? pool_of_ptr(ptr) : NULL;
+  if (!pool) return false;
+  if (!R.ipc) {
+    RC_INC(ipc_refusals);
+    PT_LOG_ONCE(PT_LOG_WARN,
+                "cudaIpcGetMemHandle(%p): pooled memory cannot be exported with PONYTAIL_IPC=off; returning "
+                "cudaErrorInvalidValue. Run with PONYTAIL_IPC=fd, PONYTAIL_POOL=0, or PONYTAIL_KV_MIN above the "
+                "size of the buffers shared between processes",
+                ptr);
+    *err = api == PT_API_RT ? cudaErrorInvalidValue : CUDA_ERROR_INVALID_VALUE;
+    return true;
+  }
+  int rc = handle ? pt_ipc_export(pool, pt_pool_device(pool), ptr, handle) : CUDA_ERROR_INVALID_VALUE;
+  if (rc) RC_INC(ipc_errors);
+  else RC_INC(ipc_exports);
+  *err = api == PT_API_RT ? pt_route_rt_err(rc) : rc;
+  return true;
+}
+
+bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, int *err) {
+  if (!handle || !pt_ipc_handle_ours(handle)) return false;
+  int rc = CUDA_ERROR_INVALID_CONTEXT, dev = -1;
+  CUcontext ctx = NULL;
+  /* The importing device: the current context's, else the runtime's. */
+  if (have_driver() && pt_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS) {
+    if (ctx) {
+      CUdevice d;
+      if (pt_drv.cuCtxGetDevice(&d) == CUDA_SUCCESS) dev = (int)d;
+    } else if (api == PT_API_RT && (dev = rt_device()) >= 0) {
+      ctx = primary_of(dev, true);
+    }
+  }
+  if (dev >= 0 && ctx) rc = pt_ipc_open(handle, ctx, dev, ptr);
+  else PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: no device or context to map a Ponytail handle into");
+  if (rc) RC_INC(ipc_errors);
+  else RC_INC(ipc_opens);
+  *err = api == PT_API_RT ? pt_route_rt_err(rc) : rc;
+  return true;
+}
+
+bool pt_route_ipc_close(void *ptr, int *err) {
+  if (!pt_ipc_close(ptr, err)) return false;
+  RC_INC(ipc_closes);
   return true;
 }
 
@@ -631,10 +674,13 @@ static void route_stats_text(FILE *f) {
   fprintf(f, "  alloc: peak live %.1f MiB, peak physical %.1f MiB, stitches %" PRIu64 ", trims %" PRIu64
              ", limit rejections %" PRIu64 "\n",
           MIB(s.peak_live_bytes), MIB(s.peak_physical_bytes), s.stitches, s.trims, rej);
-  if (rc_.capture_passthrough || rc_.capture_deferred_frees || rc_.trim_retries || rc_.ipc_refusals)
+  if (rc_.capture_passthrough || rc_.capture_deferred_frees || rc_.trim_retries || rc_.ipc_refusals ||
+      rc_.ipc_exports || rc_.ipc_opens || rc_.ipc_errors)
     fprintf(f, "  alloc: capture pass-through %" PRIu64 ", capture-deferred frees %" PRIu64 ", trim retries %" PRIu64
-               ", IPC refusals %" PRIu64 "\n",
-            rc_.capture_passthrough, rc_.capture_deferred_frees, rc_.trim_retries, rc_.ipc_refusals);
+               ", IPC refusals %" PRIu64 ", IPC exports %" PRIu64 " opens %" PRIu64 " closes %" PRIu64
+               " errors %" PRIu64 "\n",
+            rc_.capture_passthrough, rc_.capture_deferred_frees, rc_.trim_retries, rc_.ipc_refusals,
+            rc_.ipc_exports, rc_.ipc_opens, rc_.ipc_closes, rc_.ipc_errors);
   int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
   for (int d = 0; d < n; d++) {
     struct pt_pool *p = pool_at(d);
@@ -662,6 +708,7 @@ static void trace_open(void) {
 
 void pt_route_setup(void) {
   R.pool_on = pt_opt_bool(PT_OPT_POOL);
+  R.ipc = pt_opt_enum(PT_OPT_IPC) == 0; /* fd|off */
   R.kv_min = pt_opt_size(PT_OPT_KV_MIN);
   R.keep = pt_opt_size(PT_OPT_POOL_KEEP);
   R.limit = pt_opt_size(PT_OPT_MEM_LIMIT);
@@ -671,6 +718,7 @@ void pt_route_setup(void) {
 }
 
 void pt_route_atfork_child(void) {
+  pt_ipc_atfork_child();
   if (!R.trace || !strstr(pt_opt_str(PT_OPT_TRACE), "%p")) return;
   pt_trace_close(R.trace);
   R.trace = NULL;

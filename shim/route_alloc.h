@@ -70,9 +70,16 @@ void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_b
 void pt_route_poolattr(const void *mempool, int attr, void *value);
 /* cudaMemPoolTrimTo on a device's default pool: trims ours to keep bytes. */
 void pt_route_pool_trim(const void *mempool, size_t keep);
-/* cudaIpcGetMemHandle: true when ptr lies in a pool (the caller then
- * returns *err: pooled memory cannot be exported, see the .c). */
-bool pt_route_ipc_refuse(const void *ptr, int *err);
+/* IPC of pooled memory (shim/ipc.h). Each returns true when the call is the
+ * pool's, with the result in *err (a cudaError_t for PT_API_RT, else a
+ * CUresult); false: pass it through.
+ * get: ptr lies in a pool; the 64-byte handle is written on success (or the
+ * call is refused with PONYTAIL_IPC=off).
+ * open: the 64-byte handle is Ponytail's; mapped for the current device.
+ * close: ptr came from open. */
+bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int *err);
+bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, int *err);
+bool pt_route_ipc_close(void *ptr, int *err);
 /* After a successful peer enable: current device `device` may now access
  * memory of `peer`; grants it access to peer's pool, now and later. */
 void pt_route_peer_enabled(int device, int peer);

@@ -35,6 +35,7 @@ static uint64_t fc_in_use, fc_argsum;
 static uint64_t fc_dev_bytes[2], fc_devmem_cap;
 static int fc_devmem_read;
 static uint64_t fc_vmm_handles, fc_va_reserved;
+static uint64_t fc_exports, fc_imports, fc_imports_live; /* shareable-handle counters */
 
 static uint64_t fc_cap(void) {
   if (!__atomic_load_n(&fc_devmem_read, __ATOMIC_ACQUIRE)) {
@@ -65,6 +66,10 @@ FC_EXPORT void fakecuda_set_devmem(uint64_t cap) {
 }
 FC_EXPORT uint64_t fakecuda_device_bytes(int dev) {
   return dev >= 0 && dev < 2 ? __atomic_load_n(&fc_dev_bytes[dev], __ATOMIC_RELAXED) : 0;
+}
+FC_EXPORT uint64_t fakecuda_vmm_exports(void) { return __atomic_load_n(&fc_exports, __ATOMIC_RELAXED); }
+FC_EXPORT uint64_t fakecuda_vmm_imports(int live) {
+  return __atomic_load_n(live ? &fc_imports_live : &fc_imports, __ATOMIC_RELAXED);
 }
 FC_EXPORT uint64_t fakecuda_vmm_handles(void) { return __atomic_load_n(&fc_vmm_handles, __ATOMIC_RELAXED); }
 FC_EXPORT uint64_t fakecuda_va_reserved(void) { return __atomic_load_n(&fc_va_reserved, __ATOMIC_RELAXED); }
@@ -298,6 +303,7 @@ FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
+  case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *pi = 1; break;
   default: *pi = 0;
   }
   return CUDA_SUCCESS;
@@ -510,6 +516,7 @@ struct fc_phys {
   int fd;
   int dev;
   size_t size;
+  int exportable; /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested */
 };
 
 /* Every cuMemSetAccess, newest last, so tests can ask which devices may
@@ -602,6 +609,9 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
   }
   ph->size = size;
   ph->dev = dev;
+  /* Like the driver: only granules created with the POSIX fd handle type
+   * can be exported later. */
+  ph->exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
   __atomic_fetch_add(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
   return CUDA_SUCCESS;
@@ -611,7 +621,8 @@ FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
   if (!ph) return CUDA_ERROR_INVALID_VALUE;
   /* Like the driver: existing mappings keep the memory alive (memfd). */
-  fc_uncharge(ph->dev, ph->size);
+  if (ph->dev >= 0) fc_uncharge(ph->dev, ph->size);
+  else __atomic_fetch_sub(&fc_imports_live, 1, __ATOMIC_RELAXED);
   __atomic_fetch_sub(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   close(ph->fd);
   free(ph);
@@ -653,9 +664,12 @@ FC_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGene
                                                 CUmemAllocationHandleType handleType, unsigned long long flags) {
   FC_ENTER(cuMemExportToShareableHandle);
   struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
-  if (!ph || !shareableHandle || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    return CUDA_ERROR_NOT_SUPPORTED;
-  *(int *)shareableHandle = dup(ph->fd);
+  if (!ph || !shareableHandle) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !ph->exportable) return CUDA_ERROR_NOT_SUPPORTED;
+  int fd = dup(ph->fd);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  __atomic_fetch_add(&fc_exports, 1, __ATOMIC_RELAXED);
+  *(int *)shareableHandle = fd;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -672,8 +686,10 @@ FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
     return CUDA_ERROR_INVALID_VALUE;
   }
   ph->size = (size_t)end;
-  __atomic_fetch_add(&fc_in_use, ph->size, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&fc_dev_bytes[0], ph->size, __ATOMIC_RELAXED);
+  ph->exportable = 1;
+  ph->dev = -1; /* imported: not charged to a device of this process */
+  __atomic_fetch_add(&fc_imports, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&fc_imports_live, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
   return CUDA_SUCCESS;

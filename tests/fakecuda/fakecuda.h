@@ -35,6 +35,14 @@ void fakecuda_set_devmem(uint64_t cap);
 /* Live VMM physical handles and reserved VA bytes (leak checks). */
 uint64_t fakecuda_vmm_handles(void);
 uint64_t fakecuda_va_reserved(void);
+/* Shareable-handle exports (cuMemExportToShareableHandle successes) and
+ * imports (cuMemImportFromShareableHandle; live != 0: not yet released).
+ * Only granules created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in
+ * requestedHandleTypes can be exported (else CUDA_ERROR_NOT_SUPPORTED); the
+ * export is a dup of the granule's memfd, so a mapping of the import shares
+ * the exporter's bytes. */
+uint64_t fakecuda_vmm_exports(void);
+uint64_t fakecuda_vmm_imports(int live);
 /* Devices (bit mask) the newest cuMemSetAccess covering va granted
  * read/write; 0 = never set. */
 unsigned fakecuda_access_mask(const void *va);

@@ -498,13 +498,162 @@ static void check_peer(const char *js) {
   CHECK_EQ(call_stat(js, "cuCtxEnablePeerAccess"), 2 + 1); /* 2 direct + 1 from the runtime */
 }
 
-/* ---- IPC on pooled memory: refused with an error and a log line ------------- */
+/* ---- IPC on pooled memory ---------------------------------------------------
+ * ipc: the exporter (a scenario child) shares a pooled block spanning several
+ * granules, at a non-zero offset in its first one, with a process it spawns
+ * (fork + exec of this program: "ipc-import HEX SIZE DIR", a fresh process
+ * under the shim, as torch.multiprocessing's spawn is); the importer checks
+ * the pattern and writes back; the exporter sees the write. Then: the same
+ * process opens its own handle, pass-through memory keeps the real IPC,
+ * forged and stale handles fail cleanly, and a failing export is reported.
+ * ipcoff: PONYTAIL_IPC=off refuses pooled memory with a log line. */
+#define IPC_SIZE (5 * MiB + 4096)
+static unsigned char ipc_pat(size_t i) { return (unsigned char)(i * 7 + 3); }
+static const size_t ipc_marks[] = {0, 2 * MiB - 1, 2 * MiB, 4 * MiB + 17, IPC_SIZE - 1};
+
+static void to_hex(const void *p, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+}
+static int from_hex(const char *s, void *p, size_t n) {
+  if (strlen(s) != 2 * n) return -1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned v;
+    if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+    ((unsigned char *)p)[i] = (unsigned char)v;
+  }
+  return 0;
+}
+
+/* The spawned importer (not forked from a scenario: a fresh process). */
+static int ipc_import(const char *hex, size_t size) {
+  cudaIpcMemHandle_t h;
+  CHECK_EQ(from_hex(hex, &h, sizeof h), 0);
+  void *o = NULL, *o2 = NULL;
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
+  if (!o) return 1;
+  CHECK(((uintptr_t)o & 255) == 0);
+  const unsigned char *c = o;
+  size_t bad = 0;
+  for (size_t i = 0; i < size; i++) bad += c[i] != ipc_pat(i);
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(cudaIpcOpenMemHandle(&o2, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
+  CHECK(o2 == o); /* opened twice: one mapping, counted */
+  CHECK(fakecuda_vmm_imports(0) >= 3);
+  CHECK_EQ(fakecuda_vmm_imports(1), 0); /* handles dropped once mapped */
+  for (size_t k = 0; k < sizeof ipc_marks / sizeof ipc_marks[0]; k++) ((unsigned char *)o)[ipc_marks[k]] = 0xA5;
+  CHECK_EQ(cudaIpcCloseMemHandle(o2), cudaSuccess);
+  CHECK_EQ(cudaIpcCloseMemHandle(o), cudaSuccess);
+  return g_failed;
+}
+
+static int spawn_importer(const cudaIpcMemHandle_t *h) {
+  char hex[2 * sizeof *h + 1], size[32];
+  to_hex(h, sizeof *h, hex);
+  snprintf(size, sizeof size, "%zu", (size_t)IPC_SIZE);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char *argv[] = {"preload_alloc", "ipc-import", hex, size, (char *)g_dir, NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
 static int sc_ipc(void) {
+  void *a = NULL, *p = NULL, *s = NULL, *o = NULL;
+  cudaIpcMemHandle_t h, h2;
+  CHECK_EQ(cudaMalloc(&a, MiB), cudaSuccess); /* so p does not start on a granule */
+  CHECK_EQ(cudaMalloc(&p, IPC_SIZE), cudaSuccess);
+  CHECK(pooled(p) && pooled(a));
+  if (!p) return 1;
+  for (size_t i = 0; i < IPC_SIZE; i++) ((unsigned char *)p)[i] = ipc_pat(i);
+  CHECK_EQ(cudaIpcGetMemHandle(&h, p), cudaSuccess);
+  CHECK_EQ(cudaIpcGetMemHandle(&h2, p), cudaSuccess);
+  CHECK(memcmp(&h, &h2, sizeof h) == 0); /* one record per block */
+  CHECK_EQ(cudaIpcGetMemHandle(&h2, (char *)p + 3 * MiB), cudaSuccess);
+  CHECK(memcmp(&h, &h2, sizeof h) == 0); /* an interior pointer names its block */
+
+  /* Another process opens it, checks, writes back. */
+  CHECK_EQ(spawn_importer(&h), 0);
+  for (size_t k = 0; k < sizeof ipc_marks / sizeof ipc_marks[0]; k++)
+    CHECK_EQ(((unsigned char *)p)[ipc_marks[k]], 0xA5);
+  CHECK_EQ(((unsigned char *)p)[1], ipc_pat(1));
+
+  /* This process opens its own handle: a second mapping of the same bytes. */
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
+  CHECK(o != NULL && o != p);
+  if (o) {
+    ((unsigned char *)o)[100] = 0x3C;
+    CHECK_EQ(((unsigned char *)p)[100], 0x3C);
+    CHECK_EQ(cudaIpcCloseMemHandle(o), cudaSuccess);
+  }
+
+  /* Pass-through memory keeps the real IPC. */
+  uint64_t real_get = fakecuda_count("cudaIpcGetMemHandle"), real_open = fakecuda_count("cudaIpcOpenMemHandle");
+  CHECK_EQ(cudaMalloc(&s, 4096), cudaSuccess);
+  CHECK_EQ(cudaIpcGetMemHandle(&h2, s), cudaSuccess);
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, h2, 0), cudaSuccess);
+  CHECK(o == s);
+  CHECK_EQ(cudaIpcCloseMemHandle(o), cudaSuccess);
+  CHECK_EQ(fakecuda_count("cudaIpcGetMemHandle"), real_get + 1);
+  CHECK_EQ(fakecuda_count("cudaIpcOpenMemHandle"), real_open + 1);
+  CHECK_EQ(cudaFree(s), cudaSuccess);
+
+  /* Forged handles with our magic: errors, no crash, no real call. */
+  cudaIpcMemHandle_t bad = h;
+  bad.reserved[16] ^= 1; /* nonce */
+  o = NULL;
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, bad, 0), cudaErrorInvalidResourceHandle);
+  bad = h;
+  uint32_t pid1 = 1; /* init: not our exporter */
+  memcpy(bad.reserved + 8, &pid1, 4);
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, bad, 0), cudaErrorInvalidResourceHandle);
+  bad = h;
+  memset(bad.reserved + 24, 0xff, 16); /* offset and size beyond the granules */
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, bad, 0), cudaErrorInvalidValue);
+  CHECK(o == NULL);
+  CHECK_EQ(fakecuda_count("cudaIpcOpenMemHandle"), real_open + 1);
+
+  /* Freed: the record goes, the old handle no longer opens. */
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(cudaIpcOpenMemHandle(&o, h, 0), cudaErrorInvalidResourceHandle);
+  CHECK_EQ(cudaIpcCloseMemHandle(a), cudaSuccess); /* not opened by us: passes through */
+
+  /* A granule the driver will not export: the error comes back at once. */
+  CHECK_EQ(cudaMalloc(&p, 3 * MiB), cudaSuccess);
+  fakecuda_fail("cuMemExportToShareableHandle", fakecuda_count("cuMemExportToShareableHandle") + 1, 801);
+  CHECK_EQ(cudaIpcGetMemHandle(&h, p), cudaErrorNotSupported);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(cudaFree(a), cudaSuccess);
+  return g_failed;
+}
+static void check_ipc(const char *js) {
+  CHECK_EQ(alloc_stat(js, "ipc_refusals"), 0);
+  CHECK_EQ(alloc_stat(js, "ipc_exports"), 3);
+  CHECK_EQ(alloc_stat(js, "ipc_opens"), 1);
+  CHECK_EQ(alloc_stat(js, "ipc_closes"), 1);
+  CHECK_EQ(alloc_stat(js, "ipc_errors"), 5);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
+  char *log = read_file(path);
+  CHECK(log != NULL);
+  if (!log) return;
+  CHECK(strstr(log, "not live here") != NULL);            /* wrong nonce, then freed: once */
+  CHECK(strstr(log, "cannot reach the exporting process 1") != NULL || strstr(log, "not by the exporter") != NULL);
+  CHECK(strstr(log, "impossible fields") != NULL);
+  CHECK(strstr(log, "cannot be exported (CUDA error 801)") != NULL);
+}
+
+static int sc_ipcoff(void) {
   void *p = NULL, *s = NULL, *o = NULL;
   cudaIpcMemHandle_t h;
   CHECK_EQ(cudaMalloc(&p, 4 * MiB), cudaSuccess);
   CHECK_EQ(cudaIpcGetMemHandle(&h, p), cudaErrorInvalidValue);
   CHECK_EQ(cudaIpcGetMemHandle(&h, (char *)p + 4096), cudaErrorInvalidValue);
+  CHECK_EQ(fakecuda_count("cuMemExportToShareableHandle"), 0);
   CHECK_EQ(cudaMalloc(&s, 4096), cudaSuccess); /* pass-through memory: the real IPC */
   CHECK_EQ(cudaIpcGetMemHandle(&h, s), cudaSuccess);
   CHECK_EQ(cudaIpcOpenMemHandle(&o, h, 0), cudaSuccess);
@@ -514,8 +663,9 @@ static int sc_ipc(void) {
   CHECK_EQ(cudaFree(p), cudaSuccess);
   return g_failed;
 }
-static void check_ipc(const char *js) {
+static void check_ipcoff(const char *js) {
   CHECK_EQ(alloc_stat(js, "ipc_refusals"), 2);
+  CHECK_EQ(alloc_stat(js, "ipc_exports"), 0);
   char path[4096];
   snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
   char *log = read_file(path);
@@ -523,7 +673,8 @@ static void check_ipc(const char *js) {
   if (!log) return;
   const char *l = strstr(log, "cudaIpcGetMemHandle(");
   CHECK(l != NULL);
-  CHECK(strstr(log, "PONYTAIL_POOL=0") != NULL && strstr(log, "PONYTAIL_KV_MIN") != NULL);
+  CHECK(strstr(log, "PONYTAIL_IPC=off") != NULL && strstr(log, "PONYTAIL_POOL=0") != NULL &&
+        strstr(log, "PONYTAIL_KV_MIN") != NULL);
   if (l) CHECK(strstr(l + 1, "cudaIpcGetMemHandle(") == NULL); /* once */
 }
 
@@ -582,9 +733,14 @@ static const struct scenario scenarios[] = {
     {"poolattr", sc_poolattr, NULL},        {"trace", sc_trace, check_trace},
     {"twodev", sc_twodev, check_twodev},    {"peer", sc_peer, check_peer},
     {"ipc", sc_ipc, check_ipc},             {"threads", sc_threads, check_threads},
+    {"ipcoff", sc_ipcoff, check_ipcoff},
 };
 
 int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[1], "ipc-import")) {
+    g_dir = argv[4];
+    return ipc_import(argv[2], (size_t)strtoull(argv[3], NULL, 10));
+  }
   if (argc != 3) {
     fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
     return 2;

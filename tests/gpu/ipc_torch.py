@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""CUDA IPC of a >= 8 MiB CUDA tensor between two processes on one GPU (issue 6).
+
+The parent fills a tensor, a spawned child opens it, checks every value,
+writes into it; the parent checks the child's write. Prints one PASS/FAIL
+line and exits 0/1. Run it under the shim and without:
+
+  python3 tests/gpu/ipc_torch.py --mode torch          # stock
+  LD_PRELOAD=build/shim/libponytail_shim.so PONYTAIL_LOG=info \
+      python3 tests/gpu/ipc_torch.py --mode torch      # under Ponytail
+  (same two with --mode raw)
+
+--mode torch: torch.multiprocessing sends the tensor through a queue (torch
+  calls cudaIpcGetMemHandle on the allocation base, the child
+  cudaIpcOpenMemHandle). Torch refuses this with its cudaMallocAsync backend
+  ("cudaMallocAsync does not yet support shareIpcHandle"), which the shim
+  selects by default (PONYTAIL_TORCH_ALLOC=async), so this mode forces
+  PYTORCH_CUDA_ALLOC_CONF=backend:native before torch loads: the allocator's
+  segments come from cudaMalloc, which the shim pools (>= PONYTAIL_KV_MIN).
+--mode raw: what vLLM's custom all-reduce does: cudaIpcGetMemHandle on the
+  tensor's pointer through ctypes, the 64 bytes to the child, which calls
+  cudaIpcOpenMemHandle and wraps the pointer (__cuda_array_interface__).
+  Leaves the allocator configuration as it is (cudaMallocAsync under the
+  shim by default: every tensor is its own pooled block).
+"""
+import argparse
+import ctypes
+import os
+import sys
+import time
+
+N = 4 << 20  # float32 elements: 16 MiB
+
+
+def cudart():
+    """The cudaIpc* entry points the application would reach: the shim's when
+    it is preloaded (it exports them), else libcudart's."""
+    for lib in os.environ.get("LD_PRELOAD", "").split(":"):
+        if "ponytail" in os.path.basename(lib):
+            return ctypes.CDLL(lib)
+    return ctypes.CDLL("libcudart.so.13")
+
+
+class Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def rt_calls(rt):
+    rt.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(Handle), ctypes.c_void_p]
+    rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), Handle, ctypes.c_uint]
+    rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
+    return rt
+
+
+class DevArray:
+    def __init__(self, ptr, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False), "version": 3}
+
+
+def child_torch(q_in, q_out):
+    import torch
+    try:
+        t = q_in.get()
+        ok = bool(torch.equal(t, torch.arange(N, device="cuda", dtype=torch.float32)))
+        t[: N // 2].fill_(-1.0)
+        torch.cuda.synchronize()
+        del t
+        q_out.put(("ok" if ok else "child saw wrong values", None))
+    except Exception as e:  # reported by the parent
+        q_out.put(("child error: %r" % (e,), None))
+
+
+def child_raw(handle_bytes, q_out):
+    import torch
+    try:
+        torch.cuda.init()
+        torch.cuda.set_device(0)
+        rt = rt_calls(cudart())
+        h = Handle()
+        ctypes.memmove(ctypes.addressof(h), handle_bytes, 64)
+        p = ctypes.c_void_p()
+        err = rt.cudaIpcOpenMemHandle(ctypes.byref(p), h, 1)  # cudaIpcMemLazyEnablePeerAccess
+        if err:
+            q_out.put(("child: cudaIpcOpenMemHandle returned %d" % err, None))
+            return
+        t = torch.as_tensor(DevArray(p.value, N), device="cuda")
+        ok = bool(torch.equal(t, torch.arange(N, device="cuda", dtype=torch.float32)))
+        t[: N // 2].fill_(-1.0)
+        torch.cuda.synchronize()
+        del t
+        err = rt.cudaIpcCloseMemHandle(p)
+        q_out.put(("ok" if ok and not err else "child: values %s, close %d" % (ok, err), None))
+    except Exception as e:
+        q_out.put(("child error: %r" % (e,), None))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["torch", "raw"], default="torch")
+    args = ap.parse_args()
+    if args.mode == "torch":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:native"
+    import torch
+    import torch.multiprocessing as mp
+
+    shim = any("ponytail" in os.path.basename(x) for x in os.environ.get("LD_PRELOAD", "").split(":"))
+    tag = "mode=%s shim=%s allocator=%s" % (args.mode, "yes" if shim else "no", torch.cuda.get_allocator_backend())
+    t0 = time.time()
+    ctx = mp.get_context("spawn")
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    t = torch.arange(N, device="cuda", dtype=torch.float32)
+    torch.cuda.synchronize()
+    if args.mode == "torch":
+        proc = ctx.Process(target=child_torch, args=(q_in, q_out))
+        proc.start()
+        q_in.put(t)
+    else:
+        rt = rt_calls(cudart())
+        h = Handle()
+        err = rt.cudaIpcGetMemHandle(ctypes.byref(h), ctypes.c_void_p(t.data_ptr()))
+        if err:
+            print("FAIL %s: cudaIpcGetMemHandle returned %d" % (tag, err))
+            return 1
+        # string_at: h.reserved would stop at the first zero byte.
+        proc = ctx.Process(target=child_raw, args=(ctypes.string_at(ctypes.addressof(h), 64), q_out))
+        proc.start()
+    try:
+        msg, _ = q_out.get(timeout=60)
+    except Exception:
+        msg = "no answer from the child"
+    proc.join(timeout=30)
+    if msg == "ok":
+        torch.cuda.synchronize()
+        ref = torch.arange(N, device="cuda", dtype=torch.float32)
+        ref[: N // 2] = -1.0
+        if not torch.equal(t, ref):
+            msg = "parent does not see the child's write"
+    if msg == "ok" and proc.exitcode != 0:
+        msg = "child exit code %s" % proc.exitcode
+    print("%s %s (%.1f s)%s" % ("PASS" if msg == "ok" else "FAIL", tag, time.time() - t0,
+                                "" if msg == "ok" else ": " + msg))
+    return 0 if msg == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
