@@ -22,38 +22,14 @@
 
 #include "allocator/replay.h"
 #include "fakecuda.h"
+#include "preload_check.h"
 
 #define MiB (1ull << 20)
 
 static const char *g_dir;
-static int g_failed;
 static pid_t g_child;
 
-#define CHECK(c)                                                            \
-  do {                                                                      \
-    if (!(c)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      g_failed = 1;                                                         \
-    }                                                                       \
-  } while (0)
-#define CHECK_EQ(a, b)                                                                                     \
-  do {                                                                                                     \
-    long long a_ = (long long)(a), b_ = (long long)(b);                                                    \
-    if (a_ != b_) {                                                                                        \
-      fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, a_, b_); \
-      g_failed = 1;                                                                                        \
-    }                                                                                                      \
-  } while (0)
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  static char buf[1 << 20];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
-}
 
 /* The first number after "key": in the "alloc" section (before "devices"),
  * or -1. */

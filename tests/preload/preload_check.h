@@ -1,0 +1,37 @@
+/* Shared by the preload test programs: failure-recording checks (a failed
+ * check marks the scenario failed and the run goes on, so one run reports
+ * every broken expectation) and a whole-file reader for stats and logs. */
+#ifndef PT_PRELOAD_CHECK_H
+#define PT_PRELOAD_CHECK_H
+#include <stdio.h>
+
+static int g_failed;
+
+#define CHECK(c)                                                            \
+  do {                                                                      \
+    if (!(c)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+      g_failed = 1;                                                         \
+    }                                                                       \
+  } while (0)
+#define CHECK_EQ(a, b)                                                                                     \
+  do {                                                                                                     \
+    long long a_ = (long long)(a), b_ = (long long)(b);                                                    \
+    if (a_ != b_) {                                                                                        \
+      fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, a_, b_); \
+      g_failed = 1;                                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+/* The whole file in a static buffer (1 MiB at most), or NULL. */
+static __attribute__((unused)) char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+#endif
