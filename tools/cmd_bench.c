@@ -38,6 +38,8 @@ static void usage(FILE *f) {
           "  --timeline-ms N     memory sampling period (default 50; 0 = no timeline)\n"
           "  --no-warmup         skip generate.py's short warm-up generate\n"
           "  --shim-env K=V      extra environment for the shim run (repeatable)\n"
+          "  --stock-env K=V     extra environment for the stock run (repeatable), e.g.\n"
+          "                      TORCH_CUDNN_SDPA_DEPRIORITIZED=1 to compare with torch's flash path\n"
           "  --out FILE          result JSON (default ponytail-bench.json)\n"
           "  --python EXE        interpreter (default python3)\n"
           "  --script PATH       generate.py to run (default: the one next to ponytail)\n"
@@ -155,8 +157,8 @@ struct pt_bench {
   const char *fwd_val[PT_NFWD];
   int repeats, timeline_ms, warmup;
   const char *python, *script_arg, *shim_arg, *out;
-  const char **shim_env;
-  size_t nshim_env;
+  const char **shim_env, **stock_env;
+  size_t nshim_env, nstock_env;
   char script[PATH_MAX], shim[PATH_MAX], dir[PATH_MAX];
   struct pt_json **a, **b;
 };
@@ -191,6 +193,8 @@ static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round)
   if (!pre || pt_env_set(&env, "LD_PRELOAD", *pre ? pre : NULL)) goto oom;
   for (size_t i = 0; shimmed && i < bn->nshim_env; i++)
     if (pt_env_put(&env, bn->shim_env[i])) goto oom;
+  for (size_t i = 0; !shimmed && i < bn->nstock_env; i++)
+    if (pt_env_put(&env, bn->stock_env[i])) goto oom;
   fprintf(stderr, "ponytail bench: round %d/%d, %s ...\n", round, bn->repeats,
           shimmed ? "B (with the shim)" : "A (stock)");
   double wall = 0;
@@ -253,6 +257,9 @@ static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS],
   pt_jw_arr_begin(&w, "shim_env");
   for (size_t i = 0; i < bn->nshim_env; i++) pt_jw_str(&w, NULL, bn->shim_env[i]);
   pt_jw_arr_end(&w);
+  pt_jw_arr_begin(&w, "stock_env");
+  for (size_t i = 0; i < bn->nstock_env; i++) pt_jw_str(&w, NULL, bn->stock_env[i]);
+  pt_jw_arr_end(&w);
   /* The workload's own settings, as generate.py recorded them. */
   pt_json_copy(&w, "settings", pt_json_get(bn->a[0], "settings"));
   pt_jw_obj_begin(&w, "summary");
@@ -284,8 +291,9 @@ static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS],
 int pt_cmd_bench(int argc, char **argv) {
   struct pt_bench bn = {.repeats = 1, .timeline_ms = 50, .warmup = 1, .python = "python3",
                         .out = "ponytail-bench.json"};
-  const char *envs[64];
+  const char *envs[64], *stock_envs[64];
   bn.shim_env = envs;
+  bn.stock_env = stock_envs;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -313,6 +321,10 @@ int pt_cmd_bench(int argc, char **argv) {
       if (!strchr(v, '=') || v[0] == '=') return bad("--shim-env takes KEY=VALUE", v);
       if (bn.nshim_env >= sizeof envs / sizeof envs[0]) return bad("too many --shim-env", v);
       envs[bn.nshim_env++] = v;
+    } else if (!strcmp(a, "--stock-env")) {
+      if (!strchr(v, '=') || v[0] == '=') return bad("--stock-env takes KEY=VALUE", v);
+      if (bn.nstock_env >= sizeof stock_envs / sizeof stock_envs[0]) return bad("too many --stock-env", v);
+      stock_envs[bn.nstock_env++] = v;
     } else if (!strcmp(a, "--out")) {
       bn.out = v;
     } else if (!strcmp(a, "--python")) {

@@ -16,6 +16,7 @@ static void test_usage_errors(void **state) {
       {"--bogus", "1"},          {"--batch", "0"},      {"--batch", "x"},
       {"--dtype", "int8"},       {"--pad", "1.5"},      {"--repeats", "0"},
       {"--shim-env", "NOEQUAL"}, {"--new-tokens", NULL}, {"stray", "arg"},
+      {"--stock-env", "=x"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *argv[5] = {(char *)ponytail, "bench", (char *)cases[i][0], (char *)cases[i][1], NULL};
@@ -28,6 +29,7 @@ static void test_usage_errors(void **state) {
   struct pt_test_out r = pt_test_exec(help, NULL);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.out, "--shim-env"));
+  assert_non_null(strstr(r.out, "--stock-env"));
   assert_non_null(strstr(r.out, "--kv-heads"));
   pt_test_out_free(&r);
 }
