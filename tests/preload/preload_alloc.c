@@ -58,16 +58,6 @@ static long long dev_stat(const char *js, int dev, const char *key) {
   return atoll(p + strlen(k));
 }
 
-static long long call_stat(const char *js, const char *sym) {
-  const char *calls = strstr(js, "\"calls\":{");
-  if (!calls) return -1;
-  const char *end = strchr(calls, '}');
-  char key[128];
-  snprintf(key, sizeof key, "\"%s\":", sym);
-  const char *p = strstr(calls, key);
-  if (!p || p > end) return 0;
-  return atoll(p + strlen(key));
-}
 
 static int pooled(const void *p) { return fakecuda_access_mask(p) != 0; }
 
@@ -154,7 +144,7 @@ static void check_route(const char *js) {
   CHECK_EQ(alloc_stat(js, "limit_rejections"), 0);
   CHECK_EQ(dev_stat(js, 0, "pooled_allocs"), 11);
   CHECK_EQ(dev_stat(js, 1, "pooled_allocs"), -1); /* no pool on device 1 */
-  CHECK_EQ(call_stat(js, "cudaMalloc"), 2);
+  CHECK_EQ(stat_call(js, "cudaMalloc"), 2);
 }
 
 /* ---- PONYTAIL_POOL=0: everything passes through -------------------------- */
@@ -471,7 +461,7 @@ static int sc_peer(void) {
 static void check_peer(const char *js) {
   CHECK_EQ(alloc_stat(js, "peer_grants"), 3);
   CHECK_EQ(alloc_stat(js, "pool_errors"), 0);
-  CHECK_EQ(call_stat(js, "cuCtxEnablePeerAccess"), 2 + 1); /* 2 direct + 1 from the runtime */
+  CHECK_EQ(stat_call(js, "cuCtxEnablePeerAccess"), 2 + 1); /* 2 direct + 1 from the runtime */
 }
 
 /* ---- IPC on pooled memory ---------------------------------------------------

@@ -4,6 +4,8 @@
 #ifndef PT_PRELOAD_CHECK_H
 #define PT_PRELOAD_CHECK_H
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int g_failed;
 
@@ -32,6 +34,19 @@ static __attribute__((unused)) char *read_file(const char *path) {
   buf[n] = 0;
   fclose(f);
   return buf;
+}
+
+/* Count of a symbol in the stats JSON's "calls" (0 if absent, -1 without
+ * a "calls" object). */
+static __attribute__((unused)) long long stat_call(const char *json, const char *sym) {
+  const char *calls = strstr(json, "\"calls\":{");
+  if (!calls) return -1;
+  const char *end = strchr(calls, '}');
+  char key[128];
+  snprintf(key, sizeof key, "\"%s\":", sym);
+  const char *p = strstr(calls, key);
+  if (!p || p > end) return 0;
+  return atoll(p + strlen(key));
 }
 
 #endif

@@ -28,17 +28,6 @@ static const char *g_dir;
 
 /* ---- stats JSON ------------------------------------------------------------ */
 
-/* Count of a symbol in "calls" (0 if absent). */
-static long long stat_call(const char *json, const char *sym) {
-  const char *calls = strstr(json, "\"calls\":{");
-  if (!calls) return -1;
-  const char *end = strchr(calls, '}');
-  char key[128];
-  snprintf(key, sizeof key, "\"%s\":", sym);
-  const char *p = strstr(calls, key);
-  if (!p || p > end) return 0;
-  return atoll(p + strlen(key));
-}
 
 /* Launches of a kernel in "kernels.top" (-1 if absent); action copied out. */
 static long long stat_kernel(const char *json, const char *name, char *action, size_t alen) {
