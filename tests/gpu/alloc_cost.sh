@@ -7,10 +7,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tmp=$(mktemp -d)
-bld="$root/build-gpu"
-[ -f "$bld/build.ninja" ] || meson setup "$bld" "$root" -Dtests=disabled >/dev/null
-ninja -C "$bld" >"$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
-shim="$bld/shim/libponytail_shim.so"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
 gen=(python3 "$root/examples/generate.py" --batch "${B:-32}" --prompt "${P:-2048}" --new-tokens "${N:-1024}")
 run() { local n=$1; shift
   env TORCH_CUDNN_SDPA_DEPRIORITIZED=1 "$@" "${gen[@]}" --json "$tmp/$n.json" >"$tmp/$n.log" 2>&1 || tail -3 "$tmp/$n.log"; }

@@ -9,13 +9,9 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/gpu-out}/alloc-stress"; mkdir -p "$out"
-bld="$root/build-gpu"
 nvcc="${NVCC:-nvcc}"
-if [ ! -f "$bld/build.ninja" ]; then
-  meson setup "$bld" "$root" -Dtests=disabled >"$out/meson-setup.log" 2>&1 || { tail -30 "$out/meson-setup.log"; exit 1; }
-fi
-ninja -C "$bld" >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-shim="$bld/shim/libponytail_shim.so"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$out"
 # -cudart shared: the runtime's entry points must be dynamic symbols for the shim.
 "$nvcc" -O2 -cudart shared -o "$out/alloc_stress" "$root/tests/gpu/alloc_stress.cu" -lpthread \
   >"$out/nvcc.log" 2>&1 || { cat "$out/nvcc.log"; exit 1; }

@@ -8,10 +8,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tmp=$(mktemp -d)
-bld="$root/build-gpu"
-[ -f "$bld/build.ninja" ] || meson setup "$bld" "$root" -Dtests=disabled >/dev/null
-ninja -C "$bld" >"$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
-shim="$bld/shim/libponytail_shim.so"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
 export PYTHONUNBUFFERED=1
 if [ -f "$root/tests/gpu/ipc_torch.py" ]; then
   for m in raw torch; do

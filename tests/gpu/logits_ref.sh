@@ -7,9 +7,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tmp=$(mktemp -d)
-bld="$root/build-gpu"
-[ -f "$bld/build.ninja" ] || meson setup "$bld" "$root" -Dtests=disabled >/dev/null
-ninja -C "$bld" >"$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
 gen=(python3 "$root/examples/generate.py" --batch 8 --prompt 4096 --new-tokens 2 --logits-steps 2)
 for b in flash math cudnn; do
   TORCH_CUDNN_SDPA_DEPRIORITIZED=1 "${gen[@]}" --sdpa "$b" --logits-out "$tmp/$b.pt" >"$tmp/$b.log" 2>&1 \

@@ -9,10 +9,9 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; tmp=$(mktemp -d)
-bld="$root/build-gpu"
-[ -f "$bld/build.ninja" ] || meson setup "$bld" "$root" -Dtests=disabled >/dev/null
-ninja -C "$bld" >"$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
-shim="$bld/shim/libponytail_shim.so"; pt="$bld/tools/ponytail"; gen="$root/examples/generate.py"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
+gen="$root/examples/generate.py"
 export PYTHONUNBUFFERED=1
 
 echo "== 1. verify mode (B=4, prompt 256, 32 new tokens)"

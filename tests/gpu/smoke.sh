@@ -11,12 +11,8 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
 py="${PYTHON:-python3}"
-bld="$root/build-gpu"
-if [ ! -f "$bld/build.ninja" ]; then
-  meson setup "$bld" "$root" -Dtests=disabled >"$out/meson-setup.log" 2>&1 || { cat "$out/meson-setup.log"; exit 1; }
-fi
-ninja -C "$bld" >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-shim="$bld/shim/libponytail_shim.so"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$out"
 gen=("$py" "$root/examples/generate.py" --batch "${B:-4}" --prompt "${P:-256}" --new-tokens "${N:-32}" "$@")
 
 run() { # name, env...

@@ -8,10 +8,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 n=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 [ "$n" -ge 2 ] || { echo "tp2.sh needs >= 2 GPUs (found $n)"; exit 1; }
-bld="$root/build-gpu"
-[ -f "$bld/build.ninja" ] || meson setup "$bld" "$root" -Dtests=disabled >/dev/null
-ninja -C "$bld" >/dev/null || exit 1
-shim="$bld/shim/libponytail_shim.so"
+tmp=$(mktemp -d)
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
 tr=(torchrun --nproc-per-node 2 "$root/tests/gpu/tp_allreduce.py" --steps 20 --mib 64)
 echo "== stock"; "${tr[@]}" 2>&1 | grep "^rank"
 echo "== shim";  LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE=/tmp/tp.%p.json "${tr[@]}" 2>&1 | grep "^rank"

@@ -5,10 +5,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; tmp=$(mktemp -d)
-bld="$root/build-gpu"
-[ -f "$bld/build.ninja" ] || meson setup "$bld" "$root" -Dtests=disabled >/dev/null
-ninja -C "$bld" >"$tmp/build.log" 2>&1 || { tail -30 "$tmp/build.log"; exit 1; }
-shim="$bld/shim/libponytail_shim.so"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
 gen=(python3 "$root/examples/generate.py" --batch "${B:-4}" --prompt "${P:-256}" --new-tokens "${N:-32}")
 run() { # name env...
   local n=$1; shift

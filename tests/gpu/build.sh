@@ -1,0 +1,14 @@
+# Sourced by the tests/gpu scripts: builds the project for the GPU machine in build-gpu/
+# (no cmocka or libelf there: -Dtests=disabled) and sets bld, shim and pt.
+#   pt_gpu_build ROOT LOGDIR   -> exits the script with the log's tail on failure
+pt_gpu_build() {
+  local root=$1 logs=$2
+  bld="$root/build-gpu"
+  if [ ! -f "$bld/build.ninja" ]; then
+    meson setup "$bld" "$root" -Dtests=disabled >"$logs/meson-setup.log" 2>&1 \
+      || { tail -30 "$logs/meson-setup.log"; exit 1; }
+  fi
+  ninja -C "$bld" >"$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
+  shim="$bld/shim/libponytail_shim.so"
+  pt="$bld/tools/ponytail"
+}
