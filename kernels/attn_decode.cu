@@ -51,6 +51,43 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Thread-block-cluster helpers (sm_90): the CTAs of one (batch, KV head) form
+// a cluster when the split count is small, and merge their partials through
+// distributed shared memory instead of global memory and a counter.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: release our shared-memory writes,
+// acquire the others'.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The address of the same shared variable in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_cluster_f2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];\n"
+               : "=f"(v.x), "=f"(v.y)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
   // .cg: stream through L2 only; src_bytes 0 zero-fills (keys past the split).
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
@@ -130,11 +167,10 @@ __device__ __forceinline__ void store4(T *dst, float a, float b, float c, float 
 // interleaved splits and are summed in a fixed order (deterministic).
 template <typename T, int D>
 __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, unsigned char *smem,
-                                          const float2 *ws_ml, const float *ws_o, int bi,
-                                          int kh, int rows, int group, int nitems) {
+                                          const float2 *ws_ml, const float *ws_o, int ns,
+                                          int bi, int kh, int rows, int group, int nitems) {
   constexpr int NB = D == 64 ? 16 : 32;  // float4 loads in flight per thread
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int ns = p.nsplit;
   float2 *const wml = reinterpret_cast<float2 *>(smem);                 // [ns][rows]: (m, l) -> (w, l)
   float *const inv_l = reinterpret_cast<float *>(wml + PT_ATTN_MAX_SPLITS * PT_ATTN_MAX_ROWS);
   float4 *const gsum = reinterpret_cast<float4 *>(inv_l + PT_ATTN_MAX_ROWS);  // [NT]
@@ -235,6 +271,68 @@ __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, unsigned 
     item = tid % pi;
     grp = tid / pi;
     issue(grp);
+  }
+}
+
+// Cluster merge: the p.cluster CTAs of a (batch, KV head) each hold their
+// split's partial (O unnormalised, (m, l) per row) in shared memory. Items
+// (row, 4 columns) are dealt round-robin over the cluster's CTAs and threads,
+// so the merge runs on all of the cluster's SMs at once; each item reads its
+// row's partial from every CTA through DSMEM (a few hundred ns, no L2 trip,
+// no atomic) and writes O (and LSE for column 0). Deterministic: splits are
+// summed in rank order.
+template <typename T, int D>
+__device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, const float *part_o,
+                                              const float2 *part_ml, int bi, int kh, int rows,
+                                              int group, int nitems) {
+  const int C = p.cluster;
+  const int rank = static_cast<int>(cluster_rank());
+  const uint32_t o_base = smem_u32(part_o), ml_base = smem_u32(part_ml);
+  constexpr int CHUNK = 8;  // partial-O loads in flight per thread
+  for (int it = rank + C * threadIdx.x; it < nitems; it += C * NT) {
+    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
+    float2 ml[PT_ATTN_MAX_CLUSTER];
+#pragma unroll
+    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
+      if (s < C) ml[s] = ld_cluster_f2(cluster_map(ml_base + r * 8, s));
+    float M = NEG_INF;
+#pragma unroll
+    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
+      if (s < C) M = fmaxf(M, ml[s].x);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+#pragma unroll
+    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s) {
+      if (s < C) {
+        ml[s].x = ex2(ml[s].x - Mu);  // weight; 0 for a split that saw no key of this row
+        L += ml[s].x * ml[s].y;
+      }
+    }
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int c0 = 0; c0 < PT_ATTN_MAX_CLUSTER; c0 += CHUNK) {
+      if (c0 >= C) break;
+      float4 x[CHUNK];
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j)
+        if (c0 + j < C) x[j] = ld_cluster_f4(cluster_map(o_base + (r * D + d) * 4, c0 + j));
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j) {
+        if (c0 + j < C) {
+          const float w = ml[c0 + j].x;
+          o.x += w * x[j].x;
+          o.y += w * x[j].y;
+          o.z += w * x[j].z;
+          o.w += w * x[j].w;
+        }
+      }
+    }
+    // Every row sees key 0 (split 0), so L > 0.
+    const int i = r / group, hh = kh * group + r % group;
+    const float inv = 1.f / L;
+    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
+           o.y * inv, o.z * inv, o.w * inv);
+    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
   }
 }
 
@@ -450,10 +548,16 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
   const int unit = bi * p.h_k + kh;
   const int nitems = rows * (D / 4);
-  float2 *const ws_ml = p.nsplit > 1
+  const bool in_cluster = p.cluster > 1;
+  // Cluster mode: this CTA's partial stays in its own shared memory, after
+  // the warp-merge buffers (16-byte aligned: red_o + red_m + red_l).
+  float *const part_o = red_l + 64;                                   // [rows][D]
+  float2 *const part_ml = reinterpret_cast<float2 *>(part_o + 16 * D);  // [rows]
+  // Workspace partials of this unit (split path only).
+  float2 *const ws_ml = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float2 *>(p.ws + p.ws_ml_off) + (int64_t)unit * p.nsplit * rows
       : nullptr;
-  float *const ws_o = p.nsplit > 1
+  float *const ws_o = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
       : nullptr;
   for (int item = tid; item < nitems; item += NT) {
@@ -480,12 +584,21 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
              o.y * inv, o.z * inv, o.w * inv);
       if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
+    } else if (in_cluster) {
+      *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
+      if (d == 0) part_ml[r] = make_float2(M, L);
     } else {
       *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * D + d) = o;
       if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
     }
   }
   if (p.nsplit == 1) return;
+  if (in_cluster) {
+    cluster_sync();  // every CTA's partial is written and visible
+    merge_cluster<T, D>(p, part_o, part_ml, bi, kh, rows, group, nitems);
+    cluster_sync();  // no CTA leaves while another still reads its shared memory
+    return;
+  }
 
   // ---- the last CTA of this (batch, KV head) merges the splits ------------
   // One thread publishes the CTA's partial and counts it with a single
@@ -508,7 +621,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   if (!s_last) return;
 
-  merge_splits<T, D>(p, smem, ws_ml, ws_o, bi, kh, rows, group, nitems);
+  merge_splits<T, D>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
 }
 
 }  // namespace pt_attn

@@ -18,6 +18,17 @@ extern "C" {
 /* One 32-bit counter per (batch, KV head) in the workspace's fixed head;
  * a split launch (nsplit > 1) never has more units than this. */
 #define PT_ATTN_MAX_COUNTERS 1024
+/* Largest split count the kernel can merge inside a thread-block cluster
+ * (such launches need no workspace). Above 8, the portable cluster size, the
+ * kernels are loaded with the non-portable cluster attribute (H100/H200 allow
+ * 16). The plan uses clusters of up to PT_ATTN_PLAN_CLUSTER. */
+#define PT_ATTN_MAX_CLUSTER 16
+#define PT_ATTN_PORTABLE_CLUSTER 8
+#define PT_ATTN_PLAN_CLUSTER 8
+/* Dynamic shared memory that leaves room for one CTA per SM only (2 x this
+ * exceeds the 228 KB of an H100/H200 SM): cluster launches may ask for it so
+ * the hardware spreads a cluster over SMs instead of pairing its CTAs. */
+#define PT_ATTN_SPREAD_SMEM (116u * 1024u)
 /* Multiprocessors the split heuristic plans for (H100/H200). Only speed
  * depends on it; a fixed value keeps the workspace size a pure function of
  * the descriptor. */
@@ -44,7 +55,7 @@ struct pt_attn_kparams {
   int tiles_per_split;   /* PT_ATTN_BK-key tiles per split */
   int causal;
   float scale_log2;      /* softmax scale * log2(e) */
-  int pad_;
+  int cluster;           /* > 1: splits merge in a cluster of this size (== nsplit) */
 };
 
 /* The compare kernel's only parameter. */
@@ -62,6 +73,7 @@ struct pt_attn_plan {
   int dkind;           /* 0: d64, 1: d128, 2: d256 */
   int group, rows;
   int tiles, nsplit, tiles_per_split;
+  int cluster;         /* 1, or nsplit when the splits merge in one cluster */
   unsigned smem_bytes; /* dynamic shared memory per CTA */
   int64_t ws_ml_off, ws_o_off;
   uint64_t ws_bytes;   /* 0 when nsplit == 1 */

@@ -58,6 +58,7 @@ struct pt_attn_module {
   CUresult status; /* of the load: a failed context is not retried on every launch */
   CUmodule mod;
   CUfunction fn[PT_FN_COUNT];
+  int big_clusters; /* clusters over 8 CTAs allowed (non-portable attribute set) */
 };
 
 static struct pt_attn_module pt_attn_mods[PT_ATTN_MAX_CTX];
@@ -75,14 +76,25 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
   /* The decode kernels use more than the default 48 KB of dynamic smem. */
   static const int dec[6] = {64, 128, 256, 64, 128, 256};
   for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i) {
+    unsigned smem = pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]);
+    if (smem < PT_ATTN_SPREAD_SMEM) smem = PT_ATTN_SPREAD_SMEM; /* cluster launches may ask for it */
     r = pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
+                                  (int)smem);
     if (r != CUDA_SUCCESS) return r;
     /* Ask for the largest shared-memory carveout so that the 2 (d128) or 3
      * (d64) CTAs per SM the split plan counts on are resident; a hint only. */
     (void)pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                     100);
   }
+  /* Up to 16 splits merge in one cluster (kernels/attn_plan.c); over the
+   * portable 8 the kernel must opt in. A GPU that refuses keeps clusters of
+   * up to 8; larger ones are refused at launch (the hook then runs the
+   * original kernel). */
+  m->big_clusters = 1;
+  for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i)
+    if (pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                  1) != CUDA_SUCCESS)
+      m->big_clusters = 0;
   return CUDA_SUCCESS;
 }
 
@@ -208,9 +220,34 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   p.tiles_per_split = pl.tiles_per_split;
   p.causal = d->causal != 0;
   p.scale_log2 = d->scale * 1.4426950408889634f;
+  p.cluster = pl.cluster;
 
   const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
   void *args[1] = {&p};
+  if (pl.cluster > 1) {
+    /* The splits of one (batch, KV head) are one cluster along x. */
+    if (!pt_drv.cuLaunchKernelEx ||
+        (pl.cluster > PT_ATTN_PORTABLE_CLUSTER && !m->big_clusters))
+      return CUDA_ERROR_NOT_SUPPORTED;
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = (unsigned)pl.cluster;
+    at.value.clusterDim.y = 1;
+    at.value.clusterDim.z = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = (unsigned)pl.nsplit;
+    cfg.gridDimY = (unsigned)d->h_k;
+    cfg.gridDimZ = (unsigned)d->b;
+    cfg.blockDimX = PT_ATTN_THREADS;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = pl.smem_bytes;
+    cfg.hStream = (CUstream)stream;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    return pt_drv.cuLaunchKernelEx(&cfg, m->fn[fi], args, NULL);
+  }
   return pt_drv.cuLaunchKernel(m->fn[fi], (unsigned)pl.nsplit, (unsigned)d->h_k, (unsigned)d->b,
                                PT_ATTN_THREADS, 1, 1, pl.smem_bytes, (CUstream)stream, args,
                                NULL);

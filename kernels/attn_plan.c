@@ -17,6 +17,8 @@ unsigned pt_attn_plan_smem(int d) {
 static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? 2 : 1); }
 
 int pt_attn_plan_split_div = 1;
+int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+int pt_attn_plan_cluster_spread = 0;
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static int mult8(int64_t s) { return (s & 7) == 0; }
@@ -61,16 +63,42 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   pl->smem_bytes = pt_attn_plan_smem(hd);
   pl->tiles = (d->seqlen_k + PT_ATTN_BK - 1) / PT_ATTN_BK;
 
-  /* Split the keys only as far as it takes to fill the GPU once: every extra
-   * split costs a partial write + read and a longer merge in the last CTA.
-   * Splits keep at least 2 tiles (the prologue fetches 2+ tiles at once, so
-   * a 1-tile split saves no latency but doubles the partials). */
   const int64_t units = (int64_t)d->b * d->h_k;
   const int64_t slots = (int64_t)PT_ATTN_PLAN_SMS * plan_occupancy(hd);
+  const int64_t max_by_tiles = (pl->tiles + 1) / 2;
   int64_t ns = 1;
-  if (units <= PT_ATTN_MAX_COUNTERS && units < slots) {
+  int clustered = 0;
+
+  /* Cluster path: one CTA per SM, the splits of a (batch, KV head) form one
+   * thread-block cluster and merge through distributed shared memory (no
+   * partials in global memory, no counter, no workspace, the merge spread
+   * over the cluster's SMs). Measured on H200 (bench/NOTES.md section 4, run
+   * 4): it wins when the grid covers the SMs once (>= 90% of them), or when
+   * the splits are short (<= 8 tiles: latency-bound shapes); cluster launches
+   * of two CTAs per SM stream 25-30% slower, so those shapes keep the
+   * workspace path below. */
+  const int cmax = pt_attn_plan_cluster_max < PT_ATTN_MAX_CLUSTER ? pt_attn_plan_cluster_max
+                                                                   : PT_ATTN_MAX_CLUSTER;
+  if (units < PT_ATTN_PLAN_SMS && cmax >= 2) {
+    int64_t nc = PT_ATTN_PLAN_SMS / units;
+    if (nc > cmax) nc = cmax;
+    if (nc > max_by_tiles) nc = max_by_tiles;
+    const int div = pt_attn_plan_split_div > 1 ? pt_attn_plan_split_div : 1;
+    if (nc >= 2 && (units * nc * 10 >= (int64_t)PT_ATTN_PLAN_SMS * 9 ||
+                    (pl->tiles + nc - 1) / nc <= 8)) {
+      ns = nc / div;
+      if (ns < 1) ns = 1;
+      clustered = 1;
+    }
+  }
+
+  /* Workspace path: split the keys only as far as it takes to fill the GPU
+   * once (two or three CTAs per SM): every extra split costs a partial write
+   * + read and a longer merge in the last CTA. Splits keep at least 2 tiles
+   * (the prologue fetches 2+ tiles at once, so a 1-tile split saves no
+   * latency but doubles the partials). */
+  if (!clustered && units <= PT_ATTN_MAX_COUNTERS && units < slots) {
     ns = slots / units;
-    const int64_t max_by_tiles = (pl->tiles + 1) / 2;
     if (ns > max_by_tiles) ns = max_by_tiles;
     if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
     /* Measured on H200 (bench/NOTES.md section 4, run 2): the last CTA's merge
@@ -87,8 +115,13 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   }
   pl->tiles_per_split = (int)((pl->tiles + ns - 1) / ns);
   pl->nsplit = (pl->tiles + pl->tiles_per_split - 1) / pl->tiles_per_split;
+  /* The cluster is all the splits (rounding the tiles may have left fewer
+   * than planned); 1: no cluster. */
+  pl->cluster = clustered ? pl->nsplit : 1;
+  if (pl->cluster > 1 && pt_attn_plan_cluster_spread && pl->smem_bytes < PT_ATTN_SPREAD_SMEM)
+    pl->smem_bytes = PT_ATTN_SPREAD_SMEM;
 
-  if (pl->nsplit == 1) {
+  if (pl->nsplit == 1 || pl->cluster > 1) {
     pl->ws_ml_off = pl->ws_o_off = 0;
     pl->ws_bytes = 0;
     return;

@@ -16,6 +16,13 @@ unsigned pt_attn_plan_smem(int d);
 /* Test-only tuning knob (tests/gpu timing): divides the split count the
  * heuristic picks (fewer, longer splits). Leave at 1 elsewhere. */
 extern int pt_attn_plan_split_div;
+/* Test-only knob: the largest split count merged in a cluster (default
+ * PT_ATTN_PLAN_CLUSTER, at most PT_ATTN_MAX_CLUSTER; 1 sends every split launch
+ * through the workspace). */
+extern int pt_attn_plan_cluster_max;
+/* Test-only knob: cluster launches take PT_ATTN_SPREAD_SMEM of shared memory
+ * (one CTA per SM). */
+extern int pt_attn_plan_cluster_spread;
 
 /* Fills *pl for a descriptor that passed pt_attn_plan_check. */
 void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl);

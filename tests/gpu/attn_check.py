@@ -31,6 +31,7 @@ import torch
 DT = {torch.float16: 0, torch.bfloat16: 1}
 HBM = 4.8e12
 O_TOL, LSE_TOL = 1e-2, 1e-3
+CLUSTER_MAX = 8  # PT_ATTN_PLAN_CLUSTER in kernels/attn_kparams.h
 
 
 class Lib:
@@ -52,6 +53,10 @@ class Lib:
         self.l.pt_test_compare.restype = I
         self.l.pt_test_set_split_div.argtypes = [I]
         self.l.pt_test_set_split_div.restype = None
+        self.l.pt_test_set_cluster_max.argtypes = [I]
+        self.l.pt_test_set_cluster_max.restype = None
+        self.l.pt_test_set_cluster_spread.argtypes = [I]
+        self.l.pt_test_set_cluster_spread.restype = None
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
         self.ws = None
@@ -260,6 +265,30 @@ def correctness(lib):
     c.case(8, 4100, 4, 8, 128, torch.bfloat16, repeat=True, graph=True)
     c.case(1, 32768, 2, 4, 128, torch.float16, repeat=True, graph=True)
     c.case(32, 1000, 8, 1, 64, torch.bfloat16, repeat=True, graph=True)
+    # Shapes of 2..8 splits merge in a cluster by default; the same shapes
+    # through the workspace path (cluster merge off) must agree too.
+    lib.l.pt_test_set_cluster_max(1)
+    try:
+        for dtype in (torch.bfloat16, torch.float16):
+            for D in (64, 128, 256):
+                c.case(1, 1000, 4, 4, D, dtype, layout="fa")
+                c.case(8, 4100, 4, 8, D, dtype)
+        c.case(8, 4100, 4, 8, 128, torch.bfloat16, repeat=True, graph=True)
+        c.case(2, 1000, 2, 4, 128, torch.bfloat16, sq=4, causal=True)
+    finally:
+        lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+    lib.l.pt_test_set_cluster_spread(1)
+    try:
+        c.case(1, 32768, 2, 4, 128, torch.bfloat16)
+        c.case(8, 4100, 4, 8, 64, torch.float16)
+    finally:
+        lib.l.pt_test_set_cluster_spread(0)
+    # Cluster path with every head_dim, causal rows that see no key in some
+    # splits, and graph replay.
+    for D in (64, 128, 256):
+        c.case(1, 1000, 4, 4, D, torch.float16, layout="fa")
+    c.case(2, 140, 2, 1, 128, torch.bfloat16, sq=16, causal=True)  # row 0 sees no key of split 1
+    c.case(8, 4100, 4, 4, 128, torch.bfloat16, repeat=True, graph=True)
     compare_tests(lib, c)
     return c
 
@@ -359,7 +388,7 @@ def timing(lib, out_rows):
     D, dtype = 128, torch.bfloat16
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "flash", "xfl", "cudnn", "xfl", "win",
-        "ns/2", "ns/4")
+        "ns/2", "c16") + " %7s" % "noclu"
     out_rows.append(hdr)
     worst = []
     points = [(B, S, G, 8) for B in (1, 8, 32) for S in (1024, 4096, 32768) for G in (1, 4, 8)]
@@ -387,10 +416,14 @@ def timing(lib, out_rows):
         lib.decode(sets[0][3])
         res = {}
         res["pt"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
-        for div in (2, 4):  # half / a quarter of the planned splits
-            lib.l.pt_test_set_split_div(div)
-            res["w%d" % div] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_split_div(2)  # half the planned splits
+        res["w2"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_split_div(1)
+        lib.l.pt_test_set_cluster_max(16)  # clusters of up to 16 (non-portable size)
+        res["c16"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_cluster_max(1)  # no cluster: the workspace path's plan
+        res["noclu"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
@@ -408,7 +441,7 @@ def timing(lib, out_rows):
         row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
             B, S, G, floor, res["pt"], res["pt"] / floor, res["flash"],
             res["flash"] / floor, res["cudnn"], res["cudnn"] / floor,
-            "yes" if win else "NO", res["w2"], res["w4"])
+            "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f" % res["noclu"]
         if floor >= 25 and res["pt"] / floor > 1.15:
             row += "  >1.15x floor"
         out_rows.append(row)

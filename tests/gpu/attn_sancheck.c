@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/attn.h"
+#include "kernels/attn_plan.h"
 
 bool pt_real_driver(void); /* tests/gpu/attn_testlib.c */
 
@@ -130,6 +131,13 @@ int main(void) {
   run(PT_DTYPE_BF16, 1, 2, 1, 8, 130, 64, 1);    /* causal, 16 rows, split with masked rows */
   run(PT_DTYPE_FP16, 1, 8, 1, 1, 300, 256, 0);   /* d 256 */
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);  /* many units, one split */
+  run(PT_DTYPE_BF16, 1, 1, 1, 1, 2000, 128, 0);  /* 8 splits in one cluster */
+  run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);  /* 5 long splits: workspace merge */
+  /* The small-split shapes above merged in a cluster; again through the workspace. */
+  pt_attn_plan_cluster_max = 1;
+  run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 128, 0);
+  run(PT_DTYPE_BF16, 1, 2, 1, 8, 130, 64, 1);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   printf("sancheck ok\n");
   return 0;
 }

@@ -129,3 +129,14 @@ pt_test_compare(const void *ref_o, float *ref_lse, const void *test_o, const flo
 __attribute__((visibility("default"))) void pt_test_set_split_div(int div) {
   pt_attn_plan_split_div = div;
 }
+
+/* Timing and correctness experiments: the largest split count merged in a
+ * cluster (1 = every split launch through the workspace). */
+__attribute__((visibility("default"))) void pt_test_set_cluster_max(int n) {
+  pt_attn_plan_cluster_max = n;
+}
+
+/* Timing experiments: cluster launches take one SM each (see attn_plan.h). */
+__attribute__((visibility("default"))) void pt_test_set_cluster_spread(int on) {
+  pt_attn_plan_cluster_spread = on;
+}

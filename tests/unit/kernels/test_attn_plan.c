@@ -155,7 +155,13 @@ static void test_plan_sweep(void **state) {
             assert_true(pl.smem_bytes <= 227u * 1024u);
             size_t ws = pt_attn_decode_workspace_bytes(&d);
             assert_int_equal(ws, pl.ws_bytes);
-            if (pl.nsplit == 1) {
+            /* A cluster is all the splits of a unit (at most
+             * PT_ATTN_PLAN_CLUSTER), one CTA per SM at most, and needs no
+             * workspace. */
+            assert_true(pl.cluster == 1 || pl.cluster == pl.nsplit);
+            assert_true(pl.cluster <= PT_ATTN_PLAN_CLUSTER);
+            if (pl.cluster > 1) assert_true(units * pl.nsplit <= PT_ATTN_PLAN_SMS);
+            if (pl.nsplit == 1 || pl.cluster > 1) {
               assert_int_equal(ws, 0);
               continue;
             }
@@ -175,26 +181,74 @@ static void test_plan_fills_gpu(void **state) {
   struct pt_attn_plan pl;
   struct pt_attn_desc d = hf_desc(1, 8, 8, 32768, 128);
   pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.nsplit * 8, 256);          /* 2 CTAs/SM x 132 SMs = 264 slots */
-  d = hf_desc(1, 64, 8, 32768, 128);             /* 8 rows: half the splits */
+  assert_int_equal(pl.nsplit, 32);               /* long splits: workspace path, 256 CTAs */
+  assert_int_equal(pl.cluster, 1);
+  pt_attn_plan_cluster_max = 16;                 /* allowed up to 16: 8 units x 16 = 128 CTAs */
+  d = hf_desc(1, 8, 8, 32768, 128);
   pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   assert_int_equal(pl.nsplit, 16);
-  d = hf_desc(1, 64, 8, 1024, 128);              /* ... but not under 8 */
+  assert_int_equal(pl.cluster, 16);
+  assert_int_equal(pl.ws_bytes, 0);
+  d = hf_desc(1, 64, 8, 1024, 128);              /* short splits: 8 x 2 tiles */
   pt_attn_plan_make(&d, &pl);
   assert_int_equal(pl.nsplit, 8);
-  d = hf_desc(8, 32, 8, 4096, 128);
+  assert_int_equal(pl.cluster, 8);
+  assert_int_equal(pl.tiles_per_split, 2);
+  d = hf_desc(8, 32, 8, 4096, 128);              /* 64 units x 2 = 128 CTAs */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 2);
+  assert_int_equal(pl.cluster, 2);
+  d = hf_desc(8, 16, 4, 4100, 128);              /* workload W's layer: 32 units x 4 */
   pt_attn_plan_make(&d, &pl);
   assert_int_equal(pl.nsplit, 4);
-  d = hf_desc(8, 64, 8, 1024, 128);              /* 64 units, 4 tiles per split: one split */
+  assert_int_equal(pl.cluster, 4);
+  d = hf_desc(6, 48, 8, 32768, 128);             /* 48 x 2 = 96 CTAs, long splits: workspace */
   pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.nsplit, 1);
+  assert_int_equal(pl.cluster, 1);
+  assert_int_equal(pl.nsplit, 5);                /* 264 slots / 48 units */
+  assert_true(pl.ws_bytes > PT_ATTN_WS_COUNTER_BYTES);
   d = hf_desc(32, 32, 8, 4096, 128);
   pt_attn_plan_make(&d, &pl);
   assert_int_equal(pl.nsplit, 1);                /* 256 units already fill it */
-  d = hf_desc(1, 8, 8, 1024, 128);
+  assert_int_equal(pl.cluster, 1);
+}
+
+/* The cluster knob: at 1 every split launch uses the workspace (the plan of
+ * the workspace path: 2 CTAs per SM). */
+static void test_plan_cluster_knob(void **state) {
+  (void)state;
+  struct pt_attn_plan pl;
+  struct pt_attn_desc d = hf_desc(8, 32, 8, 4096, 128);
+  pt_attn_plan_cluster_max = 1;
   pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.nsplit, 8);                /* >= 2 tiles per split */
-  assert_int_equal(pl.tiles_per_split, 2);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  assert_int_equal(pl.nsplit, 4);
+  assert_int_equal(pl.cluster, 1);
+  assert_true(pl.ws_bytes > PT_ATTN_WS_COUNTER_BYTES);
+  assert_int_equal(pt_attn_decode_workspace_bytes(&d), 0); /* knob restored: cluster again */
+  d = hf_desc(1, 64, 8, 1024, 128);
+  pt_attn_plan_cluster_max = 1;
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  assert_int_equal(pl.nsplit, 8);                /* 8 rows: halved, not under 8 */
+  assert_int_equal(pl.cluster, 1);
+  /* A split divisor that leaves one split of a cluster plan: no cluster, no workspace. */
+  d = hf_desc(8, 32, 8, 4096, 128);
+  pt_attn_plan_split_div = 2;
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_split_div = 1;
+  assert_int_equal(pl.nsplit, 1);
+  assert_int_equal(pl.cluster, 1);
+  assert_int_equal(pl.ws_bytes, 0);
+  /* Spread: cluster launches take one SM's worth of shared memory. */
+  pt_attn_plan_cluster_spread = 1;
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_cluster_spread = 0;
+  assert_int_equal(pl.cluster, 2);
+  assert_int_equal(pl.smem_bytes, PT_ATTN_SPREAD_SMEM);
+  pt_attn_plan_make(&d, &pl);
+  assert_true(pl.smem_bytes < PT_ATTN_SPREAD_SMEM);
 }
 
 #ifdef PT_ATTN_HAVE_FATBIN
@@ -230,6 +284,7 @@ int main(void) {
     cmocka_unit_test(test_supported_build),
     cmocka_unit_test(test_plan_sweep),
     cmocka_unit_test(test_plan_fills_gpu),
+    cmocka_unit_test(test_plan_cluster_knob),
 #ifdef PT_ATTN_HAVE_FATBIN
     cmocka_unit_test(test_fatbin_embedded),
 #endif
