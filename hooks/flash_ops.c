@@ -7,6 +7,12 @@
 #include "hooks/torch_flash.h"
 #include "kernels/attn.h"
 #include "shim/real.h"
+#include "shim/route_alloc.h"
+
+/* Weak: the ponytail CLI links the hooks library (the kernels lister reports
+ * hooks) without the shim's routing layer, and never launches; there the
+ * symbol is absent and an allocation fails as "not initialized". */
+#pragma weak pt_route_internal_alloc
 
 static int pt_fo_is_capturing(void *stream, int *capturing) {
   if (!pt_drv.cuStreamIsCapturing) return CUDA_ERROR_NOT_INITIALIZED;
@@ -27,12 +33,15 @@ static int pt_fo_ctx_current(void **ctx) {
 }
 
 static int pt_fo_mem_alloc(void **dptr, size_t bytes) {
-  /* The real driver allocation; a later change routes this to the pool. */
-  if (!pt_drv.cuMemAlloc) return CUDA_ERROR_NOT_INITIALIZED;
-  CUdeviceptr p = 0;
-  CUresult rc = pt_drv.cuMemAlloc(&p, bytes);
-  *dptr = (void *)(uintptr_t)p;
-  return (int)rc;
+  /* Routed as an application's cuMemAlloc_v2 would be (shim/route_alloc.h):
+   * workspaces are >= 1 MiB, so with the default PONYTAIL_KV_MIN they come
+   * from Ponytail's pool and count under PONYTAIL_MEM_LIMIT; with
+   * PONYTAIL_POOL=0, the real cuMemAlloc_v2. Never freed (flash_ws.h). */
+  if (!pt_route_internal_alloc) return CUDA_ERROR_NOT_INITIALIZED;
+  void *p = NULL;
+  int rc = pt_route_internal_alloc(&p, bytes);
+  *dptr = rc == CUDA_SUCCESS ? p : NULL;
+  return rc;
 }
 
 static int pt_fo_copy_to_host(void *dst, const void *src, size_t bytes, void *stream) {

@@ -66,7 +66,9 @@
   X(ipc_closes)             /* and closed */                                        \
   X(ipc_errors)             /* IPC export/open failures returned to the caller */   \
   X(peer_grants)            /* peer access extended to a pool */                    \
-  X(pool_errors)            /* pools that could not be created or updated */
+  X(pool_errors)            /* pools that could not be created or updated */        \
+  X(internal_allocs)        /* the shim's own buffers (pt_route_internal_alloc) */  \
+  X(internal_bytes)         /* and their bytes (kept for good, never freed) */
 
 struct pt_route_counters {
 #define PT_RC_MEMBER(n) uint64_t n;
@@ -75,6 +77,7 @@ struct pt_route_counters {
 };
 static struct pt_route_counters rc_;
 #define RC_INC(n) __atomic_fetch_add(&rc_.n, 1, __ATOMIC_RELAXED)
+#define RC_ADD(n, v) __atomic_fetch_add(&rc_.n, (v), __ATOMIC_RELAXED)
 
 struct pt_rdev {
   struct pt_pool *pool;      /* published with release; never freed */
@@ -502,6 +505,36 @@ int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint
   return r;
 }
 
+/* ---- the shim's own allocations ------------------------------------------ */
+
+/* The real call: pt_drv's cuMemAlloc_v2, resolved from libcuda itself, so it
+ * never re-enters the shim's exported cuMemAlloc_v2 (which would count the
+ * call as the application's and route it a second time). */
+static int internal_real(void *arg, void **ptr) {
+  size_t size = *(const size_t *)arg;
+  if (!pt_drv.cuMemAlloc) return CUDA_ERROR_NOT_INITIALIZED;
+  CUdeviceptr d = 0;
+  CUresult r = pt_drv.cuMemAlloc(&d, size);
+  if (r == CUDA_SUCCESS) *ptr = (void *)(uintptr_t)d;
+  return (int)r;
+}
+
+int pt_route_internal_alloc(void **ptr, size_t size) {
+  if (!ptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!pt_real_driver()) return CUDA_ERROR_NOT_INITIALIZED;
+  int r = pt_route_alloc(PT_API_DRV, PT_SM_SYNC, PT_MP_NONE, NULL, ptr, size, 0, internal_real, &size);
+  if (r == 0) {
+    RC_INC(internal_allocs);
+    RC_ADD(internal_bytes, size);
+  }
+  return r;
+}
+
+bool pt_route_is_pooled(const void *p) {
+  struct pt_pool *pool = p ? pool_of_ptr(p) : NULL;
+  return pool && pt_pool_owns(pool, p);
+}
+
 /* ---- queries ------------------------------------------------------------- */
 
 void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_bytes) {
@@ -681,6 +714,9 @@ static void route_stats_text(FILE *f) {
                " errors %" PRIu64 "\n",
             rc_.capture_passthrough, rc_.capture_deferred_frees, rc_.trim_retries, rc_.ipc_refusals,
             rc_.ipc_exports, rc_.ipc_opens, rc_.ipc_closes, rc_.ipc_errors);
+  if (rc_.internal_allocs)
+    fprintf(f, "  alloc: internal (shim's own buffers) %" PRIu64 ", %.1f MiB\n", rc_.internal_allocs,
+            MIB(rc_.internal_bytes));
   int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
   for (int d = 0; d < n; d++) {
     struct pt_pool *p = pool_at(d);

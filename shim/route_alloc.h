@@ -62,6 +62,17 @@ int pt_route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_
 int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint64_t stream,
                   pt_route_real_free real, void *arg);
 
+/* A device allocation the shim makes for itself (e.g. the decode kernel's
+ * workspace), on the calling thread's current context: routed exactly as an
+ * application's cuMemAlloc_v2 (pool when on, size >= PONYTAIL_KV_MIN and a
+ * pool can be had; else the real cuMemAlloc_v2 of pt_drv, counted as
+ * pass-through and under PONYTAIL_MEM_LIMIT; traced). Also counted as
+ * internal_allocs / internal_bytes. Returns a CUresult. There is no internal
+ * free: the callers keep these buffers for the life of the process. */
+int pt_route_internal_alloc(void **ptr, size_t size);
+/* true when p is the start of a live block of one of the pools. */
+bool pt_route_is_pooled(const void *p);
+
 /* cudaMemGetInfo / cuMemGetInfo: applies the PONYTAIL_MEM_LIMIT view to the
  * real figures (unchanged without a limit). */
 void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_bytes);

@@ -544,6 +544,82 @@ static void check_hooks(const char *js) {
   CHECK(strstr(log, "info: fallback _Z6fallmev_p3: test reason\n") != NULL);
 }
 
+/* ---- scenario: the hooks' workspace comes from the routing layer -------------
+ * Test hook "wsme" (tests/preload/test_hooks.c) allocates 8 MiB with
+ * pt_route_internal_alloc, as hooks/flash_ops.c does for the decode kernel's
+ * workspace. Run twice: pooled (the launch is swapped), and with
+ * PONYTAIL_POOL=0 (the real cuMemAlloc_v2, counted as pass-through; the hook
+ * falls back with a reason). */
+#define WS_BYTES (8ull << 20)
+static void stub_ws(void) {}
+static int ws_pool_off(void) {
+  const char *v = getenv("PONYTAIL_POOL"); /* set by the test definition */
+  return v && !strcmp(v, "0");
+}
+/* The first number after "key" in the stats' "alloc" object (before its
+ * per-device list), or -1. */
+static long long ws_alloc_stat(const char *js, const char *key) {
+  const char *a = strstr(js, "\"alloc\":{");
+  if (!a) return -1;
+  const char *end = strstr(a, "\"devices\":");
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(a, k);
+  if (!p || (end && p > end)) return -1;
+  return atoll(p + strlen(k));
+}
+static int sc_wspool(void) {
+  void **h = __cudaRegisterFatBinary((void *)"fatbin");
+  __cudaRegisterFunction(h, (const char *)stub_ws, (char *)"_Z4wsmev", "_Z4wsmev", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFatBinaryEnd(h);
+  uint64_t allocs0 = fakecuda_count("cuMemAlloc_v2"), bytes0 = fakecuda_bytes_in_use();
+  cudaKernel_t k;
+  dim3 g = {1, 1, 1};
+  CHECK_EQ(__cudaGetKernel(&k, (const void *)stub_ws), cudaSuccess);
+  CHECK_EQ(__cudaLaunchKernel(k, g, g, NULL, 0, 0), cudaSuccess);
+  CHECK_EQ(cudaGetLastError(), cudaSuccess);
+  if (ws_pool_off()) {
+    /* passed through to the real allocator, then the original launch */
+    CHECK_EQ(fakecuda_count("cuMemAlloc_v2"), allocs0 + 1);
+    CHECK_EQ(fakecuda_bytes_in_use(), bytes0 + WS_BYTES);
+    CHECK_EQ(fakecuda_count("cuMemCreate"), 0);
+    CHECK_EQ(fakecuda_launches("_Z4wsmev"), 1);
+  } else {
+    /* from the pool (VMM), not the real allocator; the launch swapped */
+    CHECK_EQ(fakecuda_count("cuMemAlloc_v2"), allocs0);
+    CHECK(fakecuda_count("cuMemCreate") >= 1);
+    CHECK(fakecuda_device_bytes(0) >= WS_BYTES);
+    CHECK_EQ(fakecuda_launches("_Z4wsmev"), 0);
+  }
+  return g_failed;
+}
+static void check_wspool(const char *js) {
+  char act[32] = "";
+  CHECK_EQ(stat_kernel(js, "_Z4wsmev", act, sizeof act), 1);
+  CHECK_EQ(ws_alloc_stat(js, "internal_allocs"), 1);
+  CHECK_EQ(ws_alloc_stat(js, "internal_bytes"), WS_BYTES);
+  CHECK_EQ(stat_call(js, "cuMemAlloc_v2"), 0); /* the shim's own call is not the app's */
+  if (!ws_pool_off()) {
+    CHECK(!strcmp(act, "swapped"));
+    CHECK(strstr(js, "\"routing\":true") != NULL);
+    CHECK(ws_alloc_stat(js, "pooled_allocs") >= 1);
+    CHECK_EQ(ws_alloc_stat(js, "passthrough_allocs"), 0);
+    CHECK_EQ(ws_alloc_stat(js, "live_bytes"), WS_BYTES);
+    return;
+  }
+  CHECK(!strcmp(act, "fallback"));
+  CHECK(strstr(js, "\"routing\":false") != NULL);
+  CHECK_EQ(ws_alloc_stat(js, "pooled_allocs"), 0);
+  CHECK_EQ(ws_alloc_stat(js, "passthrough_allocs"), 1);
+  CHECK(strstr(js, "\"fallback_reasons\":{\"workspace not pooled\":1}") != NULL);
+  const char *pid = strstr(js, "\"pid\":");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/log.%d", g_dir, pid ? atoi(pid + 6) : 0);
+  char *log = read_file(path);
+  CHECK(log != NULL);
+  if (log) CHECK(strstr(log, "info: fallback _Z4wsmev: workspace not pooled\n") != NULL);
+}
+
 struct scenario {
   const char *name;
   int (*run)(void);
@@ -560,6 +636,7 @@ static const struct scenario scenarios[] = {
     {"garbage", sc_passthrough, NULL, 0}, /* garbage PONYTAIL_* values: works, defaults kept */
     {"disabled", sc_disabled, NULL, 0},
     {"hooks", sc_hooks, check_hooks, 1},
+    {"wspool", sc_wspool, check_wspool, 1},
 };
 
 char pt_test_marker(void) { return 'A'; }

@@ -4,16 +4,21 @@
  *   "fallme"  -> PASS with a reason (fallback); the reason checks that the
  *                shim computed the parameter size (3 x 8 bytes)
  *   "skipme"  -> SKIPPED
- *   "origme"  -> runs launch_original itself, then reports SWAPPED */
+ *   "origme"  -> runs launch_original itself, then reports SWAPPED
+ *   "wsme"    -> allocates an 8 MiB workspace with pt_route_internal_alloc
+ *                (as hooks/flash_ops.c does) and reports SWAPPED when it came
+ *                from the pool, PASS with a reason otherwise */
 #include <string.h>
 
 #include "hooks/hook.h"
+#include "shim/route_alloc.h"
 
 int pt_hooks_match(const char *name) {
   if (strstr(name, "swapme")) return 1;
   if (strstr(name, "fallme")) return 2;
   if (strstr(name, "skipme")) return 3;
   if (strstr(name, "origme")) return 4;
+  if (strstr(name, "wsme")) return 5;
   return 0;
 }
 
@@ -28,6 +33,13 @@ struct pt_hook_outcome pt_hooks_launch(int id, const char *name, const struct pt
     o.verdict = PT_HOOK_SWAPPED;
     o.status = l->launch_original(l);
     break;
+  case 5: {
+    void *ws = NULL;
+    if (pt_route_internal_alloc(&ws, (size_t)8 << 20) != 0 || !ws) o.reason = "workspace alloc failed";
+    else if (!pt_route_is_pooled(ws)) o.reason = "workspace not pooled";
+    else o.verdict = PT_HOOK_SWAPPED;
+    break;
+  }
   }
   return o;
 }
