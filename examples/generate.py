@@ -21,12 +21,23 @@ What is measured (host clock, time.perf_counter):
   * memory: torch's peak allocated/reserved after a reset following the
     warm-up, NVML's device memory used (whole device, via pynvml when it is
     importable), and a timeline sampled by a thread every --timeline-ms.
+
+Capacity runs: --mem-cap caps torch's caching allocator (stock torch) with
+set_per_process_memory_fraction before the model is built. Running out of
+device memory anywhere is a result, not a crash: the JSON gets "oom": true,
+"oom_phase" (load = model, inputs and warm-up; prefill = the measured
+generate() up to its first logits; decode = after that) and the peak figures
+known at that point, one line goes to stderr, and the exit status is 3.
+SIGTERM (e.g. from `timeout`) likewise writes the JSON with "interrupted":
+true and the decode steps done, then exits with status 143.
 """
 import argparse
 import hashlib
 import json
 import math
 import os
+import re
+import signal
 import sys
 import threading
 import time
@@ -64,7 +75,22 @@ def parse_args(argv=None):
                    help="force one SDPA backend for the whole run (default: torch's choice); "
                         "math computes attention in the inputs' dtype without fusion, the reference "
                         "used to judge other kernels' logits")
+    p.add_argument("--mem-cap", metavar="BYTES", type=parse_size,
+                   help="cap torch's caching allocator at BYTES (24G, 24GiB or 25769803776; binary "
+                        "units) with torch.cuda.set_per_process_memory_fraction before the model is "
+                        "built: stock torch capacity runs")
     return p.parse_args(argv)
+
+
+def parse_size(text):
+    """Bytes from '25769803776', '24G', '24GiB', '24GB', '1.5T' (K/M/G/T are binary)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError("not a size: %r (e.g. 24G, 24GiB, 25769803776)" % text)
+    n = float(m.group(1)) * 1024 ** " KMGT".index((m.group(2) or " ").upper())
+    if n < 1:
+        raise argparse.ArgumentTypeError("size must be positive: %r" % text)
+    return int(n)
 
 
 # HF config keys that map onto our settings (for --config).
@@ -177,19 +203,66 @@ def percentile(sorted_values, q):
     return sorted_values[k]
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    s, extra = settings_from(args)
-    t0 = time.perf_counter()
+class Interrupted(Exception):
+    """Raised in the main thread by SIGTERM so the result JSON is still written."""
+
+
+class RunState:
+    """What a run has reached so far, for the JSON of a run that ends early
+    (out of memory, SIGTERM)."""
+
+    def __init__(self, args, s):
+        self.args, self.s = args, s
+        self.t0 = time.perf_counter()
+        self.phase = "load"  # load -> prefill -> decode
+        self.torch = self.transformers = self.device = self.model = self.sampler = None
+        self.start = None  # perf_counter at the call of the measured generate()
+        self.stamps = []
+        self.mem_cap = None
+
+
+def settings_record(st):
+    s, args, torch = st.s, st.args, st.torch
+    rec = dict(s, warmup=args.warmup, timeline_ms=args.timeline_ms, config=args.config,
+               attn_implementation=getattr(getattr(st.model, "config", None), "_attn_implementation", None),
+               device=None, torch=None, transformers=None)
+    try:
+        rec["device"] = torch.cuda.get_device_name(st.device)
+        rec["torch"] = torch.__version__
+        rec["transformers"] = st.transformers.__version__
+    except Exception:
+        pass
+    return rec
+
+
+def env_record():
+    env = {k: os.environ.get(k) for k in ("PYTORCH_CUDA_ALLOC_CONF", "TORCH_CUDNN_SDPA_DEPRIORITIZED")}
+    env["LD_PRELOAD_set"] = bool(os.environ.get("LD_PRELOAD"))
+    env["LD_PRELOAD"] = os.environ.get("LD_PRELOAD")
+    return env
+
+
+def run(args, s, extra, st):
+    t0 = st.t0
 
     import torch
+    st.torch = torch
     import transformers
+    st.transformers = transformers
     from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
 
     dtype = dict(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32)[s["dtype"]]
     device = torch.device("cuda", torch.cuda.current_device())
+    st.device = device
     torch.cuda.init()
+    if args.mem_cap is not None:
+        total_mem = torch.cuda.get_device_properties(device).total_memory
+        if args.mem_cap > total_mem:
+            sys.exit("--mem-cap %d exceeds the device's %d bytes" % (args.mem_cap, total_mem))
+        torch.cuda.set_per_process_memory_fraction(args.mem_cap / total_mem, device)
+        st.mem_cap = args.mem_cap
     sampler = MemorySampler(torch, device, args.timeline_ms, t0)
+    st.sampler = sampler
     sampler.start()
 
     cfg = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
@@ -208,9 +281,10 @@ def main(argv=None):
     finally:
         torch.set_default_dtype(old_dtype)
     model.eval()
+    st.model = model
 
     ids, mask = make_inputs(torch, s, device)
-    stamps = []
+    stamps = st.stamps
 
     class StepTimer(LogitsProcessor):
         """Timestamps each step; called once per generated token, after that
@@ -220,6 +294,7 @@ def main(argv=None):
             if not stamps:
                 torch.cuda.synchronize(device)  # once: prefill_s covers the prefill's GPU work
             stamps.append(time.perf_counter())
+            st.phase = "decode"  # the prefill's logits exist: what follows is decode
             return scores
 
     gen = dict(do_sample=False, pad_token_id=0)
@@ -240,7 +315,9 @@ def main(argv=None):
         torch.cuda.reset_peak_memory_stats(device)
         n = s["new_tokens"]
         torch.cuda.synchronize(device)
+        st.phase = "prefill"
         start = time.perf_counter()
+        st.start = start
         out = model.generate(input_ids=ids, attention_mask=mask, min_new_tokens=n, max_new_tokens=n,
                              logits_processor=LogitsProcessorList([StepTimer()]),
                              return_dict_in_generate=True, output_logits=want_logits, **gen)
@@ -256,15 +333,9 @@ def main(argv=None):
         k = max(0, args.logits_steps)
         torch.save(dict(logits=[l.float().cpu() for l in out.logits[:k]], settings=s), args.logits_out)
 
-    env = {k: os.environ.get(k) for k in ("PYTORCH_CUDA_ALLOC_CONF", "TORCH_CUDNN_SDPA_DEPRIORITIZED")}
-    env["LD_PRELOAD_set"] = bool(os.environ.get("LD_PRELOAD"))
-    env["LD_PRELOAD"] = os.environ.get("LD_PRELOAD")
     result = dict(
-        settings=dict(s, warmup=args.warmup, timeline_ms=args.timeline_ms, config=args.config,
-                      attn_implementation=getattr(model.config, "_attn_implementation", None),
-                      device=torch.cuda.get_device_name(device), torch=torch.__version__,
-                      transformers=transformers.__version__),
-        env=env,
+        settings=settings_record(st),
+        env=env_record(),
         prefill_s=(stamps[0] - start) if stamps else None,
         decode_step_ms=dict(p50=percentile(steps, 0.50), p99=percentile(steps, 0.99),
                             mean=(sum(steps) / len(steps)) if steps else None, count=len(steps)),
@@ -276,6 +347,8 @@ def main(argv=None):
         token_ids_sha256=digest,
         token_ids=new_ids,
         timeline=sampler.samples,
+        oom=False,
+        mem_cap_bytes=st.mem_cap,
     )
     if args.json:
         with open(args.json, "w") as f:
@@ -287,6 +360,97 @@ def main(argv=None):
              "%.2f" % p50 if p50 is not None else "n/a", result["peak_allocated_bytes"] / 2**30,
              result["peak_reserved_bytes"] / 2**30, digest[:16]))
     return 0
+
+
+def is_oom(torch, e):
+    """torch's OutOfMemoryError, or a RuntimeError that reports out of memory
+    (a library's own allocation failing, e.g. "CUDA error: out of memory")."""
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom_type is not None and isinstance(e, oom_type):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
+
+
+def ended_early(st, e, oom):
+    """JSON and one stderr line for a run that ran out of memory (exit 3) or
+    was sent SIGTERM (exit 143)."""
+    torch, now = st.torch, time.perf_counter()
+    if st.sampler is not None:
+        try:
+            st.sampler.stop()
+        except Exception:
+            pass
+
+    def peak(fn):
+        try:
+            return int(fn(st.device))
+        except Exception:
+            return None
+
+    pa = peak(torch.cuda.max_memory_allocated) if torch is not None else None
+    pr = peak(torch.cuda.max_memory_reserved) if torch is not None else None
+    msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:500]
+    stamps = st.stamps
+    steps = sorted((b - a) * 1000.0 for a, b in zip(stamps, stamps[1:]))
+    result = dict(
+        settings=settings_record(st),
+        env=env_record(),
+        oom=bool(oom),
+        oom_phase=st.phase if oom else None,
+        oom_error=type(e).__name__ if oom else None,
+        oom_message=msg if oom else None,
+        interrupted=not oom,
+        phase=st.phase,
+        mem_cap_bytes=st.mem_cap,
+        elapsed_s=now - st.t0,
+        generate_s=(now - st.start) if st.start is not None else None,
+        prefill_s=(stamps[0] - st.start) if stamps and st.start is not None else None,
+        decode_steps_done=len(stamps),
+        decode_step_ms=dict(p50=percentile(steps, 0.50), p99=percentile(steps, 0.99),
+                            mean=(sum(steps) / len(steps)) if steps else None, count=len(steps)),
+        peak_allocated_bytes=pa,
+        peak_reserved_bytes=pr,
+        nvml_peak_used_bytes=st.sampler.nvml_peak if st.sampler is not None else None,
+        total_s=None,
+        tokens_per_s=None,
+        token_ids_sha256=None,
+        timeline=st.sampler.samples if st.sampler is not None else [],
+    )
+    if st.args.json:
+        try:
+            with open(st.args.json, "w") as f:
+                json.dump(result, f)
+        except OSError as err:
+            print("generate: cannot write %s: %s" % (st.args.json, err), file=sys.stderr)
+    s = st.s
+    gib = lambda b: "%.2f GiB" % (b / 2**30) if b is not None else "n/a"
+    what = ("out of memory in %s" % st.phase) if oom else ("interrupted (SIGTERM) in %s" % st.phase)
+    print("generate: %s: batch %d prompt %d new %d%s, after %.1f s, %d tokens generated, peak allocated "
+          "%s, reserved %s: %s" % (what, s["batch"], s["prompt"], s["new_tokens"],
+                                   ", cap %s" % gib(st.mem_cap) if st.mem_cap else "", now - st.t0,
+                                   len(stamps), gib(pa), gib(pr), msg),
+          file=sys.stderr, flush=True)
+    return 3 if oom else 143
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    s, extra = settings_from(args)
+    st = RunState(args, s)
+
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once
+        raise Interrupted("SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return run(args, s, extra, st)
+    except Interrupted as e:
+        return ended_early(st, e, oom=False)
+    except Exception as e:
+        if not is_oom(st.torch, e):
+            raise
+        return ended_early(st, e, oom=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #  4. `ponytail trace` of the same workload (64 new tokens) with Ponytail's kernel and with
 #     torch's flash kernels (PONYTAIL_ATTN=off), for GPU time per step and per-layer attention.
 # Results (tables, JSON, PNG) in $OUT (or ./gpu-out); a bundle of logs in e2e-logs.tgz.
+#   E2E_STAGES="verify logits bench trace" (the default: all four) picks stages.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; tmp=$(mktemp -d)
@@ -13,7 +14,9 @@ out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; tmp=$(mktemp -d)
 pt_gpu_build "$root" "$tmp"
 gen="$root/examples/generate.py"
 export PYTHONUNBUFFERED=1
+stages=" ${E2E_STAGES:-verify logits bench trace} "
 
+if [[ $stages == *" verify "* ]]; then
 echo "== 1. verify mode (B=4, prompt 256, 32 new tokens)"
 LD_PRELOAD="$shim" PONYTAIL_ATTN=verify PONYTAIL_LOG=info PONYTAIL_STATS=json \
   PONYTAIL_STATS_FILE="$tmp/verify.stats.json" python3 "$gen" --batch 4 --prompt 256 --new-tokens 32 \
@@ -21,6 +24,8 @@ LD_PRELOAD="$shim" PONYTAIL_ATTN=verify PONYTAIL_LOG=info PONYTAIL_STATS=json \
 grep -h "verify\|custom kernel\|param size" "$tmp/verify.log" | sed 's/_ZN13pytorch_flash//' | cut -c1-200 | sort | uniq -c | head -12
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('hooks', s.get('hooks'), 'fallbacks', s['kernels'].get('fallback_reasons'))" "$tmp/verify.stats.json"
 
+fi
+if [[ $stages == *" logits "* ]]; then
 echo "== 2. logits: torch flash vs shim (B=8, prompt 4096, 8 new tokens)"
 TORCH_CUDNN_SDPA_DEPRIORITIZED=1 python3 "$gen" --batch 8 --prompt 4096 --new-tokens 8 \
   --json "$tmp/lf.json" --logits-out "$tmp/lf.pt" --logits-steps 8 >"$tmp/lf.log" 2>&1
@@ -35,15 +40,20 @@ ta, tb = json.load(open(f"{d}/lf.json"))["token_ids"], json.load(open(f"{d}/ls.j
 print("tokens identical:", ta == tb)
 PY
 
+fi
+if [[ $stages == *" bench "* ]]; then
 echo "== 3. ponytail bench B=8 prompt 4096 new 256"
 "$pt" bench --batch 8 --prompt 4096 --new-tokens 256 --repeats "${REPEATS:-1}" \
   --out "$out/bench-b8-p4096-n256.json" 2>"$tmp/bench.err" | tee "$out/bench-b8-p4096-n256.txt"
 "$pt" timeline "$out/bench-b8-p4096-n256.json" -o "$out/timeline-b8-p4096-n256.png"
 "$pt" timeline "$out/bench-b8-p4096-n256.json" -o "$out/timeline-b8-p4096-n256.svg"
 
+fi
+if [[ $stages == *" trace "* ]]; then
 echo "== 4. ponytail trace (B=8, prompt 4096, 64 new tokens): Ponytail's kernel, then torch flash"
 "$pt" trace --top 12 -- python3 "$gen" --batch 8 --prompt 4096 --new-tokens 64 \
   2>"$tmp/trace1.err" | tee "$out/trace-shim.txt"
 PONYTAIL_ATTN=off "$pt" trace --top 12 -- python3 "$gen" --batch 8 --prompt 4096 --new-tokens 64 \
   2>"$tmp/trace2.err" | tee "$out/trace-flash.txt"
+fi
 tar czf "$out/e2e-logs.tgz" -C "$tmp" .

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Device calls for issue 3's GPU measurements (each fits one 600 s call):
+#   tests/gpu/run_issue3.sh stress-capacity   allocator stress (tests/gpu/alloc_stress.sh), then
+#                                             the 24 GiB capacity probes (tests/gpu/capacity.sh)
+#   tests/gpu/run_issue3.sh wall              interleaved wall-time A/B (tests/gpu/wall_ab.sh)
+# Results: $OUT/issue3-<what>.tgz and the tables on stdout.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+top="${OUT:-$root/gpu-out}"; what="${1:-stress-capacity}"; w="$top/issue3-$what"; mkdir -p "$w"
+step() { # name seconds command...
+  local name=$1 secs=$2; shift 2
+  mkdir -p "$w/$name"
+  local t0=$SECONDS
+  OUT="$w/$name" timeout -k 10 "$secs" "$@" >"$w/$name.log" 2>&1
+  echo "== $name: rc $? in $(( SECONDS - t0 )) s"
+}
+case $what in
+  stress-capacity)
+    step stress 150 bash "$root/tests/gpu/alloc_stress.sh"
+    step capacity $(( 585 - SECONDS )) env CAP_BUDGET=$(( 570 - SECONDS )) bash "$root/tests/gpu/capacity.sh"
+    names="stress capacity" ;;
+  wall)
+    step wall 580 bash "$root/tests/gpu/wall_ab.sh"
+    names="wall" ;;
+  *) echo "usage: $0 stress-capacity|wall"; exit 2 ;;
+esac
+tar czf "$top/issue3-$what.tgz" -C "$w" .
+for f in $names; do echo "==== $f"; tail -n 40 "$w/$f.log"; done

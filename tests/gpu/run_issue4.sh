@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device call for issue 4's GPU checks: the kernel alone (correctness + graph-replay timing),
+# real torch CUDA-graph capture under the shim, logits of torch's backends vs Ponytail in bf16 and
+# fp16, and the HF path (verify mode + CUPTI traces with Ponytail's and torch's flash kernels).
+# Each step has its own time limit so the whole fits one 600 s call; tables are printed last.
+# Results: $OUT/issue4.tgz (every step's $OUT) and the tables on stdout.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+top="${OUT:-$root/gpu-out}"; w="$top/issue4"; mkdir -p "$w"
+step() { # name seconds command...
+  local name=$1 secs=$2; shift 2
+  mkdir -p "$w/$name"
+  local t0=$SECONDS
+  OUT="$w/$name" timeout -k 10 "$secs" "$@" >"$w/$name.log" 2>&1
+  echo "== $name: rc $? in $(( SECONDS - t0 )) s"
+}
+step attn 120 env ATTN_STAGES="correctness timing" bash "$root/tests/gpu/attn.sh"
+step graph 120 bash "$root/tests/gpu/attn_graph.sh"
+step logits 200 bash "$root/tests/gpu/logits_ref.sh"
+step e2e 150 env E2E_STAGES="verify trace" bash "$root/tests/gpu/measure_e2e.sh"
+tar czf "$top/issue4.tgz" -C "$w" .
+for f in attn graph logits e2e; do echo "==== $f"; tail -n 45 "$w/$f.log"; done
