@@ -38,6 +38,8 @@ struct pt_pool;
 struct pt_jw;
 
 #define PT_POOL_ALIGN 256u
+/* Requests of at least this many granules are rounded up to whole granules. */
+#define PT_POOL_ROUND_GRANULES 4u
 /* The default of PONYTAIL_POOL_KEEP, for callers without the options table. */
 #define PT_POOL_KEEP_DEFAULT ((uint64_t)1 << 30)
 
@@ -51,8 +53,10 @@ struct pt_pool_config {
 #define PT_POOL_STATS(X)                                                           \
   X(pooled_allocs)     /* successful pt_pool_alloc calls */                        \
   X(pooled_frees)      /* successful pt_pool_free / pt_pool_free_sync calls */     \
-  X(live_bytes)        /* sum of live block sizes (rounded to 256 B) */            \
+  X(live_bytes)        /* live block sizes (256 B multiples; granules when large) */ \
   X(peak_live_bytes)                                                               \
+  X(requested_bytes)   /* sum of the sizes callers asked for, live blocks */       \
+  X(peak_requested_bytes)                                                          \
   X(physical_bytes)    /* granules currently mapped by the pool */                 \
   X(peak_physical_bytes)                                                           \
   X(passthrough_bytes) /* as reported by pt_pool_note_passthrough */               \

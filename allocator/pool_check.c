@@ -39,7 +39,7 @@ int pt_pool_check(struct pt_pool *p, const char **why) {
   pthread_mutex_lock(&p->mu);
   int rc = 0;
   *why = "ok";
-  uint64_t max = p->nfree_blocks + p->live.n, n = 0, mapped_g = 0, live = 0, total = 0;
+  uint64_t max = p->nfree_blocks + p->live.n, n = 0, mapped_g = 0, live = 0, total = 0, req = 0;
   struct pt_blk **all = malloc((max ? max : 1) * sizeof *all);
   const struct pt_blk *last = NULL;
   if (!all) FAIL("out of memory");
@@ -55,6 +55,9 @@ int pt_pool_check(struct pt_pool *p, const char **why) {
     if (n >= max) FAIL("live map count wrong");
     all[n++] = b;
     live += b->size;
+    req += b->req;
+    if (b->req > b->size || (b->size >= PT_POOL_ROUND_GRANULES * p->gran && b->size % p->gran))
+      FAIL("block size vs request");
   }
   if (n != max) FAIL("live map count wrong");
   qsort(all, n, sizeof *all, cmp_addr);
@@ -85,9 +88,11 @@ int pt_pool_check(struct pt_pool *p, const char **why) {
     for (uint64_t w = 0; w < (p->arenas[i].nslots + 63) / 64; w++)
       mapped_g += (uint64_t)__builtin_popcountll(p->arenas[i].bits[w]);
   if (live != p->st.live_bytes) FAIL("live bytes accounting");
+  if (req != p->st.requested_bytes) FAIL("requested bytes accounting");
   if (mapped_g * p->gran != p->st.physical_bytes) FAIL("physical bytes accounting");
   if (total != p->st.physical_bytes) FAIL("blocks do not cover the mapped memory");
-  if (p->st.peak_live_bytes < p->st.live_bytes || p->st.peak_physical_bytes < p->st.physical_bytes)
+  if (p->st.peak_live_bytes < p->st.live_bytes || p->st.peak_physical_bytes < p->st.physical_bytes ||
+      p->st.peak_requested_bytes < p->st.requested_bytes)
     FAIL("peaks below current values");
 out:
   free(all);

@@ -39,11 +39,17 @@ static bool slots_free(const struct pt_arena *a, uint64_t s, uint64_t k) {
   return s + k == a->nslots || !pt_bit(a->bits, s + k);
 }
 
-/* First place (lowest address) for k granules with guard slots around. */
+/* First place (lowest address) for k granules with guard slots around. A
+ * free run right after a mapped run of L slots starts L/8 slots later than
+ * its guard: address space costs nothing, and the mapped run's last block
+ * can then grow in place (see the tail in pt_grow) when a tensor that grows
+ * a little every step (a KV cache extended by torch.cat) outgrows it, instead
+ * of moving to a fresh range, which remaps all of it. */
 static bool arena_find(const struct pt_arena *a, uint64_t k, uint64_t *out) {
-  uint64_t i = 0;
+  uint64_t i = 0, u0 = 0;
   while (i < a->nslots) {
     if (pt_bit(a->bits, i)) {
+      if (!i || !pt_bit(a->bits, i - 1)) u0 = i;
       i++;
       continue;
     }
@@ -56,7 +62,7 @@ static bool arena_find(const struct pt_arena *a, uint64_t k, uint64_t *out) {
       if (pt_bit(a->bits, i)) break;
       i++;
     }
-    uint64_t s = z0 ? z0 + 1 : 0, end = i == a->nslots ? i : i - 1;
+    uint64_t s = z0 ? z0 + 1 + (z0 - u0) / 8 : 0, end = i == a->nslots ? i : i - 1;
     if (s + k <= end) {
       *out = s;
       return true;
@@ -246,8 +252,13 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
    * the host (a GPU-bound prefill), most freed memory is pending, and
    * growing instead left the peak at live + everything freed but not yet
    * finished (8.4% in `ponytail replay --min 1M --lag 100`, as on the H200).
-   * New memory that stays under the peak costs no peak, and no wait. */
-  uint64_t headroom = (p->st.peak_physical_bytes - p->st.physical_bytes) / G;
+   * New memory that stays under the peak costs no peak, and no wait; nor
+   * does new memory within 1/128 above the peak of requested bytes (a bound
+   * that growth itself does not raise): a host wait stalls a CPU-bound
+   * caller until the device catches up, for a granule or two. */
+  uint64_t cap = p->st.peak_requested_bytes + p->st.peak_requested_bytes / 128;
+  if (cap < p->st.peak_physical_bytes) cap = p->st.peak_physical_bytes;
+  uint64_t headroom = cap > p->st.physical_bytes ? (cap - p->st.physical_bytes) / G : 0;
   if (want_new > headroom) {
     uint64_t wait = want_new - headroom < pending ? want_new - headroom : pending;
     want_new -= wait;

@@ -23,6 +23,7 @@ struct pt_fence {
 struct pt_blk {
   uintptr_t addr;
   uint64_t size;
+  uint64_t req;               /* live block: the size the caller asked for */
   struct pt_blk *prev, *next; /* address neighbours in the same segment */
   struct pt_blk *tl, *tr;     /* free index (treap) children */
   uint32_t prio;              /* treap priority, from the address */

@@ -77,6 +77,15 @@ static uint64_t rnd_size(uint64_t *s) {
 
 /* lag > 0: the simulated device runs behind, completing markers every lag
  * operations (freed memory stays pending in between). */
+
+/* The pool's block for a request: 256-byte aligned, whole 2 MiB granules
+ * (the host backend's) from PT_POOL_ROUND_GRANULES granules up. */
+static uint64_t block_bytes(uint64_t size) {
+  uint64_t r = (size + 255) / 256 * 256;
+  const uint64_t g = (uint64_t)2 << 20;
+  return r >= PT_POOL_ROUND_GRANULES * g ? (r + g - 1) / g * g : r;
+}
+
 static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limit, uint64_t lag) {
   struct pt_backend bk;
   struct pt_pool *p = new_pool(&bk, keep, limit, 0);
@@ -84,7 +93,7 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
   enum { MAXLIVE = 48 };
   struct live lv[MAXLIVE];
   int n = 0;
-  uint64_t s = seed * 2654435761u + 1, key = 0, last_st = 0, last_tr = 0, live_bytes = 0;
+  uint64_t s = seed * 2654435761u + 1, key = 0, last_st = 0, last_tr = 0, live_bytes = 0, req_bytes = 0;
   for (uint64_t i = 0; i < ops; i++) {
     bool do_alloc = n == 0 || (n < MAXLIVE && rnd(&s) % 100 < 52);
     if (do_alloc) {
@@ -100,11 +109,12 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
       assert_int_equal(rc, 0);
       l.p = ptr;
       assert_int_equal((uintptr_t)ptr % PT_POOL_ALIGN, 0);
-      assert_int_equal(pt_pool_block_size(p, ptr), (size + 255) / 256 * 256);
+      assert_int_equal(pt_pool_block_size(p, ptr), block_bytes(size));
       assert_true(pt_pool_owns(p, ptr));
       pattern_write(&l);
       lv[n++] = l;
-      live_bytes += (size + 255) / 256 * 256;
+      live_bytes += block_bytes(size);
+      req_bytes += size;
     } else {
     do_free:;
       int k = (int)(rnd(&s) % (uint64_t)n);
@@ -113,7 +123,8 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
       int rc = rnd(&s) % 64 == 0 ? pt_pool_free_sync(p, lv[k].p) : pt_pool_free(p, lv[k].p, stream);
       assert_int_equal(rc, 0);
       assert_false(pt_pool_owns(p, lv[k].p));
-      live_bytes -= (lv[k].size + 255) / 256 * 256;
+      live_bytes -= block_bytes(lv[k].size);
+      req_bytes -= lv[k].size;
       lv[k] = lv[--n];
     }
     if (lag && i % lag == 0) pt_backend_host_complete_markers(&bk);
@@ -122,6 +133,7 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
     struct pt_pool_stats st;
     pt_pool_stats(p, &st);
     assert_int_equal(st.live_bytes, live_bytes);
+    assert_int_equal(st.requested_bytes, req_bytes);
     if (limit) assert_true(st.physical_bytes <= limit);
     if (st.stitches != last_st || st.trims != last_tr) {
       /* Memory moved or was given back: every live block must be intact. */
@@ -184,6 +196,54 @@ static void test_random_lag(void **state) {
 
 /* Fragmented free granules under the limit are stitched into one range, and
  * the live blocks around them keep their bytes. */
+/* KV caches grown by torch.cat: every step each layer allocates its K and V
+ * one key longer, then frees the old ones. Large blocks are whole granules
+ * and a segment's tail can grow in place, so the pool maps about one granule
+ * per tensor each time the tensors cross a granule boundary, instead of
+ * remapping every tensor (and, before this, most steps). Contents survive. */
+static void test_growing_tensors(void **state) {
+  (void)state;
+  enum { LAYERS = 8, STEPS = 200 };
+  const uint64_t row = 64 << 10; /* bytes per key: the batch's K (or V) rows */
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  struct live kv[2 * LAYERS];
+  uint64_t keys = 160, key = 0; /* 10 MiB tensors: rounded to granules */
+  for (int i = 0; i < 2 * LAYERS; i++) {
+    void *ptr;
+    assert_int_equal(pt_pool_alloc(p, keys * row, 0, &ptr), 0);
+    kv[i] = (struct live){ptr, keys * row, ++key, 0};
+    pattern_write(&kv[i]);
+  }
+  struct pt_pool_stats st0, st;
+  pt_pool_stats(p, &st0);
+  for (int t = 0; t < STEPS; t++) {
+    keys++;
+    for (int i = 0; i < 2 * LAYERS; i++) {
+      void *ptr;
+      assert_int_equal(pt_pool_alloc(p, keys * row, 0, &ptr), 0);
+      struct live n = {ptr, keys * row, ++key, 0};
+      pattern_write(&n);
+      pattern_check(&kv[i]);
+      assert_int_equal(pt_pool_free(p, kv[i].p, 0), 0);
+      kv[i] = n;
+    }
+  }
+  check(p, &bk);
+  pt_pool_stats(p, &st);
+  /* 200 keys of 64 KiB cross a 2 MiB boundary 6 times per tensor. Measured
+   * (the same sequence through `ponytail replay`): 462 granules remapped,
+   * against 5465 when every block was its exact size and fresh ranges were
+   * packed; the bound sits between. The transient second copy of each
+   * tensor keeps physical memory a few percent above the requested peak in
+   * both cases. */
+  const uint64_t mapped = (st.stitched_bytes - st0.stitched_bytes) / G;
+  assert_true(mapped < 1000);
+  assert_true(st.peak_physical_bytes <= st.peak_requested_bytes + st.peak_requested_bytes / 12);
+  for (int i = 0; i < 2 * LAYERS; i++) pattern_check(&kv[i]);
+  pt_pool_destroy(p);
+}
+
 static void test_stitch(void **state) {
   (void)state;
   struct pt_backend bk;
@@ -403,6 +463,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_host_remap),  cmocka_unit_test(test_bad_free),
     cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
+    cmocka_unit_test(test_growing_tensors),
     cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
     cmocka_unit_test(test_random_limit), cmocka_unit_test(test_random_lag),
