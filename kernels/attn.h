@@ -40,7 +40,9 @@ struct pt_attn_desc {
  * One launch computes O (input dtype) and LSE (fp32, natural log, [b, h,
  * seqlen_q] contiguous, as FA2's softmax_lse) for query rows = seqlen_q *
  * (h / h_k) <= 16 per KV head; the partial results of the KV splits are
- * combined inside the same launch by the last CTA of each (batch, KV head).
+ * combined inside the same launch: by the thread-block cluster of each
+ * (batch, KV head) when the splits form one (no workspace), else by the
+ * last CTA of each (batch, KV head) through the workspace. Needs sm_90+.
  *
  * Requirements (checked by pt_attn_decode_supported): fp16/bf16, head_dim
  * 64/128/256, seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
@@ -51,8 +53,8 @@ struct pt_attn_desc {
  * static reason (usable as a stats key). Pure host code, no CUDA call. */
 const char *pt_attn_decode_supported(const struct pt_attn_desc *d);
 
-/* Device workspace this descriptor needs (0 when the launch needs none, i.e.
- * a single KV split). The first PT_ATTN_WS_COUNTER_BYTES bytes of every
+/* Device workspace this descriptor needs (0 when the launch needs none: a
+ * single KV split, or splits merged inside a cluster). The first PT_ATTN_WS_COUNTER_BYTES bytes of every
  * workspace are self-resetting counters: the workspace must be ZEROED ONCE
  * when it is first allocated (pt_attn_workspace_prepare) and not written by
  * anything else afterwards. A workspace of N bytes serves any descriptor whose

@@ -8,11 +8,13 @@
 // (3-4 stages) in shared memory; each warp takes 16 keys of a tile and keeps
 // its own online-softmax state (m, l, O in fp32 registers), QK^T and PV run on
 // mma.sync m16n8k16. At the end the 4 warps merge through shared memory; with
-// one split the CTA writes O/LSE directly, otherwise it writes an unnormalised
-// partial (O, m, l) to the workspace and bumps a per-(batch, KV head) counter:
-// the CTA that brings it to nsplit merges all partials, writes O and LSE, and
-// resets the counter to 0 so the workspace needs zeroing only once (graph
-// replay safe).
+// one split the CTA writes O/LSE directly. With a few splits that form one
+// thread-block cluster (p.cluster > 1) each CTA keeps its partial in shared
+// memory and the cluster merges them through DSMEM (merge_cluster). Otherwise
+// a CTA writes an unnormalised partial (O, m, l) to the workspace and bumps a
+// per-(batch, KV head) counter: the CTA that brings it to nsplit merges all
+// partials, writes O and LSE, and resets the counter to 0 so the workspace
+// needs zeroing only once (graph replay safe).
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly.

@@ -72,11 +72,11 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   /* Cluster path: one CTA per SM, the splits of a (batch, KV head) form one
    * thread-block cluster and merge through distributed shared memory (no
    * partials in global memory, no counter, no workspace, the merge spread
-   * over the cluster's SMs). Measured on H200 (bench/NOTES.md section 4, run
-   * 4): it wins when the grid covers the SMs once (>= 90% of them), or when
-   * the splits are short (<= 8 tiles: latency-bound shapes); cluster launches
-   * of two CTAs per SM stream 25-30% slower, so those shapes keep the
-   * workspace path below. */
+   * over the cluster's SMs). Measured on H200 (bench/NOTES.md section 4,
+   * runs 4-8): it wins when the grid covers the SMs once (>= 90% of them), or
+   * when the splits are short (<= 8 tiles: latency-bound shapes); cluster
+   * launches of two CTAs per SM, and clusters whose CTAs stream long splits,
+   * run slower than the workspace path below, which those shapes keep. */
   const int cmax = pt_attn_plan_cluster_max < PT_ATTN_MAX_CLUSTER ? pt_attn_plan_cluster_max
                                                                    : PT_ATTN_MAX_CLUSTER;
   if (units < PT_ATTN_PLAN_SMS && cmax >= 2) {

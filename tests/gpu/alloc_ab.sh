@@ -43,7 +43,7 @@ res = {n: load("%s/%s.json" % (out, n)) for n in names}
 st = load("%s/shim.stats.json" % out)
 ref = res["default"]["token_ids_sha256"] if res["default"] else None
 mib = lambda b: "%.0f" % (b / 2**20) if b is not None else "n/a"
-print("%-11s %13s %10s %12s %10s %8s %8s %9s" % ("allocator", "reserved_MiB", "nvml_MiB", "phys/live_MiB",
+print("%-11s %13s %10s %12s %10s %8s %8s %9s" % ("allocator", "reserved_MiB", "nvml_MiB", "phys/req_MiB",
                                                  "wall_s", "tok/s", "vs_def", "alloc_MiB"))
 for n in names:
     r = res[n]
@@ -53,7 +53,7 @@ for n in names:
     pl = "-"
     if n == "shim" and st and "alloc" in st:
         a = st["alloc"]
-        pl = "%s/%s" % (mib(a.get("peak_physical_bytes")), mib(a.get("peak_live_bytes")))
+        pl = "%s/%s" % (mib(a.get("peak_physical_bytes")), mib(a.get("peak_requested_bytes", a.get("peak_live_bytes"))))
     wall = r.get("total_s")
     print("%-11s %13s %10s %12s %10s %8s %8s %9s" % (
         n, mib(r.get("peak_reserved_bytes")), mib(r.get("nvml_peak_used_bytes")), pl,

@@ -19,7 +19,7 @@ run shim_keep16g LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_KEEP=16G PON
 python3 - "$tmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]
-print("%-13s %8s %8s %8s %9s %9s %11s" % ("run", "p50_ms", "mean_ms", "total_s", "rsv_MiB", "alloc_MiB", "phys/live"))
+print("%-13s %8s %8s %8s %9s %9s %11s" % ("run", "p50_ms", "mean_ms", "total_s", "rsv_MiB", "alloc_MiB", "phys/req"))
 for n in ("async", "shim_pool0", "shim", "shim_keep16g"):
     p = f"{d}/{n}.json"
     if not os.path.exists(p):
@@ -28,6 +28,6 @@ for n in ("async", "shim_pool0", "shim", "shim_keep16g"):
     sp = f"{d}/{n}.stats.json"
     if os.path.exists(sp):
         a = json.load(open(sp))["alloc"]
-        pl = "%d/%d" % (a["peak_physical_bytes"] >> 20, a["peak_live_bytes"] >> 20) + " tr%d st%d gr%d" % (a["trims"], a["stitches"], a["grows"])
+        pl = "%d/%d" % (a["peak_physical_bytes"] >> 20, a.get("peak_requested_bytes", a["peak_live_bytes"]) >> 20) + " tr%d st%d gr%d" % (a["trims"], a["stitches"], a["grows"])
     print("%-13s %8.2f %8.2f %8.2f %9d %9d %s" % (n, s["p50"], s["mean"], r["total_s"], r["peak_reserved_bytes"] >> 20, r["peak_allocated_bytes"] >> 20, pl))
 PY

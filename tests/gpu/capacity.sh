@@ -94,7 +94,7 @@ def tail(path, n=1):
 mib = lambda b: "%.0f" % (b / 2**20) if isinstance(b, (int, float)) else "-"
 lines, best, worst = [], {}, {}
 hdr = "%-10s %6s  %-26s %7s %12s %12s %19s %10s" % (
-    "config", "batch", "result", "seconds", "reserved_MiB", "alloc_MiB", "phys/live_MiB", "limit_rej")
+    "config", "batch", "result", "seconds", "reserved_MiB", "alloc_MiB", "phys/req_MiB", "limit_rej")
 lines.append(hdr)
 notes = []
 peak_dev = None
@@ -131,7 +131,7 @@ for name in names:
     pl, rej = "-", "-"
     if st and isinstance(st.get("alloc"), dict):
         a = st["alloc"]
-        pl = "%s/%s" % (mib(a.get("peak_physical_bytes")), mib(a.get("peak_live_bytes")))
+        pl = "%s/%s" % (mib(a.get("peak_physical_bytes")), mib(a.get("peak_requested_bytes", a.get("peak_live_bytes"))))
         rej = str(a.get("limit_rejections", "-"))
     elif cfg == "shim":
         pl = "no stats"

@@ -31,7 +31,7 @@ import json, sys
 d = sys.argv[1]
 r = json.load(open(f"{d}/r.json")); a = json.load(open(f"{d}/s.json"))["alloc"]
 print("pool peak physical %d MiB / peak live %d MiB = %.4f; grows %d stitches %d trims %d syncs %d" % (
-    a["peak_physical_bytes"] >> 20, a["peak_live_bytes"] >> 20, a["peak_physical_bytes"] / a["peak_live_bytes"],
+    a["peak_physical_bytes"] >> 20, a.get("peak_requested_bytes", a["peak_live_bytes"]) >> 20, a["peak_physical_bytes"] / a.get("peak_requested_bytes", a["peak_live_bytes"]),
     a["grows"], a["stitches"], a["trims"], a.get("syncs", 0)))
 print("decode p50 %.2f ms, total %.2f s, torch peak reserved %d MiB, tokens sha %s" % (
     r["decode_step_ms"]["p50"], r["total_s"], r["peak_reserved_bytes"] >> 20, r["token_ids_sha256"][:16]))
