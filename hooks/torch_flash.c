@@ -317,10 +317,16 @@ struct pt_hook_outcome pt_flash_launch(int id, const struct pt_launch *l) {
     return pt_done(PT_HOOK_SWAPPED, rc);
   }
 
+  /* Launches that need no workspace (one split, or splits merged in a
+   * thread-block cluster) take none: nothing allocated, and nothing to find
+   * for a stream first seen during a capture. */
   void *ws = NULL;
   size_t ws_bytes = 0;
-  why = pt_flash_ws_get(ops, l->stream, ops->ws_bytes(&d), capturing, &ws, &ws_bytes);
-  if (why) return pt_pass(why);
+  const size_t need = ops->ws_bytes(&d);
+  if (need) {
+    why = pt_flash_ws_get(ops, l->stream, need, capturing, &ws, &ws_bytes);
+    if (why) return pt_pass(why);
+  }
   int rc = ops->launch(&d, ws, ws_bytes, l->stream);
   if (rc != 0) {
     PT_LOG_ONCE(PT_LOG_WARN, "attention: Ponytail kernel launch failed (CUDA error %d); "

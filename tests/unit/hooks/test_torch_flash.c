@@ -373,6 +373,35 @@ static void test_capture_workspaces(void **st) {
   assert_true(fk.last_ws_bytes >= ((size_t)64 << 20));
 }
 
+/* A launch that needs no workspace (ws_bytes 0: one split, or a cluster
+ * merge) allocates none, eagerly or inside a capture on a stream never seen
+ * before, and the kernel gets a NULL workspace. */
+static void test_no_workspace_needed(void **st) {
+  (void)st;
+  fk.ws_need = 0;
+  struct launch s, c;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  fk.capturing = 1;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  assert_null(fk.last_ws);
+  assert_int_equal(fk.last_ws_bytes, 0);
+  fk.capturing = 0;
+  s.l.stream = c.l.stream = STREAM_B;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  assert_null(fk.last_ws);
+  assert_int_equal(fk.allocs, 0);
+  assert_int_equal(fk.prepares, 0);
+  assert_int_equal(fk.launches, 2);
+  /* a later shape that needs one gets it (eagerly) */
+  fk.ws_need = 64 << 10;
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_non_null(fk.last_ws);
+  assert_int_equal(fk.allocs, 2); /* the stream's buffer and the context's spare */
+}
+
 static void test_workspace_alloc_failure(void **st) {
   (void)st;
   struct launch s;
@@ -503,6 +532,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_mode_off_and_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_launch_failure_falls_back, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_workspaces, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_workspace_needed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_workspace_alloc_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_workspace_table_full, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verify_fwd, setup, teardown),
