@@ -227,8 +227,10 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   if (pl.cluster > 1) {
     /* The splits of one (batch, KV head) are one cluster along x. */
     if (!pt_drv.cuLaunchKernelEx ||
-        (pl.cluster > PT_ATTN_PORTABLE_CLUSTER && !m->big_clusters))
+        (pl.cluster > PT_ATTN_PORTABLE_CLUSTER && !m->big_clusters)) {
+      __atomic_store_n(&pt_attn_plan_clusters_off, 1, __ATOMIC_RELAXED);
       return CUDA_ERROR_NOT_SUPPORTED;
+    }
     CUlaunchAttribute at;
     memset(&at, 0, sizeof at);
     at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -246,7 +248,14 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
     cfg.hStream = (CUstream)stream;
     cfg.attrs = &at;
     cfg.numAttrs = 1;
-    return pt_drv.cuLaunchKernelEx(&cfg, m->fn[fi], args, NULL);
+    r = pt_drv.cuLaunchKernelEx(&cfg, m->fn[fi], args, NULL);
+    /* A GPU (or a MIG slice / MPS share) that cannot place the cluster:
+     * plan without clusters from now on; this launch reports the error and
+     * its caller runs the original kernel once. */
+    if (r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
+        r == CUDA_ERROR_NOT_SUPPORTED)
+      __atomic_store_n(&pt_attn_plan_clusters_off, 1, __ATOMIC_RELAXED);
+    return r;
   }
   return pt_drv.cuLaunchKernel(m->fn[fi], (unsigned)pl.nsplit, (unsigned)d->h_k, (unsigned)d->b,
                                PT_ATTN_THREADS, 1, 1, pl.smem_bytes, (CUstream)stream, args,

@@ -19,6 +19,7 @@ static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? 2 : 1); }
 int pt_attn_plan_split_div = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_cluster_spread = 0;
+int pt_attn_plan_clusters_off = 0;
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static int mult8(int64_t s) { return (s & 7) == 0; }
@@ -77,7 +78,8 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
    * when the splits are short (<= 8 tiles: latency-bound shapes); cluster
    * launches of two CTAs per SM, and clusters whose CTAs stream long splits,
    * run slower than the workspace path below, which those shapes keep. */
-  const int cmax = pt_attn_plan_cluster_max < PT_ATTN_MAX_CLUSTER ? pt_attn_plan_cluster_max
+  const int cmax = __atomic_load_n(&pt_attn_plan_clusters_off, __ATOMIC_RELAXED) ? 1
+                   : pt_attn_plan_cluster_max < PT_ATTN_MAX_CLUSTER ? pt_attn_plan_cluster_max
                                                                    : PT_ATTN_MAX_CLUSTER;
   if (units < PT_ATTN_PLAN_SMS && cmax >= 2) {
     int64_t nc = PT_ATTN_PLAN_SMS / units;

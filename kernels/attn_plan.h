@@ -24,6 +24,12 @@ extern int pt_attn_plan_cluster_max;
  * (one CTA per SM). */
 extern int pt_attn_plan_cluster_spread;
 
+/* Set (once, never cleared) when a cluster launch was refused by the GPU
+ * (kernels/attn_launch.c): from then on every plan takes the workspace path.
+ * Read with relaxed atomics; a plan made just before the change may find its
+ * workspace too small at launch, which the launch reports. */
+extern int pt_attn_plan_clusters_off;
+
 /* Fills *pl for a descriptor that passed pt_attn_plan_check. */
 void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl);
 
