@@ -25,10 +25,6 @@ extern "C" {
 #define PT_ATTN_MAX_CLUSTER 16
 #define PT_ATTN_PORTABLE_CLUSTER 8
 #define PT_ATTN_PLAN_CLUSTER 8
-/* Dynamic shared memory that leaves room for one CTA per SM only (2 x this
- * exceeds the 228 KB of an H100/H200 SM): cluster launches may ask for it so
- * the hardware spreads a cluster over SMs instead of pairing its CTAs. */
-#define PT_ATTN_SPREAD_SMEM (116u * 1024u)
 /* Multiprocessors the split heuristic plans for (H100/H200). Only speed
  * depends on it; a fixed value keeps the workspace size a pure function of
  * the descriptor. */

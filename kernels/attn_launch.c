@@ -76,10 +76,8 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
   /* The decode kernels use more than the default 48 KB of dynamic smem. */
   static const int dec[6] = {64, 128, 256, 64, 128, 256};
   for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i) {
-    unsigned smem = pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]);
-    if (smem < PT_ATTN_SPREAD_SMEM) smem = PT_ATTN_SPREAD_SMEM; /* cluster launches may ask for it */
     r = pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  (int)smem);
+                                  (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
     if (r != CUDA_SUCCESS) return r;
     /* Ask for the largest shared-memory carveout so that the 2 (d128) or 3
      * (d64) CTAs per SM the split plan counts on are resident; a hint only. */

@@ -18,7 +18,6 @@ static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? 2 : 1); }
 
 int pt_attn_plan_split_div = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
-int pt_attn_plan_cluster_spread = 0;
 int pt_attn_plan_clusters_off = 0;
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -120,8 +119,6 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   /* The cluster is all the splits (rounding the tiles may have left fewer
    * than planned); 1: no cluster. */
   pl->cluster = clustered ? pl->nsplit : 1;
-  if (pl->cluster > 1 && pt_attn_plan_cluster_spread && pl->smem_bytes < PT_ATTN_SPREAD_SMEM)
-    pl->smem_bytes = PT_ATTN_SPREAD_SMEM;
 
   if (pl->nsplit == 1 || pl->cluster > 1) {
     pl->ws_ml_off = pl->ws_o_off = 0;

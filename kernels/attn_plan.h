@@ -20,9 +20,6 @@ extern int pt_attn_plan_split_div;
  * PT_ATTN_PLAN_CLUSTER, at most PT_ATTN_MAX_CLUSTER; 1 sends every split launch
  * through the workspace). */
 extern int pt_attn_plan_cluster_max;
-/* Test-only knob: cluster launches take PT_ATTN_SPREAD_SMEM of shared memory
- * (one CTA per SM). */
-extern int pt_attn_plan_cluster_spread;
 
 /* Set (once, never cleared) when a cluster launch was refused by the GPU
  * (kernels/attn_launch.c): from then on every plan takes the workspace path.

@@ -55,8 +55,6 @@ class Lib:
         self.l.pt_test_set_split_div.restype = None
         self.l.pt_test_set_cluster_max.argtypes = [I]
         self.l.pt_test_set_cluster_max.restype = None
-        self.l.pt_test_set_cluster_spread.argtypes = [I]
-        self.l.pt_test_set_cluster_spread.restype = None
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
         self.ws = None
@@ -277,12 +275,6 @@ def correctness(lib):
         c.case(2, 1000, 2, 4, 128, torch.bfloat16, sq=4, causal=True)
     finally:
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-    lib.l.pt_test_set_cluster_spread(1)
-    try:
-        c.case(1, 32768, 2, 4, 128, torch.bfloat16)
-        c.case(8, 4100, 4, 8, 64, torch.float16)
-    finally:
-        lib.l.pt_test_set_cluster_spread(0)
     # Cluster path with every head_dim, causal rows that see no key in some
     # splits, and graph replay.
     for D in (64, 128, 256):

@@ -135,8 +135,3 @@ __attribute__((visibility("default"))) void pt_test_set_split_div(int div) {
 __attribute__((visibility("default"))) void pt_test_set_cluster_max(int n) {
   pt_attn_plan_cluster_max = n;
 }
-
-/* Timing experiments: cluster launches take one SM each (see attn_plan.h). */
-__attribute__((visibility("default"))) void pt_test_set_cluster_spread(int on) {
-  pt_attn_plan_cluster_spread = on;
-}

@@ -241,14 +241,6 @@ static void test_plan_cluster_knob(void **state) {
   assert_int_equal(pl.nsplit, 1);
   assert_int_equal(pl.cluster, 1);
   assert_int_equal(pl.ws_bytes, 0);
-  /* Spread: cluster launches take one SM's worth of shared memory. */
-  pt_attn_plan_cluster_spread = 1;
-  pt_attn_plan_make(&d, &pl);
-  pt_attn_plan_cluster_spread = 0;
-  assert_int_equal(pl.cluster, 2);
-  assert_int_equal(pl.smem_bytes, PT_ATTN_SPREAD_SMEM);
-  pt_attn_plan_make(&d, &pl);
-  assert_true(pl.smem_bytes < PT_ATTN_SPREAD_SMEM);
 }
 
 #ifdef PT_ATTN_HAVE_FATBIN
