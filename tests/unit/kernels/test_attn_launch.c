@@ -15,6 +15,7 @@
 #include "kernels/attn_kparams.h"
 #include "kernels/attn_plan.h"
 #include "shim/real.h"
+#include "tests/unit/kernels/hf_desc.h"
 
 /* The shim's real-function table, here filled with fakes. */
 struct pt_driver pt_drv;
@@ -90,27 +91,6 @@ static int setup(void **st) {
   pt_drv.cuLaunchKernel = fk_launch;
   pt_drv.cuLaunchKernelEx = fk_launch_ex;
   return 0;
-}
-
-/* HF decode layout: q [b, 1, h, d], K/V cache [b, h_k, s, d] seen as
- * [b, s, h_k, d]; 16-byte aligned fake device addresses. */
-static struct pt_attn_desc hf_desc(int b, int h, int h_k, int s, int d) {
-  struct pt_attn_desc x;
-  memset(&x, 0, sizeof x);
-  x.q = (void *)(uintptr_t)0x10000;
-  x.k = (void *)(uintptr_t)0x20000;
-  x.v = (void *)(uintptr_t)0x30000;
-  x.o = (void *)(uintptr_t)0x40000;
-  x.lse = (float *)(uintptr_t)0x50000;
-  x.dtype = PT_DTYPE_BF16;
-  x.b = b, x.h = h, x.h_k = h_k, x.seqlen_q = 1, x.seqlen_k = s, x.head_dim = d;
-  x.q_batch_stride = x.q_row_stride = x.o_batch_stride = x.o_row_stride = (int64_t)h * d;
-  x.q_head_stride = x.o_head_stride = d;
-  x.k_batch_stride = x.v_batch_stride = (int64_t)h_k * s * d;
-  x.k_row_stride = x.v_row_stride = d;
-  x.k_head_stride = x.v_head_stride = (int64_t)s * d;
-  x.scale = 0.088f;
-  return x;
 }
 
 static void test_launch_paths(void **st) {
