@@ -1,6 +1,8 @@
 # Sourced by the tests/gpu scripts: builds the project for the GPU machine in build-gpu/
 # (no cmocka or libelf there: -Dtests=disabled) and sets bld, shim and pt.
 #   pt_gpu_build ROOT LOGDIR   -> exits the script with the log's tail on failure
+#   pt_gpu_step DIR NAME SECONDS COMMAND...  -> one stage of a run_issue*.sh call: COMMAND with
+#       OUT=DIR/NAME, output in DIR/NAME.log, killed after SECONDS; prints its rc and time
 pt_gpu_build() {
   local root=$1 logs=$2
   bld="$root/build-gpu"
@@ -11,4 +13,12 @@ pt_gpu_build() {
   ninja -C "$bld" >"$logs/build.log" 2>&1 || { tail -30 "$logs/build.log"; exit 1; }
   shim="$bld/shim/libponytail_shim.so"
   pt="$bld/tools/ponytail"
+}
+
+pt_gpu_step() {
+  local dir=$1 name=$2 secs=$3; shift 3
+  mkdir -p "$dir/$name"
+  local t0=$SECONDS
+  OUT="$dir/$name" timeout -k 10 "$secs" "$@" >"$dir/$name.log" 2>&1
+  echo "== $name: rc $? in $(( SECONDS - t0 )) s"
 }

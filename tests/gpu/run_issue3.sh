@@ -7,13 +7,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 top="${OUT:-$root/gpu-out}"; what="${1:-stress-capacity}"; w="$top/issue3-$what"; mkdir -p "$w"
-step() { # name seconds command...
-  local name=$1 secs=$2; shift 2
-  mkdir -p "$w/$name"
-  local t0=$SECONDS
-  OUT="$w/$name" timeout -k 10 "$secs" "$@" >"$w/$name.log" 2>&1
-  echo "== $name: rc $? in $(( SECONDS - t0 )) s"
-}
+. "$root/tests/gpu/build.sh"
+step() { pt_gpu_step "$w" "$@"; }
 case $what in
   stress-capacity)
     step stress 150 bash "$root/tests/gpu/alloc_stress.sh"

@@ -7,13 +7,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 top="${OUT:-$root/gpu-out}"; w="$top/issue4"; mkdir -p "$w"
-step() { # name seconds command...
-  local name=$1 secs=$2; shift 2
-  mkdir -p "$w/$name"
-  local t0=$SECONDS
-  OUT="$w/$name" timeout -k 10 "$secs" "$@" >"$w/$name.log" 2>&1
-  echo "== $name: rc $? in $(( SECONDS - t0 )) s"
-}
+. "$root/tests/gpu/build.sh"
+step() { pt_gpu_step "$w" "$@"; }
 step attn 120 env ATTN_STAGES="correctness timing" bash "$root/tests/gpu/attn.sh"
 step graph 120 bash "$root/tests/gpu/attn_graph.sh"
 step logits 200 bash "$root/tests/gpu/logits_ref.sh"
