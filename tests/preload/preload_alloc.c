@@ -31,19 +31,6 @@ static pid_t g_child;
 
 
 
-/* The first number after "key": in the "alloc" section (before "devices"),
- * or -1. */
-static long long alloc_stat(const char *js, const char *key) {
-  const char *a = strstr(js, "\"alloc\":{");
-  if (!a) return -1;
-  const char *end = strstr(a, "\"devices\":");
-  char k[128];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char *p = strstr(a, k);
-  if (!p || (end && p > end)) return -1;
-  return atoll(p + strlen(k));
-}
-
 /* The same key in the per-device entry of device dev, or -1. */
 static long long dev_stat(const char *js, int dev, const char *key) {
   char d[64];

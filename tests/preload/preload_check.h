@@ -1,6 +1,7 @@
 /* Shared by the preload test programs: failure-recording checks (a failed
  * check marks the scenario failed and the run goes on, so one run reports
- * every broken expectation) and a whole-file reader for stats and logs. */
+ * every broken expectation), a whole-file reader for stats and logs, and
+ * lookups in the stats JSON. */
 #ifndef PT_PRELOAD_CHECK_H
 #define PT_PRELOAD_CHECK_H
 #include <stdio.h>
@@ -47,6 +48,19 @@ static __attribute__((unused)) long long stat_call(const char *json, const char 
   const char *p = strstr(calls, key);
   if (!p || p > end) return 0;
   return atoll(p + strlen(key));
+}
+
+/* The first number after "key" in the stats' "alloc" object (before its
+ * per-device list), or -1. */
+static __attribute__((unused)) long long alloc_stat(const char *js, const char *key) {
+  const char *a = strstr(js, "\"alloc\":{");
+  if (!a) return -1;
+  const char *end = strstr(a, "\"devices\":");
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(a, k);
+  if (!p || (end && p > end)) return -1;
+  return atoll(p + strlen(k));
 }
 
 #endif

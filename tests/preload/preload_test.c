@@ -556,18 +556,6 @@ static int ws_pool_off(void) {
   const char *v = getenv("PONYTAIL_POOL"); /* set by the test definition */
   return v && !strcmp(v, "0");
 }
-/* The first number after "key" in the stats' "alloc" object (before its
- * per-device list), or -1. */
-static long long ws_alloc_stat(const char *js, const char *key) {
-  const char *a = strstr(js, "\"alloc\":{");
-  if (!a) return -1;
-  const char *end = strstr(a, "\"devices\":");
-  char k[128];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char *p = strstr(a, k);
-  if (!p || (end && p > end)) return -1;
-  return atoll(p + strlen(k));
-}
 static int sc_wspool(void) {
   void **h = __cudaRegisterFatBinary((void *)"fatbin");
   __cudaRegisterFunction(h, (const char *)stub_ws, (char *)"_Z4wsmev", "_Z4wsmev", -1, 0, 0, 0, 0, 0);
@@ -596,21 +584,21 @@ static int sc_wspool(void) {
 static void check_wspool(const char *js) {
   char act[32] = "";
   CHECK_EQ(stat_kernel(js, "_Z4wsmev", act, sizeof act), 1);
-  CHECK_EQ(ws_alloc_stat(js, "internal_allocs"), 1);
-  CHECK_EQ(ws_alloc_stat(js, "internal_bytes"), WS_BYTES);
+  CHECK_EQ(alloc_stat(js, "internal_allocs"), 1);
+  CHECK_EQ(alloc_stat(js, "internal_bytes"), WS_BYTES);
   CHECK_EQ(stat_call(js, "cuMemAlloc_v2"), 0); /* the shim's own call is not the app's */
   if (!ws_pool_off()) {
     CHECK(!strcmp(act, "swapped"));
     CHECK(strstr(js, "\"routing\":true") != NULL);
-    CHECK(ws_alloc_stat(js, "pooled_allocs") >= 1);
-    CHECK_EQ(ws_alloc_stat(js, "passthrough_allocs"), 0);
-    CHECK_EQ(ws_alloc_stat(js, "live_bytes"), WS_BYTES);
+    CHECK(alloc_stat(js, "pooled_allocs") >= 1);
+    CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 0);
+    CHECK_EQ(alloc_stat(js, "live_bytes"), WS_BYTES);
     return;
   }
   CHECK(!strcmp(act, "fallback"));
   CHECK(strstr(js, "\"routing\":false") != NULL);
-  CHECK_EQ(ws_alloc_stat(js, "pooled_allocs"), 0);
-  CHECK_EQ(ws_alloc_stat(js, "passthrough_allocs"), 1);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 0);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 1);
   CHECK(strstr(js, "\"fallback_reasons\":{\"workspace not pooled\":1}") != NULL);
   const char *pid = strstr(js, "\"pid\":");
   char path[4096];
