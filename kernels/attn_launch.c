@@ -73,8 +73,12 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
     r = pt_drv.cuModuleGetFunction(&m->fn[i], m->mod, pt_attn_fn_names[i]);
     if (r != CUDA_SUCCESS) return r;
   }
-  /* The decode kernels use more than the default 48 KB of dynamic smem. */
+  /* The decode kernels use more than the default 48 KB of dynamic smem.
+   * Clusters over the portable 8 CTAs (only with pt_attn_plan_cluster_max
+   * raised; the plan stays at 8) need the kernel's opt-in: a GPU that refuses
+   * it gets such launches refused (the hook then runs the original kernel). */
   static const int dec[6] = {64, 128, 256, 64, 128, 256};
+  m->big_clusters = 1;
   for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i) {
     r = pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                   (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
@@ -83,16 +87,10 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
      * (d64) CTAs per SM the split plan counts on are resident; a hint only. */
     (void)pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                     100);
-  }
-  /* Up to 16 splits merge in one cluster (kernels/attn_plan.c); over the
-   * portable 8 the kernel must opt in. A GPU that refuses keeps clusters of
-   * up to 8; larger ones are refused at launch (the hook then runs the
-   * original kernel). */
-  m->big_clusters = 1;
-  for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i)
     if (pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                                   1) != CUDA_SUCCESS)
       m->big_clusters = 0;
+  }
   return CUDA_SUCCESS;
 }
 
