@@ -8,9 +8,11 @@
  * - Results are 0 on success, otherwise the backend's own error code (a
  *   CUresult for the VMM backend), which the pool propagates unchanged. The
  *   three codes the pool must recognise are in struct pt_backend_ops.
- * - Addresses and sizes handed to reserve/map/unmap/set_access are multiples
- *   of the granularity; a handle is exactly one granule and is mapped at most
- *   once at a time; unmap only covers ranges that are fully mapped.
+ * - Addresses and sizes handed to reserve/create/map/unmap/set_access are
+ *   multiples of the granularity. A handle is one or more granules, created
+ *   together and mapped whole, at most once at a time (the driver maps no
+ *   part of a handle: offset 0 and the handle's size only). unmap covers
+ *   whole mappings only.
  * - Streams are opaque 64-bit values (a CUstream; 0 = the legacy default
  *   stream). Markers are event-like: record captures the stream's work queued
  *   so far; re-recording replaces what a later query/sync/wait refers to.
@@ -21,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef uint64_t pt_bk_handle; /* one physical granule */
+typedef uint64_t pt_bk_handle; /* physical memory of one or more granules */
 typedef uint64_t pt_bk_marker; /* an event-like marker */
 typedef uint64_t pt_bk_stream; /* an opaque stream */
 
@@ -34,9 +36,9 @@ struct pt_backend_ops {
   int (*granularity)(void *ctx, size_t *out);
   int (*reserve)(void *ctx, size_t size, uintptr_t *va); /* granule-aligned VA, inaccessible */
   int (*unreserve)(void *ctx, uintptr_t va, size_t size);
-  int (*create)(void *ctx, pt_bk_handle *h);   /* one granule of physical memory */
-  int (*release)(void *ctx, pt_bk_handle h);   /* must not be mapped */
-  int (*map)(void *ctx, uintptr_t va, pt_bk_handle h); /* one granule at va */
+  int (*create)(void *ctx, size_t size, pt_bk_handle *h); /* size bytes of physical memory */
+  int (*release)(void *ctx, pt_bk_handle h);               /* must not be mapped */
+  int (*map)(void *ctx, uintptr_t va, size_t size, pt_bk_handle h); /* all of h (size bytes) at va */
   int (*unmap)(void *ctx, uintptr_t va, size_t size);
   int (*set_access)(void *ctx, uintptr_t va, size_t size); /* read/write for the pool's device */
 
@@ -52,10 +54,14 @@ struct pt_backend_ops {
   int (*add_accessor)(void *ctx, int device);
 
   void (*destroy)(void *ctx); /* frees the context (not the memory the pool holds) */
-  /* Optional (NULL: not supported): a new file descriptor that shares granule
+  /* Optional (NULL: not supported): a new file descriptor that shares handle
    * h with another process (CUDA IPC of pooled memory). The caller owns the
-   * descriptor and closes it; the granule itself is unaffected. */
+   * descriptor and closes it; the memory itself is unaffected. */
   int (*export_fd)(void *ctx, pt_bk_handle h, int *fd);
+  /* Optional (NULL: not measured): host time spent so far in the mapping ops
+   * (reserve/unreserve/create/release/map/unmap/set_access) and blocked in
+   * marker_sync/device_sync, in ns. May be called without the pool's mutex. */
+  void (*busy_ns)(void *ctx, uint64_t *map_ns, uint64_t *wait_ns);
 };
 
 struct pt_backend {

@@ -20,11 +20,13 @@ struct host_ctx {
   int fd;
   size_t gran;
   uint64_t max_granules;
-  /* Granule slots of the memfd: in_use[i] (created), mapped_va[i] (where it
-   * is mapped, 0 when not). Freed slots are reused lowest-first (a stack). */
+  /* Granule slots of the memfd: in_use[i] (part of a created handle); for a
+   * handle's first slot, len[i] (its granules, else 0) and mapped_va[i]
+   * (where it is mapped, 0 when not). */
   uint8_t *in_use;
   uintptr_t *mapped_va;
-  uint64_t nslots, *free_slots, nfree;
+  uint32_t *len;
+  uint64_t nslots;
   struct host_marker *markers;
   uint64_t nmarkers;
   bool hold;
@@ -68,79 +70,103 @@ static int host_unreserve(void *ctx, uintptr_t va, size_t size) {
   return 0;
 }
 
-static int host_create(void *ctx, pt_bk_handle *out) {
+/* Room for at least n slots: the memfd and the slot arrays grow by doubling. */
+static int host_grow_slots(struct host_ctx *h, uint64_t n) {
+  if (n <= h->nslots) return 0;
+  uint64_t cap = h->nslots ? h->nslots : 64;
+  while (cap < n) cap *= 2;
+  uint8_t *u = realloc(h->in_use, cap);
+  if (!u) return PT_HOST_ERR_OOM;
+  h->in_use = u;
+  uintptr_t *m = realloc(h->mapped_va, cap * sizeof *m);
+  if (!m) return PT_HOST_ERR_OOM;
+  h->mapped_va = m;
+  uint32_t *l = realloc(h->len, cap * sizeof *l);
+  if (!l) return PT_HOST_ERR_OOM;
+  h->len = l;
+  /* The memfd only grows in size; ftruncate commits no memory. */
+  if (ftruncate(h->fd, (off_t)(cap * h->gran))) return PT_HOST_ERR_OOM;
+  memset(u + h->nslots, 0, cap - h->nslots);
+  memset(m + h->nslots, 0, (cap - h->nslots) * sizeof *m);
+  memset(l + h->nslots, 0, (cap - h->nslots) * sizeof *l);
+  h->nslots = cap;
+  return 0;
+}
+
+/* A handle is a run of granule slots of the memfd, named by its first slot;
+ * the lowest free run that fits is used. */
+static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_CREATE)) return h->fail_err[PT_HOST_OP_CREATE];
-  if (h->max_granules && h->c.live_handles >= h->max_granules) return PT_HOST_ERR_OOM;
-  uint64_t slot;
-  if (h->nfree) {
-    slot = h->free_slots[--h->nfree];
-  } else {
-    uint64_t n = h->nslots ? h->nslots * 2 : 64;
-    uint8_t *u = realloc(h->in_use, n);
-    uintptr_t *m;
-    if (!u) return PT_HOST_ERR_OOM;
-    h->in_use = u;
-    if (!(m = realloc(h->mapped_va, n * sizeof *m))) return PT_HOST_ERR_OOM;
-    h->mapped_va = m;
-    uint64_t *f = realloc(h->free_slots, n * sizeof *f);
-    if (!f) return PT_HOST_ERR_OOM;
-    h->free_slots = f;
-    /* The memfd only grows in size; ftruncate commits no memory. */
-    if (ftruncate(h->fd, (off_t)(n * h->gran))) return PT_HOST_ERR_OOM;
-    memset(u + h->nslots, 0, n - h->nslots);
-    memset(m + h->nslots, 0, (n - h->nslots) * sizeof *m);
-    /* Push new slots so the lowest is popped first. */
-    for (uint64_t i = n; i-- > h->nslots + 1;) h->free_slots[h->nfree++] = i;
-    slot = h->nslots;
-    h->nslots = n;
-  }
-  h->in_use[slot] = 1;
+  if (!size || size % h->gran || size / h->gran > UINT32_MAX) return PT_HOST_ERR_INVALID;
+  uint64_t n = size / h->gran;
+  if (h->max_granules && h->c.live_granules + n > h->max_granules) return PT_HOST_ERR_OOM;
+  uint64_t s = 0, run = 0;
+  for (; s < h->nslots && run < n; s++) run = h->in_use[s] ? 0 : run + 1;
+  uint64_t first = run == n ? s - n : s - run; /* else the run continues past the end */
+  if (host_grow_slots(h, first + n)) return PT_HOST_ERR_OOM;
+  memset(h->in_use + first, 1, n);
+  h->len[first] = (uint32_t)n;
   h->c.live_handles++;
+  h->c.live_granules += n;
   h->c.creates++;
-  *out = slot;
+  *out = first;
   return 0;
+}
+
+static bool host_handle_ok(const struct host_ctx *h, pt_bk_handle hd) {
+  return hd < h->nslots && h->in_use[hd] && h->len[hd];
 }
 
 static int host_release(void *ctx, pt_bk_handle hd) {
   struct host_ctx *h = ctx;
-  if (hd >= h->nslots || !h->in_use[hd] || h->mapped_va[hd]) return PT_HOST_ERR_INVALID;
+  if (!host_handle_ok(h, hd) || h->mapped_va[hd]) return PT_HOST_ERR_INVALID;
+  uint64_t n = h->len[hd];
   /* Give the pages back, as cuMemRelease gives the memory back. */
   (void)fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(hd * h->gran),
-                  (off_t)h->gran);
-  h->in_use[hd] = 0;
-  h->free_slots[h->nfree++] = hd;
+                  (off_t)(n * h->gran));
+  memset(h->in_use + hd, 0, n);
+  h->len[hd] = 0;
   h->c.live_handles--;
+  h->c.live_granules -= n;
   h->c.releases++;
   return 0;
 }
 
-static int host_map(void *ctx, uintptr_t va, pt_bk_handle hd) {
+static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_MAP)) return h->fail_err[PT_HOST_OP_MAP];
-  if (hd >= h->nslots || !h->in_use[hd] || h->mapped_va[hd] || !va || va % h->gran) return PT_HOST_ERR_INVALID;
+  /* Like the driver: a handle is mapped whole, once at a time. */
+  if (!host_handle_ok(h, hd) || h->mapped_va[hd] || !va || va % h->gran || size != h->len[hd] * h->gran)
+    return PT_HOST_ERR_INVALID;
   /* Inaccessible until set_access, like a fresh cuMemMap. */
-  void *p = mmap((void *)va, h->gran, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, h->fd,
+  void *p = mmap((void *)va, size, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, h->fd,
                  (off_t)(hd * h->gran));
   if (p == MAP_FAILED) return PT_HOST_ERR_SYSTEM;
   h->mapped_va[hd] = va;
-  h->c.mapped_granules++;
+  h->c.mapped_granules += h->len[hd];
   h->c.maps++;
   return 0;
 }
 
 /* Finding the handles mapped in the range is a scan over all slots: unmap is
- * a slow path (stitch, trim, destroy) and the host backend is for tests. */
+ * a slow path (stitch, trim, destroy) and the host backend is for tests. Like
+ * the driver, the range must cover whole mappings: one that sticks out of it
+ * fails the call before anything is unmapped. */
 static int host_unmap(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
   if (va % h->gran || size % h->gran) return PT_HOST_ERR_INVALID;
+  for (uint64_t i = 0; i < h->nslots; i++) {
+    uintptr_t a = h->mapped_va[i], e = a + h->len[i] * h->gran;
+    if (a && a < va + size && e > va && (a < va || e > va + size)) return PT_HOST_ERR_INVALID;
+  }
   void *p = mmap((void *)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
                  -1, 0);
   if (p == MAP_FAILED) return PT_HOST_ERR_SYSTEM;
   for (uint64_t i = 0; i < h->nslots; i++)
     if (h->mapped_va[i] >= va && h->mapped_va[i] < va + size) {
       h->mapped_va[i] = 0;
-      h->c.mapped_granules--;
+      h->c.mapped_granules -= h->len[i];
     }
   h->c.unmaps++;
   return 0;
@@ -234,7 +260,7 @@ static void host_destroy(void *ctx) {
   if (h->fd >= 0) close(h->fd);
   free(h->in_use);
   free(h->mapped_va);
-  free(h->free_slots);
+  free(h->len);
   free(h->markers);
   free(h);
 }

@@ -1,9 +1,10 @@
 /* The host backend: the backend interface over mmap, for tests and replay.
  *
- * Physical granules are page ranges of one memfd (sparse: ftruncate commits
- * no RAM, released granules are hole-punched); mapping places a granule at a
- * fixed VA with MAP_FIXED|MAP_SHARED, so a stitched granule shows the same
- * bytes at its new address. Reserved VA is a PROT_NONE MAP_NORESERVE mapping;
+ * Physical handles are runs of granules of one memfd (sparse: ftruncate
+ * commits no RAM, released handles are hole-punched); mapping places a handle
+ * at a fixed VA with MAP_FIXED|MAP_SHARED, so a stitched handle shows the
+ * same bytes at its new address. Like the driver, a handle is mapped whole
+ * and unmap must cover whole mappings. Reserved VA is a PROT_NONE MAP_NORESERVE mapping;
  * set_access makes a mapped range read/write.
  *
  * Streams are simulated: markers complete at once, unless a test holds them
@@ -40,6 +41,7 @@ void pt_backend_host_complete_markers(struct pt_backend *bk);
 
 struct pt_host_counters {
   uint64_t live_handles;    /* created and not released */
+  uint64_t live_granules;   /* the granules of those handles */
   uint64_t mapped_granules; /* currently mapped */
   uint64_t reserved_bytes;  /* currently reserved VA */
   uint64_t live_markers;

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include "shim/real.h"
 
 #define VMM_MAX_ACCESS 64
@@ -21,7 +22,16 @@ struct vmm_ctx {
   /* Granules are created with a POSIX file descriptor handle type, so any of
    * them can be exported later (CUDA IPC of pooled memory). */
   bool exportable;
+  /* Time spent in the driver's mapping calls and in blocking waits (ns),
+   * so the stats can say what the pool cost the host (busy_ns). */
+  uint64_t vmm_ns, wait_ns;
 };
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /* Runs expr with the pool's device context current on this thread, and
  * restores the caller's context. A failed pop is reported only when expr
@@ -41,7 +51,7 @@ static int vmm_granularity(void *c, size_t *out) {
   return 0;
 }
 
-static int vmm_reserve(void *c, size_t size, uintptr_t *va) {
+static int raw_reserve(void *c, size_t size, uintptr_t *va) {
   struct vmm_ctx *v = c;
   CUdeviceptr p = 0;
   CUresult r;
@@ -54,17 +64,17 @@ static int vmm_reserve(void *c, size_t size, uintptr_t *va) {
   return (int)(r != CUDA_SUCCESS ? r : pr);
 }
 
-static int vmm_unreserve(void *c, uintptr_t va, size_t size) {
+static int raw_unreserve(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
   VMM_CALL(v, pt_drv.cuMemAddressFree((CUdeviceptr)va, size));
 }
 
-static int vmm_create(void *c, pt_bk_handle *h) {
+static int raw_create(void *c, size_t size, pt_bk_handle *h) {
   struct vmm_ctx *v = c;
   CUmemGenericAllocationHandle g = 0;
   CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
   if (pr != CUDA_SUCCESS) return (int)pr;
-  CUresult r = pt_drv.cuMemCreate(&g, v->gran, &v->prop, 0);
+  CUresult r = pt_drv.cuMemCreate(&g, size, &v->prop, 0);
   CUcontext old;
   pr = pt_drv.cuCtxPopCurrent(&old);
   if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
@@ -75,22 +85,22 @@ static int vmm_create(void *c, pt_bk_handle *h) {
   return (int)r;
 }
 
-static int vmm_release(void *c, pt_bk_handle h) {
+static int raw_release(void *c, pt_bk_handle h) {
   struct vmm_ctx *v = c;
   VMM_CALL(v, pt_drv.cuMemRelease((CUmemGenericAllocationHandle)h));
 }
 
-static int vmm_map(void *c, uintptr_t va, pt_bk_handle h) {
+static int raw_map(void *c, uintptr_t va, size_t size, pt_bk_handle h) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemMap((CUdeviceptr)va, v->gran, 0, (CUmemGenericAllocationHandle)h, 0));
+  VMM_CALL(v, pt_drv.cuMemMap((CUdeviceptr)va, size, 0, (CUmemGenericAllocationHandle)h, 0));
 }
 
-static int vmm_unmap(void *c, uintptr_t va, size_t size) {
+static int raw_unmap(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
   VMM_CALL(v, pt_drv.cuMemUnmap((CUdeviceptr)va, size));
 }
 
-static int vmm_set_access(void *c, uintptr_t va, size_t size) {
+static int raw_set_access(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
   VMM_CALL(v, pt_drv.cuMemSetAccess((CUdeviceptr)va, size, v->access, (size_t)v->naccess));
 }
@@ -153,7 +163,7 @@ static int vmm_marker_query(void *c, pt_bk_marker m) {
   VMM_CALL(v, pt_drv.cuEventQuery((CUevent)(uintptr_t)m));
 }
 
-static int vmm_marker_sync(void *c, pt_bk_marker m) {
+static int raw_marker_sync(void *c, pt_bk_marker m) {
   struct vmm_ctx *v = c;
   VMM_CALL(v, pt_drv.cuEventSynchronize((CUevent)(uintptr_t)m));
 }
@@ -163,9 +173,34 @@ static int vmm_stream_wait(void *c, pt_bk_stream s, pt_bk_marker m) {
   VMM_CALL(v, pt_drv.cuStreamWaitEvent((CUstream)(uintptr_t)s, (CUevent)(uintptr_t)m, 0));
 }
 
-static int vmm_device_sync(void *c) {
+static int raw_device_sync(void *c) {
   struct vmm_ctx *v = c;
   VMM_CALL(v, pt_drv.cuCtxSynchronize());
+}
+
+/* The ops the pool sees: the calls above, timed. */
+#define VMM_TIMED(field, call)                                                   \
+  do {                                                                           \
+    struct vmm_ctx *v_ = c;                                                      \
+    uint64_t t0_ = now_ns();                                                     \
+    int r_ = (call);                                                             \
+    __atomic_fetch_add(&v_->field, now_ns() - t0_, __ATOMIC_RELAXED);            \
+    return r_;                                                                   \
+  } while (0)
+static int vmm_reserve(void *c, size_t size, uintptr_t *va) { VMM_TIMED(vmm_ns, raw_reserve(c, size, va)); }
+static int vmm_unreserve(void *c, uintptr_t va, size_t size) { VMM_TIMED(vmm_ns, raw_unreserve(c, va, size)); }
+static int vmm_create(void *c, size_t size, pt_bk_handle *h) { VMM_TIMED(vmm_ns, raw_create(c, size, h)); }
+static int vmm_release(void *c, pt_bk_handle h) { VMM_TIMED(vmm_ns, raw_release(c, h)); }
+static int vmm_map(void *c, uintptr_t va, size_t size, pt_bk_handle h) { VMM_TIMED(vmm_ns, raw_map(c, va, size, h)); }
+static int vmm_unmap(void *c, uintptr_t va, size_t size) { VMM_TIMED(vmm_ns, raw_unmap(c, va, size)); }
+static int vmm_set_access(void *c, uintptr_t va, size_t size) { VMM_TIMED(vmm_ns, raw_set_access(c, va, size)); }
+static int vmm_marker_sync(void *c, pt_bk_marker m) { VMM_TIMED(wait_ns, raw_marker_sync(c, m)); }
+static int vmm_device_sync(void *c) { VMM_TIMED(wait_ns, raw_device_sync(c)); }
+
+static void vmm_busy_ns(void *c, uint64_t *vmm_ns, uint64_t *wait_ns) {
+  struct vmm_ctx *v = c;
+  *vmm_ns = __atomic_load_n(&v->vmm_ns, __ATOMIC_RELAXED);
+  *wait_ns = __atomic_load_n(&v->wait_ns, __ATOMIC_RELAXED);
 }
 
 /* The primary context stays retained: the pool lives until the process
@@ -195,6 +230,7 @@ static const struct pt_backend_ops vmm_ops = {
   .destroy = vmm_destroy,
   .add_accessor = vmm_add_accessor,
   .export_fd = vmm_export_fd,
+  .busy_ns = vmm_busy_ns,
 };
 
 int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags) {

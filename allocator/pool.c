@@ -215,6 +215,9 @@ int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config
   p->limit = cfg ? cfg->limit_bytes : 0;
   p->arena_bytes = cfg && cfg->arena_bytes ? cfg->arena_bytes : (uint64_t)256 << 30;
   p->arena_bytes = (p->arena_bytes + g - 1) / g * g;
+  uint64_t chunk = cfg && cfg->chunk_bytes ? cfg->chunk_bytes : PT_POOL_CHUNK_DEFAULT;
+  p->chunk = (chunk + g - 1) / g;
+  if (p->chunk > 255) p->chunk = 255;
   *out = p;
   return 0;
 }
@@ -230,6 +233,7 @@ void pt_pool_destroy(struct pt_pool *p) {
     (void)p->bk.ops->unreserve(p->bk.ctx, a->base, a->nslots * p->gran);
     free(a->bits);
     free(a->handles);
+    free(a->hlen);
   }
   for (uint64_t i = 0; i < p->nstreams; i++)
     if (p->streams[i].has_marker) (void)p->bk.ops->marker_destroy(p->bk.ctx, p->streams[i].marker);
@@ -272,12 +276,15 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   pthread_mutex_lock(&p->mu);
   int rc = 0;
   struct pt_blk *b = pt_fit_lower_bound(p, r), *rest = NULL;
-  if (!b) {
+  /* A growth that stitched a handle too large for the slots after the block
+   * it meant to extend maps it elsewhere: growing again then finishes. */
+  for (int tries = 0; !b && tries < 3; tries++) {
     if ((rc = pt_grow(p, r))) goto out;
-    if (!(b = pt_fit_lower_bound(p, r))) {
-      rc = p->bk.ops->err_oom;
-      goto out;
-    }
+    b = pt_fit_lower_bound(p, r);
+  }
+  if (!b) {
+    rc = p->bk.ops->err_oom;
+    goto out;
   }
   /* Reserve what may fail before touching the block. */
   if (b->size > r && !(rest = pt_blk_new(p))) {
@@ -536,6 +543,7 @@ void pt_pool_stats(struct pt_pool *p, struct pt_pool_stats *out) {
   *out = p->st;
   out->passthrough_bytes = __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&p->mu);
+  if (p->bk.ops->busy_ns) p->bk.ops->busy_ns(p->bk.ctx, &out->map_ns, &out->wait_ns);
 }
 
 void pt_pool_stats_add(struct pt_pool_stats *dst, const struct pt_pool_stats *src) {

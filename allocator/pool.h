@@ -42,11 +42,29 @@ struct pt_jw;
 #define PT_POOL_ROUND_GRANULES 4u
 /* The default of PONYTAIL_POOL_KEEP, for callers without the options table. */
 #define PT_POOL_KEEP_DEFAULT ((uint64_t)1 << 30)
+/* Physical memory per handle when the pool grows (chunk_bytes 0). The
+ * driver's VMM calls cost about the same per handle whatever its size (H200:
+ * create + map + set access + unmap + release ~58 us for 2 MiB, ~68 us for
+ * 32 MiB; bench/NOTES.md section 9), so growing by 2 MiB handles spent most
+ * of a prefill's allocator time in the driver. A handle is mapped and moved
+ * whole, so stitching and trimming work in whole handles: smaller chunks
+ * leave less free memory stranded in partly used handles. */
+#define PT_POOL_CHUNK_DEFAULT ((uint64_t)32 << 20)
+/* The chunk the shim and `ponytail replay` use when none is asked for: one
+ * granule under a limit, where stitching must be able to reclaim any free
+ * granule ("fragmentation never causes an OOM while enough memory is free");
+ * PT_POOL_CHUNK_DEFAULT otherwise. */
+static inline uint64_t pt_pool_chunk_auto(uint64_t chunk_bytes, uint64_t limit_bytes) {
+  return chunk_bytes ? chunk_bytes : limit_bytes ? 1 : PT_POOL_CHUNK_DEFAULT;
+}
 
 struct pt_pool_config {
   uint64_t keep_bytes;  /* free physical memory kept mapped (PONYTAIL_POOL_KEEP) */
   uint64_t limit_bytes; /* cap on physical + pass-through bytes; 0 = none (PONYTAIL_MEM_LIMIT) */
   uint64_t arena_bytes; /* VA reserved at a time; 0 = 256 GiB */
+  uint64_t chunk_bytes; /* largest handle created when growing (rounded up to granules, at most
+                           255 granules); 0 = PT_POOL_CHUNK_DEFAULT; a granule or less = one
+                           granule per handle, so stitching can move any free granule */
 };
 
 /* Counters; the JSON keys are the member names. */
@@ -67,7 +85,9 @@ struct pt_pool_config {
   X(trimmed_bytes)                                                                 \
   X(limit_rejections)  /* growths refused by the limit */                          \
   X(cross_stream_waits) /* reuses that made a stream wait on another */            \
-  X(syncs)             /* blocking waits for the device (stitch/trim/free_sync) */
+  X(syncs)             /* blocking waits for the device (stitch/trim/free_sync) */ \
+  X(map_ns)            /* host ns in the backend's mapping calls (0: not measured) */ \
+  X(wait_ns)           /* host ns blocked waiting for the device (0: not measured) */
 
 struct pt_pool_stats {
 #define PT_POOL_STAT_MEMBER(name) uint64_t name;

@@ -84,9 +84,23 @@ int pt_pool_check(struct pt_pool *p, const char **why) {
     }
     if (!b->is_free && b->nfence) FAIL("live block with fences");
   }
-  for (int i = 0; i < p->narenas; i++)
-    for (uint64_t w = 0; w < (p->arenas[i].nslots + 63) / 64; w++)
-      mapped_g += (uint64_t)__builtin_popcountll(p->arenas[i].bits[w]);
+  for (int i = 0; i < p->narenas; i++) {
+    const struct pt_arena *a = &p->arenas[i];
+    for (uint64_t w = 0; w < (a->nslots + 63) / 64; w++) mapped_g += (uint64_t)__builtin_popcountll(a->bits[w]);
+    /* Every mapped slot belongs to exactly one handle, mapped whole. */
+    for (uint64_t s = 0; s < a->nslots;) {
+      if (!pt_bit(a->bits, s)) {
+        if (a->hlen[s]) FAIL("unmapped slot starts a handle");
+        s++;
+        continue;
+      }
+      uint64_t hn = a->hlen[s];
+      if (!hn || hn > p->chunk || s + hn > a->nslots) FAIL("mapped slot outside a handle");
+      for (uint64_t j = s + 1; j < s + hn; j++)
+        if (!pt_bit(a->bits, j) || a->hlen[j] || a->handles[j] != a->handles[s]) FAIL("handle mapped in part");
+      s += hn;
+    }
+  }
   if (live != p->st.live_bytes) FAIL("live bytes accounting");
   if (req != p->st.requested_bytes) FAIL("requested bytes accounting");
   if (mapped_g * p->gran != p->st.physical_bytes) FAIL("physical bytes accounting");

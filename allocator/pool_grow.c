@@ -12,12 +12,6 @@
 static inline uint64_t g_up(uint64_t x, uint64_t g) { return (x + g - 1) / g * g; }
 static inline uint64_t g_down(uint64_t x, uint64_t g) { return x / g * g; }
 
-/* Whole granules inside free block b. */
-static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
-  uint64_t a = g_up(b->addr, p->gran), e = g_down(b->addr + b->size, p->gran);
-  return e > a ? (e - a) / p->gran : 0;
-}
-
 int pt_arena_slot(const struct pt_pool *p, uintptr_t va, struct pt_arena **a, uint64_t *slot) {
   for (int i = 0; i < p->narenas; i++) {
     struct pt_arena *ar = (struct pt_arena *)&p->arenas[i];
@@ -28,6 +22,30 @@ int pt_arena_slot(const struct pt_pool *p, uintptr_t va, struct pt_arena **a, ui
     }
   }
   return -1;
+}
+
+/* The whole handles inside free block b, as slots [*s0, *s1) of *ar; returns
+ * their granules (0: none). Only these can be unmapped (stitch, trim). */
+static uint64_t blk_span(const struct pt_pool *p, const struct pt_blk *b, struct pt_arena **ar, uint64_t *s0,
+                         uint64_t *s1) {
+  uint64_t G = p->gran, a = g_up(b->addr, G), e = g_down(b->addr + b->size, G), s, t;
+  if (e <= a || pt_arena_slot(p, a, ar, &s)) return 0;
+  t = s + (e - a) / G;
+  while (s < t && !(*ar)->hlen[s]) s++;
+  if (s < t) {
+    uint64_t h = pt_head_of(*ar, t - 1);
+    if (h + (*ar)->hlen[h] > t) t = h;
+  }
+  if (t <= s) return 0;
+  *s0 = s;
+  *s1 = t;
+  return t - s;
+}
+
+static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
+  struct pt_arena *ar;
+  uint64_t s0, s1;
+  return blk_span(p, b, &ar, &s0, &s1);
 }
 
 /* true when slots [s, s+k) are unmapped and the slot after is unmapped or
@@ -77,10 +95,12 @@ static int arena_add(struct pt_pool *p, uint64_t min_slots) {
   struct pt_arena a = {.nslots = bytes / p->gran};
   a.bits = calloc((a.nslots + 63) / 64, sizeof *a.bits);
   a.handles = calloc(a.nslots, sizeof *a.handles);
-  int rc = !a.bits || !a.handles ? p->bk.ops->err_oom : p->bk.ops->reserve(p->bk.ctx, bytes, &a.base);
+  a.hlen = calloc(a.nslots, sizeof *a.hlen);
+  int rc = !a.bits || !a.handles || !a.hlen ? p->bk.ops->err_oom : p->bk.ops->reserve(p->bk.ctx, bytes, &a.base);
   if (rc) {
     free(a.bits);
     free(a.handles);
+    free(a.hlen);
     return rc;
   }
   p->arenas[p->narenas] = a;
@@ -105,36 +125,45 @@ static int place_fresh(struct pt_pool *p, uint64_t k, uintptr_t *va) {
   return p->bk.ops->err_oom;
 }
 
-/* Unmaps cnt whole granules out of free block b (from its high end, or its
- * low end when b starts a segment that continues after it), appending their
- * handles to out. b is split or consumed; its pieces stay indexed. */
-static int take_granules(struct pt_pool *p, struct pt_blk *b, uint64_t cnt, pt_bk_handle *out) {
-  uint64_t G = p->gran, a = g_up(b->addr, G), e = g_down(b->addr + b->size, G);
-  uint64_t end = b->addr + b->size, ga, gb;
-  if (cnt > (e - a) / G) cnt = (e - a) / G;
-  if (!cnt) return 0;
+/* Unmaps whole handles out of free block b, from its high end, or its low
+ * end when b starts a segment that continues after it: until they hold cnt
+ * granules, or b has no more; with exact, never more than cnt (it stops at
+ * a handle that would pass it), else one handle may pass it. Appends them to
+ * out[*nout..] and adds their granules to *got. b is split or consumed; its
+ * pieces stay indexed. */
+static int take_handles(struct pt_pool *p, struct pt_blk *b, uint64_t cnt, bool exact, struct pt_hspan *out,
+                        uint64_t *nout, uint64_t *got) {
+  const uint64_t G = p->gran;
+  struct pt_arena *ar;
+  uint64_t s0, s1, sa, sb;
+  if (!cnt || !blk_span(p, b, &ar, &s0, &s1)) return 0;
   if (!b->prev && b->next) {
-    ga = a;
-    gb = a + cnt * G;
+    for (sa = sb = s0; sb < s1 && sb - s0 < cnt && (!exact || sb - s0 + ar->hlen[sb] <= cnt);) sb += ar->hlen[sb];
   } else {
-    gb = e;
-    ga = e - cnt * G;
+    for (sa = sb = s1; sa > s0 && s1 - sa < cnt;) {
+      uint64_t h = pt_head_of(ar, sa - 1);
+      if (exact && s1 - h > cnt) break;
+      sa = h;
+    }
   }
+  if (sa == sb) return 0;
+  uint64_t ga = ar->base + sa * G, gb = ar->base + sb * G, end = b->addr + b->size;
   bool left = ga > b->addr, right = gb < end;
   struct pt_blk *r = NULL;
   if (left && right && !(r = pt_blk_new(p))) return p->bk.ops->err_oom;
-  struct pt_arena *ar;
-  uint64_t s;
-  int rc = pt_arena_slot(p, ga, &ar, &s) ? p->bk.ops->err_invalid
-                                         : p->bk.ops->unmap(p->bk.ctx, ga, gb - ga);
+  int rc = p->bk.ops->unmap(p->bk.ctx, ga, gb - ga);
   if (rc) {
     if (r) pt_blk_put(p, r);
     return rc;
   }
-  for (uint64_t i = 0; i < cnt; i++) {
-    out[i] = ar->handles[s + i];
-    pt_bit_clr(ar->bits, s + i);
+  for (uint64_t s = sa; s < sb;) {
+    uint64_t n = ar->hlen[s];
+    out[(*nout)++] = (struct pt_hspan){ar->handles[s], n};
+    ar->hlen[s] = 0;
+    for (uint64_t i = s; i < s + n; i++) pt_bit_clr(ar->bits, i);
+    s += n;
   }
+  *got += sb - sa;
   pt_fit_remove(p, b);
   struct pt_blk *next = b->next;
   if (left) {
@@ -164,24 +193,48 @@ static int take_granules(struct pt_pool *p, struct pt_blk *b, uint64_t cnt, pt_b
   return 0;
 }
 
-/* Maps handles[0..k) at va..; on failure unmaps what it mapped and releases
- * every handle (the pool stays consistent, with less physical memory). */
-static int map_range(struct pt_pool *p, uintptr_t va, pt_bk_handle *h, uint64_t k) {
+/* Maps h[0..nh) (k granules in all) at va..; on failure unmaps what it
+ * mapped and releases every handle (the pool stays consistent, with less
+ * physical memory). */
+static int map_range(struct pt_pool *p, uintptr_t va, struct pt_hspan *h, uint64_t nh, uint64_t k) {
+  const uint64_t G = p->gran;
   struct pt_arena *ar;
-  uint64_t s, i = 0;
+  uint64_t s, i = 0, done = 0;
   int rc = pt_arena_slot(p, va, &ar, &s) ? p->bk.ops->err_invalid : 0;
-  for (; !rc && i < k; i++) {
-    if ((rc = p->bk.ops->map(p->bk.ctx, va + i * p->gran, h[i]))) break;
-    ar->handles[s + i] = h[i];
-    pt_bit_set(ar->bits, s + i);
+  for (; !rc && i < nh; i++) {
+    if ((rc = p->bk.ops->map(p->bk.ctx, va + done * G, h[i].n * G, h[i].h))) break;
+    ar->hlen[s + done] = (uint8_t)h[i].n;
+    for (uint64_t j = 0; j < h[i].n; j++) {
+      ar->handles[s + done + j] = h[i].h;
+      pt_bit_set(ar->bits, s + done + j);
+    }
+    done += h[i].n;
   }
-  if (!rc) rc = p->bk.ops->set_access(p->bk.ctx, va, k * p->gran);
+  if (!rc) rc = p->bk.ops->set_access(p->bk.ctx, va, k * G);
   if (!rc) return 0;
-  if (i) (void)p->bk.ops->unmap(p->bk.ctx, va, i * p->gran);
-  for (uint64_t j = 0; j < i; j++) pt_bit_clr(ar->bits, s + j);
-  for (uint64_t j = 0; j < k; j++) (void)p->bk.ops->release(p->bk.ctx, h[j]);
+  if (done) (void)p->bk.ops->unmap(p->bk.ctx, va, done * G);
+  for (uint64_t j = 0; j < done; j++) {
+    pt_bit_clr(ar->bits, s + j);
+    ar->hlen[s + j] = 0;
+  }
+  for (uint64_t j = 0; j < nh; j++) (void)p->bk.ops->release(p->bk.ctx, h[j].h);
   pt_stat_physical(p, -(int64_t)k);
   return rc;
+}
+
+/* New physical memory of up to n granules as one handle: the largest that
+ * the device grants, halving on out-of-memory (a nearly full device). */
+static int create_span(struct pt_pool *p, uint64_t n, struct pt_hspan *out) {
+  for (;;) {
+    int rc = p->bk.ops->create(p->bk.ctx, n * p->gran, &out->h);
+    if (!rc) {
+      out->n = n;
+      pt_stat_physical(p, (int64_t)n);
+      return 0;
+    }
+    if (rc != p->bk.ops->err_oom || n == 1) return rc;
+    n /= 2;
+  }
 }
 
 /* Granules that may be stitched: wholly free granules of free blocks other
@@ -235,8 +288,10 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     count_free_granules(p, c, n, tail, &done, &pending);
     if (room >= k || done + pending + room >= k) break;
   }
-  pt_bk_handle *h = NULL;
-  uint64_t nh = 0, stitched = 0;
+  /* Handles gathered for the new range: nh of them, ng granules in all (may
+   * pass k by part of a stitched handle: the range is then that much larger). */
+  struct pt_hspan *h = NULL;
+  uint64_t nh = 0, ng = 0, stitched = 0;
   int rc = p->bk.ops->err_oom;
   if (room < k && done + pending + room < k) {
     p->st.limit_rejections++;
@@ -265,47 +320,60 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
   }
   if (want_new > room) want_new = room;
   rc = 0;
-  while (nh < want_new) {
-    if ((rc = p->bk.ops->create(p->bk.ctx, &h[nh]))) break;
-    nh++;
-    pt_stat_physical(p, 1);
+  /* In handles of up to p->chunk granules: the driver's cost is per handle. */
+  while (ng < want_new) {
+    uint64_t n = want_new - ng < p->chunk ? want_new - ng : p->chunk;
+    if ((rc = create_span(p, n, &h[nh]))) break;
+    ng += h[nh++].n;
   }
-  if (rc && (rc != p->bk.ops->err_oom || nh + done + pending < k)) goto fail;
-  uint64_t grown = nh;
+  if (rc && (rc != p->bk.ops->err_oom || ng + done + pending < k)) goto fail;
+  uint64_t grown = ng;
   rc = 0;
-  /* Stitch: granules whose work is done first, then pending ones after
-   * waiting for them. */
-  for (int pass = 0; pass < 2 && nh < k; pass++) {
-    for (uint64_t i = 0; i < n && nh < k; i++) {
+  /* Stitch: whole handles whose work is done first, then pending ones after
+   * waiting for them; handles that fit what is missing (pass 0, 1), and
+   * only when new memory cannot be had (pass 2), one that passes it. */
+  for (int pass = 0; pass < 3 && ng < k; pass++) {
+    /* What stitching could not cover: new memory, within the limit. */
+    while (pass == 2 && ng < k && grown < room) {
+      uint64_t want = k - ng < p->chunk ? k - ng : p->chunk;
+      if (want > room - grown) want = room - grown;
+      if ((rc = create_span(p, want, &h[nh]))) break;
+      grown += h[nh].n;
+      ng += h[nh++].n;
+    }
+    if (rc && rc != p->bk.ops->err_oom) goto fail;
+    rc = 0;
+    for (uint64_t i = 0; i < n && ng < k; i++) {
       struct pt_blk *b = c[i];
       if (!b || b == tail) continue;
       uint64_t g = blk_granules(p, b);
       if (!g || (pass == 0 && b->nfence)) continue;
-      if (pass == 1 && pt_fences_settle(p, b, true)) continue; /* new memory below, if allowed */
-      uint64_t take = g < k - nh ? g : k - nh;
-      if ((rc = take_granules(p, b, take, h + nh))) goto fail;
-      nh += take;
-      stitched += take;
-      c[i] = NULL; /* b may be gone: never look at it again */
+      if (pass > 0 && pt_fences_settle(p, b, true)) continue; /* new memory, if allowed */
+      uint64_t before = ng;
+      if ((rc = take_handles(p, b, k - ng, pass < 2, h, &nh, &ng))) goto fail;
+      stitched += ng - before;
+      if (ng > before) c[i] = NULL; /* b may be gone: never look at it again */
     }
   }
-  /* A wait for pending granules failed: new memory instead, within the limit. */
-  while (nh < k && grown < room) {
-    if ((rc = p->bk.ops->create(p->bk.ctx, &h[nh]))) goto fail;
-    nh++, grown++;
-    pt_stat_physical(p, 1);
-  }
   rc = p->bk.ops->err_oom;
-  if (nh < k) goto fail;
+  if (ng < k) goto fail;
   uintptr_t va = 0;
-  if (tail) va = tail->addr + tail->size;
-  else if ((rc = place_fresh(p, k, &va))) goto fail;
-  if ((rc = map_range(p, va, h, k))) {
-    nh = 0; /* map_range released them */
+  if (tail) {
+    /* A stitched handle may have brought more than the tail needs: the
+     * slots after it must hold all of it, else the range goes elsewhere and
+     * the caller grows once more (pool_alloc). */
+    struct pt_arena *ar;
+    uint64_t s;
+    if (pt_arena_slot(p, tail->addr + tail->size, &ar, &s) || !slots_free(ar, s, ng)) tail = NULL;
+    else va = tail->addr + tail->size;
+  }
+  if (!tail && (rc = place_fresh(p, ng, &va))) goto fail;
+  if ((rc = map_range(p, va, h, nh, ng))) {
+    nh = ng = 0; /* map_range released them */
     goto fail;
   }
   nb->addr = va;
-  nb->size = k * G;
+  nb->size = ng * G;
   nb->is_free = 1;
   if (tail) {
     pt_fit_remove(p, tail);
@@ -324,8 +392,8 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
   free(h);
   return 0;
 fail:
-  for (uint64_t j = 0; j < nh; j++) (void)p->bk.ops->release(p->bk.ctx, h[j]);
-  pt_stat_physical(p, -(int64_t)nh);
+  for (uint64_t j = 0; j < nh; j++) (void)p->bk.ops->release(p->bk.ctx, h[j].h);
+  pt_stat_physical(p, -(int64_t)ng);
   pt_blk_put(p, nb);
   free(c);
   free(h);
@@ -339,19 +407,19 @@ uint64_t pt_trim_locked(struct pt_pool *p, uint64_t keep, bool wait) {
   uint64_t need = (free_phys - keep + G - 1) / G, released = 0;
   uint64_t n = p->nfree_blocks;
   struct pt_blk **c = malloc((n ? n : 1) * sizeof *c);
-  pt_bk_handle *h = malloc(need * sizeof *h);
+  /* Whole handles are released, so one may take up to a handle more. */
+  struct pt_hspan *h = malloc((need + 255) * sizeof *h);
   if (!c || !h) goto out;
   n = pt_fit_collect(p, G, c, n);
-  /* Largest blocks first: they hold the most whole granules. */
+  /* Largest blocks first: they hold the most whole handles. */
   for (uint64_t i = n; i-- > 0 && released < need;) {
     struct pt_blk *b = c[i];
-    uint64_t g = blk_granules(p, b);
+    uint64_t g = blk_granules(p, b), nh = 0, got = 0;
     if (!g || pt_fences_settle(p, b, wait) || b->nfence) continue;
-    uint64_t take = g < need - released ? g : need - released;
-    if (take_granules(p, b, take, h)) continue;
-    for (uint64_t j = 0; j < take; j++) (void)p->bk.ops->release(p->bk.ctx, h[j]);
-    pt_stat_physical(p, -(int64_t)take);
-    released += take;
+    if (take_handles(p, b, need - released, false, h, &nh, &got)) continue;
+    for (uint64_t j = 0; j < nh; j++) (void)p->bk.ops->release(p->bk.ctx, h[j].h);
+    pt_stat_physical(p, -(int64_t)got);
+    released += got;
   }
   if (released) {
     p->st.trims++;
@@ -375,7 +443,8 @@ void pt_unmap_all(struct pt_pool *p) {
       while (e < a->nslots && pt_bit(a->bits, e)) e++;
       (void)p->bk.ops->unmap(p->bk.ctx, a->base + s * p->gran, (e - s) * p->gran);
       for (uint64_t j = s; j < e; j++) {
-        (void)p->bk.ops->release(p->bk.ctx, a->handles[j]);
+        if (a->hlen[j]) (void)p->bk.ops->release(p->bk.ctx, a->handles[j]);
+        a->hlen[j] = 0;
         pt_bit_clr(a->bits, j);
       }
       pt_stat_physical(p, -(int64_t)(e - s));

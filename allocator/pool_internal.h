@@ -32,12 +32,21 @@ struct pt_blk {
 };
 
 /* A reserved VA range; granule slot i is mapped when bit i of bits is set,
- * to handles[i]. */
+ * to part of handles[i]. A handle covers hlen[i] slots from its first slot i
+ * (hlen is 0 on the others, which repeat its handle): it is mapped, moved and
+ * released whole. */
 struct pt_arena {
   uintptr_t base;
   uint64_t nslots;
   uint64_t *bits;
   pt_bk_handle *handles;
+  uint8_t *hlen;
+};
+
+/* A handle and its size in granules, as the slow path moves them around. */
+struct pt_hspan {
+  pt_bk_handle h;
+  uint64_t n;
 };
 
 /* Per stream: one reusable marker, recorded lazily when another stream needs
@@ -72,6 +81,7 @@ struct pt_pool {
   int device;
   uint64_t gran;
   uint64_t keep, limit, arena_bytes;
+  uint64_t chunk; /* granules per handle created when growing (1..255) */
 
   struct pt_arena arenas[PT_POOL_MAX_ARENAS];
   int narenas; /* read without the lock (atomic acquire) by pt_pool_in_range */
@@ -122,5 +132,10 @@ void pt_unmap_all(struct pt_pool *p);
 static inline bool pt_bit(const uint64_t *bits, uint64_t i) { return bits[i >> 6] >> (i & 63) & 1; }
 static inline void pt_bit_set(uint64_t *bits, uint64_t i) { bits[i >> 6] |= (uint64_t)1 << (i & 63); }
 static inline void pt_bit_clr(uint64_t *bits, uint64_t i) { bits[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+/* First slot of the handle that mapped slot s belongs to. */
+static inline uint64_t pt_head_of(const struct pt_arena *a, uint64_t s) {
+  while (!a->hlen[s]) s--;
+  return s;
+}
 
 #endif

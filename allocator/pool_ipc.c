@@ -17,52 +17,65 @@ static struct pt_blk *block_holding(struct pt_pool *p, uintptr_t a) {
   return NULL;
 }
 
-static void fill_info(const struct pt_pool *p, const struct pt_blk *b, struct pt_pool_block_info *out) {
-  uintptr_t g0 = b->addr & ~(uintptr_t)(p->gran - 1);
-  uintptr_t g1 = (b->addr + b->size + p->gran - 1) & ~(uintptr_t)(p->gran - 1);
+/* The block and the whole handles under it (a handle is exported whole). */
+static int fill_info(const struct pt_pool *p, const struct pt_blk *b, struct pt_pool_block_info *out,
+                     struct pt_arena **ar, uint64_t *slot) {
+  const uint64_t G = p->gran;
+  uintptr_t g0 = b->addr & ~(uintptr_t)(G - 1), g1 = (b->addr + b->size + G - 1) & ~(uintptr_t)(G - 1);
+  uint64_t s0, s1;
+  /* A live block's granules are mapped and stay so while it lives: neither
+   * stitching nor trimming touches a handle under a live block. */
+  if (pt_arena_slot(p, g0, ar, &s0) || (g1 - g0) / G > (*ar)->nslots - s0) return p->bk.ops->err_invalid;
+  s1 = s0 + (g1 - g0) / G;
+  for (uint64_t s = s0; s < s1; s++)
+    if (!pt_bit((*ar)->bits, s)) return p->bk.ops->err_invalid;
+  s0 = pt_head_of(*ar, s0);
+  uint64_t last = pt_head_of(*ar, s1 - 1);
+  s1 = last + (*ar)->hlen[last];
   out->start = b->addr;
   out->size = b->size;
-  out->offset = b->addr - g0;
-  out->gran = p->gran;
-  out->ngran = (g1 - g0) / p->gran;
+  out->offset = b->addr - ((*ar)->base + s0 * G);
+  out->gran = G;
+  out->ngran = s1 - s0;
+  *slot = s0;
+  return 0;
 }
 
 int pt_pool_block_info(struct pt_pool *p, const void *ptr, struct pt_pool_block_info *out) {
   if (!ptr || !pt_pool_in_range(p, ptr)) return p->bk.ops->err_invalid;
   pthread_mutex_lock(&p->mu);
   struct pt_blk *b = block_holding(p, (uintptr_t)ptr);
-  if (b) fill_info(p, b, out);
+  struct pt_arena *a;
+  uint64_t s;
+  int rc = b ? fill_info(p, b, out, &a, &s) : p->bk.ops->err_invalid;
   pthread_mutex_unlock(&p->mu);
-  return b ? 0 : p->bk.ops->err_invalid;
+  return rc;
 }
 
-int pt_pool_export(struct pt_pool *p, uintptr_t start, uint64_t size, uint64_t first, uint64_t count, int *fds) {
+int pt_pool_export(struct pt_pool *p, uintptr_t start, uint64_t size, uint64_t first, uint32_t max, int *fds,
+                   uint32_t *lens, uint32_t *n) {
   const struct pt_backend_ops *ops = p->bk.ops;
-  if (!ops->export_fd || !count) return ops->err_invalid;
+  *n = 0;
+  if (!ops->export_fd || !max) return ops->err_invalid;
   pthread_mutex_lock(&p->mu);
   int rc = ops->err_invalid;
   struct pt_blk *b = pt_ptrmap_get(&p->live, start);
   struct pt_pool_block_info in;
   struct pt_arena *a = NULL;
-  uint64_t slot = 0, done = 0;
-  if (!b || b->size != size) goto out;
-  fill_info(p, b, &in);
-  if (first >= in.ngran || count > in.ngran - first) goto out;
-  /* A live block's granules are mapped and stay so while it lives: neither
-   * stitching nor trimming touches a granule under a live block. */
-  if (pt_arena_slot(p, in.start - in.offset, &a, &slot) || slot + in.ngran > a->nslots) goto out;
-  for (; done < count; done++) {
-    uint64_t s = slot + first + done;
-    if (!pt_bit(a->bits, s)) {
-      rc = ops->err_invalid;
-      break;
-    }
-    if ((rc = ops->export_fd(p->bk.ctx, a->handles[s], &fds[done])) != 0) break;
+  uint64_t slot = 0;
+  if (!b || b->size != size || fill_info(p, b, &in, &a, &slot)) goto out;
+  /* first must be where a handle begins. */
+  if (first >= in.ngran || !a->hlen[slot + first]) goto out;
+  rc = 0;
+  for (uint64_t s = slot + first; *n < max && s < slot + in.ngran; s += a->hlen[s]) {
+    if ((rc = ops->export_fd(p->bk.ctx, a->handles[s], &fds[*n])) != 0) break;
+    lens[(*n)++] = a->hlen[s];
   }
-  if (done == count) rc = 0;
 out:
   pthread_mutex_unlock(&p->mu);
-  if (rc)
-    for (uint64_t i = 0; i < done; i++) close(fds[i]);
+  if (rc) {
+    for (uint32_t i = 0; i < *n; i++) close(fds[i]);
+    *n = 0;
+  }
   return rc;
 }

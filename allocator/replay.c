@@ -197,7 +197,9 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
   memset(res, 0, sizeof *res);
   struct pt_backend bk;
   struct pt_pool *pool;
-  struct pt_pool_config cfg = {.keep_bytes = o->keep_bytes, .limit_bytes = o->limit_bytes};
+  struct pt_pool_config cfg = {.keep_bytes = o->keep_bytes,
+                               .limit_bytes = o->limit_bytes,
+                               .chunk_bytes = pt_pool_chunk_auto(o->chunk_bytes, o->limit_bytes)};
   if (pt_backend_host_create(&bk, 0, 0)) {
     snprintf(err, errlen, "cannot create the host backend");
     return -1;

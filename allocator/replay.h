@@ -26,6 +26,9 @@ struct pt_replay_opts {
   /* A device running behind the host: stream markers complete only every
    * lag_ops pooled events (host backend held markers). 0 = at once. */
   uint64_t lag_ops;
+  /* Largest handle the pool creates; 0 = the shim's choice
+   * (pt_pool_chunk_auto: one granule with limit_bytes, else 32 MiB). */
+  uint64_t chunk_bytes;
 };
 
 struct pt_replay_result {

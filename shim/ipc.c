@@ -2,25 +2,26 @@
  *
  * Why not the driver's handle: cudaIpcGetMemHandle names a cudaMalloc
  * allocation; a pool block is VMM granules mapped by the shim, which the
- * legacy IPC cannot name. Instead every granule is created exportable (the
+ * legacy IPC cannot name. Instead every handle is created exportable (the
  * VMM backend asks for CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR when
  * PONYTAIL_IPC=fd) and the 64-byte handle names a record in the exporter:
  *
  *   magic "PTIP", version, exporter pid, record id, 64-bit random nonce,
- *   block offset in its first granule, block size, granule size, number of
- *   granules, exporter's device.
+ *   block offset from its first physical handle, block size, granule size,
+ *   granules of the handles under the block, exporter's device.
  *
  * The record (block start, size, nonce) lives while the block does; no
  * descriptor is held for it, so exported memory never outlives its block in
  * the exporter and no descriptor limit is reached by many exports. The
  * importer connects to the exporter's abstract Unix socket
  * "ponytail-ipc-<pid>", served by a thread the exporter starts at its first
- * export, sends (id, nonce), and receives the granules' descriptors, exported
- * on demand, with SCM_RIGHTS, IPC_CHUNK per message. It imports each
- * (cuMemImportFromShareableHandle), maps them in order in a reserved range,
- * drops the handles (the mappings keep the memory) and the descriptors, and
- * grants its device read/write. The block is at the same offset from the
- * range's start as from its first granule.
+ * export, sends (id, nonce), and receives the handles' descriptors, exported
+ * on demand, with SCM_RIGHTS, IPC_CHUNK per message, each with its size in
+ * granules (the pool's handles are 1 to 255 granules; the driver maps a handle
+ * only whole). It imports each (cuMemImportFromShareableHandle), maps them in
+ * order in a reserved range, drops the handles (the mappings keep the memory)
+ * and the descriptors, and grants its device read/write. The block is at the
+ * same offset from the range's start as from its first handle.
  *
  * Why a socket and not pidfd_getfd: pidfd_getfd needs ptrace rights over the
  * exporter, and Yama's default (ptrace_scope 1) grants them only to
@@ -36,9 +37,9 @@
  * under the shim. The exporter must be alive when the handle is opened (the
  * mapping then lives on without it). Like CUDA's rule, the exporter must not
  * free the block while an importer has it open: the pool may reuse the
- * granules for a later block, which the importer would then see. The
- * importer maps whole granules, so neighbouring blocks in them are reachable
- * too, as the whole cudaMalloc allocation is with legacy IPC. */
+ * memory for a later block, which the importer would then see. The importer
+ * maps whole handles, so neighbouring blocks in them are reachable too, as
+ * the whole cudaMalloc allocation is with legacy IPC. */
 #include "shim/ipc.h"
 
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -63,7 +64,7 @@
 #include "shim/real.h"
 
 #define IPC_MAGIC 0x50544950u /* "PTIP" */
-#define IPC_VERSION 1u
+#define IPC_VERSION 2u /* 2: replies give each handle's granules */
 #define IPC_CHUNK 250 /* descriptors per message: under the kernel's SCM_MAX_FD (253) */
 #define IPC_MAX_GRAN (1u << 22)
 #define IPC_TIMEOUT_S 10
@@ -85,7 +86,8 @@ struct ipc_req {
 };
 struct ipc_rep {
   int32_t status; /* 0, or the CUDA error the exporter met */
-  uint32_t total, first, count;
+  uint32_t total, first, count; /* granules in all; this message's first granule; descriptors */
+  uint16_t lens[IPC_CHUNK];     /* granules of each descriptor's handle */
 };
 
 /* ---- exporter: records and the server thread ----------------------------- */
@@ -120,8 +122,10 @@ static void set_timeouts(int s) {
   (void)setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-static int send_rep(int c, int32_t status, uint32_t total, uint32_t first, uint32_t count, const int *fds) {
-  struct ipc_rep r = {status, total, first, count};
+static int send_rep(int c, int32_t status, uint32_t total, uint32_t first, uint32_t count, const int *fds,
+                    const uint32_t *lens) {
+  struct ipc_rep r = {status, total, first, count, {0}};
+  for (uint32_t i = 0; i < count; i++) r.lens[i] = (uint16_t)lens[i];
   struct iovec io = {&r, sizeof r};
   union {
     char buf[CMSG_SPACE(sizeof(int) * IPC_CHUNK)];
@@ -162,7 +166,7 @@ static void serve(int c) {
   socklen_t cl = sizeof cr;
   if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.uid != geteuid()) {
     PT_LOG_ONCE(PT_LOG_WARN, "IPC: refused a request from another user (uid %u)", (unsigned)cr.uid);
-    (void)send_rep(c, CUDA_ERROR_INVALID_HANDLE, 0, 0, 0, NULL);
+    (void)send_rep(c, CUDA_ERROR_INVALID_HANDLE, 0, 0, 0, NULL, NULL);
     return;
   }
   struct ipc_req q;
@@ -175,23 +179,26 @@ static void serve(int c) {
     PT_LOG_ONCE(PT_LOG_WARN,
                 "IPC: process %d asked for export %u, which is not live here (freed before it was opened?)",
                 (int)cr.pid, q.id);
-    (void)send_rep(c, CUDA_ERROR_INVALID_HANDLE, 0, 0, 0, NULL);
+    (void)send_rep(c, CUDA_ERROR_INVALID_HANDLE, 0, 0, 0, NULL, NULL);
     return;
   }
   int fds[IPC_CHUNK];
+  uint32_t lens[IPC_CHUNK];
   for (uint64_t first = 0; first < r.ngran;) {
-    uint32_t cnt = (uint32_t)(r.ngran - first < IPC_CHUNK ? r.ngran - first : IPC_CHUNK);
-    int rc = pt_pool_export(r.pool, r.start, r.size, first, cnt, fds);
-    if (rc) {
-      PT_LOG_ONCE(PT_LOG_WARN, "IPC: exporting the granules of block %#lx failed with CUDA error %d",
+    uint32_t cnt = 0;
+    int rc = pt_pool_export(r.pool, r.start, r.size, first, IPC_CHUNK, fds, lens, &cnt);
+    if (rc || !cnt) {
+      PT_LOG_ONCE(PT_LOG_WARN, "IPC: exporting the memory of block %#lx failed with CUDA error %d",
                   (unsigned long)r.start, rc);
-      (void)send_rep(c, rc, 0, 0, 0, NULL);
+      (void)send_rep(c, rc ? rc : CUDA_ERROR_INVALID_HANDLE, 0, 0, 0, NULL, NULL);
       return;
     }
-    int sr = send_rep(c, 0, (uint32_t)r.ngran, (uint32_t)first, cnt, fds);
-    for (uint32_t i = 0; i < cnt; i++) close(fds[i]);
+    int sr = send_rep(c, 0, (uint32_t)r.ngran, (uint32_t)first, cnt, fds, lens);
+    for (uint32_t i = 0; i < cnt; i++) {
+      close(fds[i]);
+      first += lens[i];
+    }
     if (sr) return;
-    first += cnt;
   }
 }
 
@@ -304,10 +311,11 @@ int pt_ipc_export(struct pt_pool *pool, int device, const void *ptr, void *handl
   if (bi.ngran > IPC_MAX_GRAN) return CUDA_ERROR_INVALID_VALUE;
   /* Fail here, where the caller can see why, not later in the importer. */
   int fd = -1;
-  int rc = pt_pool_export(pool, bi.start, bi.size, 0, 1, &fd);
+  uint32_t len = 0, cnt = 0;
+  int rc = pt_pool_export(pool, bi.start, bi.size, 0, 1, &fd, &len, &cnt);
   if (rc) {
     PT_LOG_ONCE(PT_LOG_WARN,
-                "cudaIpcGetMemHandle(%p): the pool's granules cannot be exported (CUDA error %d); "
+                "cudaIpcGetMemHandle(%p): the pool's memory cannot be exported (CUDA error %d); "
                 "PONYTAIL_IPC=fd needs POSIX file descriptor handles. Run with PONYTAIL_POOL=0, or "
                 "PONYTAIL_KV_MIN above the size of the shared buffers",
                 ptr, rc);
@@ -424,7 +432,7 @@ static int recv_rep(int s, struct ipc_rep *rep, int *fds, uint32_t *nfds) {
   return 0;
 }
 
-/* Receives every granule of w and maps it at base (reserved, w->ngran
+/* Receives every handle of w and maps it at base (reserved, w->ngran
  * granules). *mapped: granules mapped so far (undone by the caller). */
 static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *mapped) {
   struct ipc_req q = {IPC_MAGIC, w->id, w->nonce};
@@ -441,18 +449,20 @@ static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *
       for (uint32_t i = 0; i < nf; i++) close(fds[i]);
       return rep.status;
     }
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < nf && i < IPC_CHUNK; i++) sum += rep.lens[i] ? rep.lens[i] : (uint64_t)1 << 40;
     if (!rc && (rep.total != w->ngran || rep.first != *mapped || rep.count != nf || !nf ||
-                     rep.count > w->ngran - *mapped))
+                sum > w->ngran - *mapped))
       rc = -1;
     for (uint32_t i = 0; i < nf; i++) {
       CUmemGenericAllocationHandle h = 0;
       if (!rc) rc = pt_drv.cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fds[i],
                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
       if (!rc) {
-        rc = pt_drv.cuMemMap((CUdeviceptr)(base + *mapped * w->gran), w->gran, 0, h, 0);
+        rc = pt_drv.cuMemMap((CUdeviceptr)(base + *mapped * w->gran), rep.lens[i] * w->gran, 0, h, 0);
         /* The mapping keeps the memory: the handle is not needed after it. */
         (void)pt_drv.cuMemRelease(h);
-        if (!rc) ++*mapped;
+        if (!rc) *mapped += rep.lens[i];
       }
       close(fds[i]);
     }
@@ -461,7 +471,7 @@ static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *
         PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: broken reply from process %u", w->pid);
         return CUDA_ERROR_INVALID_HANDLE;
       }
-      PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: importing the granules of process %u failed with CUDA error %d",
+      PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: importing the memory of process %u failed with CUDA error %d",
                   w->pid, rc);
       return rc;
     }
@@ -471,7 +481,7 @@ static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *
 
 static bool wire_sane(const struct ipc_wire *w) {
   return w->pid && w->id && w->gran && !(w->gran & (w->gran - 1)) && w->gran <= ((uint64_t)1 << 40) && w->ngran &&
-         w->ngran <= IPC_MAX_GRAN && w->size && w->offset < w->gran &&
+         w->ngran <= IPC_MAX_GRAN && w->size && w->offset < (uint64_t)w->ngran * w->gran &&
          w->offset + w->size <= (uint64_t)w->ngran * w->gran;
 }
 

@@ -90,7 +90,7 @@ struct pt_rdev {
 static struct {
   bool pool_on;
   bool ipc; /* PONYTAIL_IPC=fd: exportable granules, real IPC of pooled blocks */
-  uint64_t kv_min, keep, limit;
+  uint64_t kv_min, keep, limit, chunk;
   struct pt_trace_writer *trace;
 } R;
 static struct pt_rdev devs[PT_ROUTE_MAX_DEV];
@@ -275,7 +275,8 @@ static struct pt_pool *pool_get(int dev) {
   pthread_mutex_lock(&create_mu);
   if (!devs[dev].pool && !devs[dev].failed) {
     struct pt_backend bk;
-    struct pt_pool_config cfg = {.keep_bytes = R.keep, .limit_bytes = R.limit};
+    struct pt_pool_config cfg = {
+      .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = pt_pool_chunk_auto(R.chunk, R.limit)};
     int rc = pt_backend_vmm_create(&bk, dev, R.ipc ? PT_VMM_EXPORTABLE : 0);
     if (!rc && (rc = pt_pool_create(bk, dev, &cfg, &p)) && bk.ops->destroy) bk.ops->destroy(bk.ctx);
     if (!rc) {
@@ -283,7 +284,8 @@ static struct pt_pool *pool_get(int dev) {
         if ((devs[dev].accessors >> peer & 1) && pt_pool_grant_access(p, peer)) RC_INC(pool_errors);
       __atomic_store_n(&devs[dev].pool, p, __ATOMIC_RELEASE);
       if (__atomic_load_n(&ndev, __ATOMIC_RELAXED) <= dev) __atomic_store_n(&ndev, dev + 1, __ATOMIC_RELEASE);
-      pt_debug("device %d: pool created (keep %" PRIu64 ", limit %" PRIu64 ")", dev, R.keep, R.limit);
+      pt_debug("device %d: pool created (keep %" PRIu64 ", limit %" PRIu64 ", chunk %" PRIu64 ")", dev, R.keep,
+               R.limit, pt_pool_chunk_auto(R.chunk, R.limit));
     } else {
       __atomic_store_n(&devs[dev].failed, 1, __ATOMIC_RELAXED);
       RC_INC(pool_errors);
@@ -674,6 +676,7 @@ static void route_stats_json(struct pt_jw *w) {
   pt_jw_bool(w, "routing", R.pool_on);
   pt_jw_u64(w, "kv_min", R.kv_min);
   pt_jw_u64(w, "limit_bytes", R.limit);
+  pt_jw_u64(w, "chunk_bytes", pt_pool_chunk_auto(R.chunk, R.limit));
   /* limit_rejections: the pool's (growth refused) plus pass-through ones. */
   sum.limit_rejections += __atomic_load_n(&rc_.passthrough_rejections, __ATOMIC_RELAXED);
   pt_pool_stats_json(&sum, w);
@@ -707,6 +710,9 @@ static void route_stats_text(FILE *f) {
   fprintf(f, "  alloc: peak live %.1f MiB, peak physical %.1f MiB, stitches %" PRIu64 ", trims %" PRIu64
              ", limit rejections %" PRIu64 "\n",
           MIB(s.peak_live_bytes), MIB(s.peak_physical_bytes), s.stitches, s.trims, rej);
+  if (s.map_ns || s.wait_ns)
+    fprintf(f, "  alloc: host time in mapping calls %.1f ms, waiting for the device %.1f ms (syncs %" PRIu64 ")\n",
+            s.map_ns / 1e6, s.wait_ns / 1e6, s.syncs);
   if (rc_.capture_passthrough || rc_.capture_deferred_frees || rc_.trim_retries || rc_.ipc_refusals ||
       rc_.ipc_exports || rc_.ipc_opens || rc_.ipc_errors)
     fprintf(f, "  alloc: capture pass-through %" PRIu64 ", capture-deferred frees %" PRIu64 ", trim retries %" PRIu64
@@ -747,6 +753,7 @@ void pt_route_setup(void) {
   R.ipc = pt_opt_enum(PT_OPT_IPC) == 0; /* fd|off */
   R.kv_min = pt_opt_size(PT_OPT_KV_MIN);
   R.keep = pt_opt_size(PT_OPT_POOL_KEEP);
+  R.chunk = pt_opt_size(PT_OPT_POOL_CHUNK);
   R.limit = pt_opt_size(PT_OPT_MEM_LIMIT);
   trace_open();
   pt_stats_alloc_json = route_stats_json;

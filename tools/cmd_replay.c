@@ -12,7 +12,7 @@
 static void replay_usage(FILE *f) {
   fprintf(f,
           "usage: ponytail replay FILE [--json] [--keep SIZE] [--limit SIZE] [--min SIZE]\n"
-          "                        [--lag N]\n"
+          "                        [--lag N] [--chunk SIZE]\n"
           "\n"
           "Replays an allocation trace (tests/data/traces format, gzip or plain text)\n"
           "through Ponytail's pool on the host backend: the trace's pointers are keys,\n"
@@ -31,6 +31,8 @@ static void replay_usage(FILE *f) {
           "  --lag N       simulate a device running behind the host: freed memory's\n"
           "                work completes only every N pooled events (default 0 = at\n"
           "                once), as in a GPU-bound prefill\n"
+          "  --chunk SIZE  largest physical handle the pool creates, like\n"
+          "                PONYTAIL_POOL_CHUNK (default: 2M with --limit, else 32M)\n"
           "  --help        this text\n"
           "\n"
           "Exit status: 0 ok, 1 allocations failed under --limit, 2 bad usage or bad\n"
@@ -121,8 +123,11 @@ int pt_cmd_replay(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--json")) {
       json = true;
-    } else if (!strcmp(a, "--keep") || !strcmp(a, "--limit") || !strcmp(a, "--min")) {
-      uint64_t *dst = a[2] == 'k' ? &o.keep_bytes : a[2] == 'l' ? &o.limit_bytes : &o.min_bytes;
+    } else if (!strcmp(a, "--keep") || !strcmp(a, "--limit") || !strcmp(a, "--min") || !strcmp(a, "--chunk")) {
+      uint64_t *dst = a[2] == 'k' ? &o.keep_bytes
+                      : a[2] == 'l' ? &o.limit_bytes
+                      : a[2] == 'm' ? &o.min_bytes
+                                    : &o.chunk_bytes;
       if (i + 1 >= argc || replay_parse_size(argv[i + 1], dst)) {
         fprintf(stderr, "ponytail replay: %s needs a size (e.g. 512M)\n", a);
         return 2;

@@ -628,21 +628,64 @@ FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   free(ph);
   return CUDA_SUCCESS;
 }
+/* Live mappings, so that cuMemMap and cuMemUnmap keep the driver's rules
+ * (measured on the H200, tests/gpu/vmm_cost.c): a handle is mapped whole, at
+ * offset 0 (else CUDA_ERROR_NOT_SUPPORTED), and an unmap covers whole
+ * mappings only. */
+struct fc_map {
+  uintptr_t va;
+  size_t size;
+};
+static struct fc_map *fc_maps;
+static size_t fc_nmaps, fc_cap_maps;
+static pthread_mutex_t fc_map_lock = PTHREAD_MUTEX_INITIALIZER;
+
 FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                             unsigned long long flags) {
   FC_ENTER(cuMemMap);
   struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
   if (!ptr || !ph || !size || size % FC_GRAN || offset % FC_GRAN || offset + size > ph->size)
     return CUDA_ERROR_INVALID_VALUE;
+  if (offset || size != ph->size) return CUDA_ERROR_NOT_SUPPORTED;
+  pthread_mutex_lock(&fc_map_lock);
+  CUresult r = CUDA_SUCCESS;
+  for (size_t i = 0; i < fc_nmaps; i++)
+    if (fc_maps[i].va < ptr + size && ptr < fc_maps[i].va + fc_maps[i].size) r = CUDA_ERROR_INVALID_VALUE;
+  if (!r && fc_nmaps == fc_cap_maps) {
+    size_t cap = fc_cap_maps ? fc_cap_maps * 2 : 256;
+    struct fc_map *n = realloc(fc_maps, cap * sizeof *n);
+    if (n) {
+      fc_maps = n;
+      fc_cap_maps = cap;
+    } else {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
   /* Mapped without access until cuMemSetAccess, as on the GPU. */
-  void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, (off_t)offset);
-  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if (!r && mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd, 0) == MAP_FAILED)
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (!r) fc_maps[fc_nmaps++] = (struct fc_map){ptr, size};
+  pthread_mutex_unlock(&fc_map_lock);
+  return r;
 }
 FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   FC_ENTER(cuMemUnmap);
   if (!ptr || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
-  void *p = mmap((void *)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  pthread_mutex_lock(&fc_map_lock);
+  CUresult r = CUDA_SUCCESS;
+  for (size_t i = 0; i < fc_nmaps; i++) {
+    uintptr_t a = fc_maps[i].va, e = a + fc_maps[i].size;
+    if (a < ptr + size && ptr < e && (a < ptr || e > ptr + size)) r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!r && mmap((void *)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
+                MAP_FAILED)
+    r = CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; !r && i < fc_nmaps;) {
+    if (fc_maps[i].va >= ptr && fc_maps[i].va < ptr + size) fc_maps[i] = fc_maps[--fc_nmaps];
+    else i++;
+  }
+  pthread_mutex_unlock(&fc_map_lock);
+  return r;
 }
 FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
   FC_ENTER(cuMemSetAccess);

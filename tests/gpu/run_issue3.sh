@@ -3,6 +3,8 @@
 #   tests/gpu/run_issue3.sh stress-capacity   allocator stress (tests/gpu/alloc_stress.sh), then
 #                                             the 24 GiB capacity probes (tests/gpu/capacity.sh)
 #   tests/gpu/run_issue3.sh wall              interleaved wall-time A/B (tests/gpu/wall_ab.sh)
+#   tests/gpu/run_issue3.sh diag              VMM call costs by handle size (tests/gpu/vmm_cost.c),
+#                                             then the wall-time split (tests/gpu/wall_diag.sh)
 # Results: $OUT/issue3-<what>.tgz and the tables on stdout.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -17,7 +19,13 @@ case $what in
   wall)
     step wall 580 bash "$root/tests/gpu/wall_ab.sh"
     names="wall" ;;
-  *) echo "usage: $0 stress-capacity|wall"; exit 2 ;;
+  diag)
+    cuda="$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")"
+    step vmm 60 bash -c "cc -O2 -I'$cuda/include' '$root/tests/gpu/vmm_cost.c' -o /tmp/pt_vmm_cost \
+      -L'$cuda/lib64/stubs' -lcuda && /tmp/pt_vmm_cost 5"
+    step diag $(( 585 - SECONDS )) bash "$root/tests/gpu/wall_diag.sh"
+    names="vmm diag" ;;
+  *) echo "usage: $0 stress-capacity|wall|diag"; exit 2 ;;
 esac
 tar czf "$top/issue3-$what.tgz" -C "$w" .
 for f in $names; do echo "==== $f"; tail -n 40 "$w/$f.log"; done

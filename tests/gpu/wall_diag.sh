@@ -8,6 +8,8 @@
 #   shim-nokv  the same with PONYTAIL_KV_MIN=1 TiB: the backend switch without the pool
 #   shim-kv0   the same with PONYTAIL_KV_MIN=0: every allocation, small ones too, in the pool
 #   shim-keep  PONYTAIL_TORCH_ALLOC=keep: torch's caching allocator, its segments into the pool
+#   shim-keep4g the shim's defaults with PONYTAIL_POOL_KEEP=4G (fewer trims and regrowths)
+#   shim-c2m   the shim's defaults with PONYTAIL_POOL_CHUNK=2M (one granule per physical handle)
 # Prints per-round total / prefill / decode p50 and the medians per configuration.
 #   B=32 P=2048 N=512 ROUNDS=2 CONFIGS="stock async shim shim-kv0 shim-keep"   ($OUT/wall_diag.txt)
 set -uo pipefail
@@ -27,6 +29,8 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
       shim-nokv) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=1099511627776) ;;
       shim-kv0) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=0) ;;
       shim-keep) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=keep) ;;
+      shim-keep4g) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_KEEP=4G) ;;
+      shim-c2m) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_CHUNK=2M) ;;
     esac
     case $c in shim*) e+=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/$c-$r.stats.json") ;; esac
     "${e[@]}" "${gen[@]}" --json "$tmp/$c-$r.json" >"$tmp/$c-$r.log" 2>&1 || echo "$c round $r: exit $?"
@@ -42,9 +46,12 @@ except Exception as e:
     line = "run %-10s round %s: no result (%s)" % (c, r, e)
 try:
     a = json.load(open(base + ".stats.json"))["alloc"]
-    line += "; pool: grows %s stitches %s (%.0f MiB) trims %s syncs %s, peak phys/requested %.0f/%.0f MiB" % (
+    line += ("; pool: grows %s stitches %s (%.0f MiB) trims %s syncs %s, map %.0f ms, wait %.0f ms, "
+             "peak phys/requested %.0f/%.0f MiB, pass-through %s") % (
         a.get("grows"), a.get("stitches"), a.get("stitched_bytes", 0) / 2**20, a.get("trims"),
-        a.get("syncs"), a.get("peak_physical_bytes", 0) / 2**20, a.get("peak_requested_bytes", 0) / 2**20)
+        a.get("syncs"), a.get("map_ns", 0) / 1e6, a.get("wait_ns", 0) / 1e6,
+        a.get("peak_physical_bytes", 0) / 2**20, a.get("peak_requested_bytes", 0) / 2**20,
+        a.get("passthrough_allocs"))
 except Exception:
     pass
 print(line, flush=True)

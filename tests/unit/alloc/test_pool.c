@@ -14,10 +14,15 @@
 #define MiB ((uint64_t)1 << 20)
 #define G (2 * MiB)
 
+/* Largest handle the pools of the tests create (pt_pool_config.chunk_bytes):
+ * 0 = the pool's default (16 granules); G = one granule per handle. */
+static uint64_t g_chunk;
+
 static struct pt_pool *new_pool(struct pt_backend *bk, uint64_t keep, uint64_t limit, uint64_t max_granules) {
   struct pt_pool *p;
   assert_int_equal(pt_backend_host_create(bk, 0, max_granules), 0);
-  struct pt_pool_config cfg = {.keep_bytes = keep, .limit_bytes = limit, .arena_bytes = 2ull << 30};
+  struct pt_pool_config cfg = {
+    .keep_bytes = keep, .limit_bytes = limit, .arena_bytes = 2ull << 30, .chunk_bytes = g_chunk};
   assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
   return p;
 }
@@ -32,7 +37,7 @@ static void check(struct pt_pool *p, struct pt_backend *bk) {
   pt_backend_host_counters(bk, &c);
   /* The pool holds exactly the physical memory the backend has handed out,
    * all of it mapped. */
-  assert_int_equal(c.live_handles * G, st.physical_bytes);
+  assert_int_equal(c.live_granules * G, st.physical_bytes);
   assert_int_equal(c.mapped_granules * G, st.physical_bytes);
 }
 
@@ -180,6 +185,15 @@ static void test_random_keep0(void **state) {
   random_run(2, RANDOM_OPS, 0, 0, 0);
 }
 
+/* One granule per handle (what the shim uses under PONYTAIL_MEM_LIMIT). */
+static void test_random_chunk1(void **state) {
+  (void)state;
+  g_chunk = G;
+  random_run(6, RANDOM_OPS / 2, 64 * MiB, 0, 0);
+  random_run(7, RANDOM_OPS / 2, 1ull << 30, 160 * MiB, 0);
+  g_chunk = 0;
+}
+
 /* A limit a bit above what the random live set needs forces stitching. */
 static void test_random_limit(void **state) {
   (void)state;
@@ -285,6 +299,61 @@ static void test_stitch(void **state) {
   pt_pool_destroy(p);
 }
 
+/* Growth creates handles of up to chunk_bytes (16 granules by default): the
+ * driver's cost is per handle. Trimming and stitching then move whole
+ * handles only, so a small block left in a freed large one pins all of it;
+ * with one granule per handle the same memory is given back. */
+static void test_chunks(void **state) {
+  (void)state;
+  for (int one = 0; one < 2; one++) {
+    g_chunk = one ? G : 0;
+    struct pt_backend bk;
+    struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+    struct pt_host_counters c;
+    void *a, *b, *x;
+    assert_int_equal(pt_pool_alloc(p, 64 * MiB, 0, &a), 0); /* 32 granules */
+    pt_backend_host_counters(&bk, &c);
+    assert_int_equal(c.live_granules, 32);
+    assert_int_equal(c.live_handles, one ? 32 : 2);
+    assert_int_equal(c.maps, one ? 32 : 2);
+    struct live la = {a, 64 * MiB, 1, 0};
+    pattern_write(&la);
+    assert_int_equal(pt_pool_free(p, a, 0), 0);
+    assert_int_equal(pt_pool_alloc(p, 1 * MiB, 0, &b), 0); /* carved from the freed block */
+    assert_true(pt_pool_trim(p, 0) > 0);
+    pt_backend_host_counters(&bk, &c);
+    /* The handle under b stays whole: 16 granules, or 1. */
+    assert_int_equal(c.live_granules, one ? 1 : 16);
+    check(p, &bk);
+    /* The segment grows in place after the pinned handle. */
+    assert_int_equal(pt_pool_alloc(p, 40 * MiB, 0, &x), 0);
+    struct live lx = {x, 40 * MiB, 2, 0};
+    pattern_write(&lx);
+    check(p, &bk);
+    pattern_check(&lx);
+    assert_int_equal(pt_pool_free(p, x, 0), 0);
+    assert_int_equal(pt_pool_free(p, b, 0), 0);
+    check(p, &bk);
+    pt_pool_destroy(p);
+  }
+  g_chunk = 0;
+  /* A nearly full device: the handle is halved until it fits, and what
+   * cannot be had is out of memory with nothing leaked. */
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 11);
+  void *a, *b;
+  assert_int_equal(pt_pool_alloc(p, 20 * MiB, 0, &a), 0); /* one handle of 10 granules */
+  assert_int_equal(pt_pool_alloc(p, 4 * MiB, 0, &b), PT_HOST_ERR_OOM); /* 2 wanted, 1 left */
+  check(p, &bk);
+  assert_int_equal(pt_pool_alloc(p, 2 * MiB, 0, &b), 0);
+  struct pt_host_counters c;
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.live_granules, 11);
+  assert_int_equal(c.live_handles, 2);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
 /* A backend that runs out of memory (a full device) is handled like the limit. */
 static void test_device_full(void **state) {
   (void)state;
@@ -310,22 +379,31 @@ static void test_host_remap(void **state) {
   pt_bk_handle h;
   assert_int_equal(bk.ops->reserve(bk.ctx, 4 * G, &va), 0);
   assert_int_equal(va % G, 0);
-  assert_int_equal(bk.ops->create(bk.ctx, &h), 0);
-  assert_int_equal(bk.ops->map(bk.ctx, va, h), 0);
-  assert_int_equal(bk.ops->set_access(bk.ctx, va, G), 0);
-  memset((void *)va, 0x5a, G);
-  assert_int_equal(bk.ops->unmap(bk.ctx, va, G), 0);
+  assert_int_equal(bk.ops->create(bk.ctx, 2 * G, &h), 0); /* a handle of two granules */
+  assert_int_equal(bk.ops->map(bk.ctx, va, G, h), PT_HOST_ERR_INVALID); /* mapped whole only */
+  assert_int_equal(bk.ops->map(bk.ctx, va, 2 * G, h), 0);
+  assert_int_equal(bk.ops->set_access(bk.ctx, va, 2 * G), 0);
+  memset((void *)va, 0x5a, 2 * G);
+  assert_int_equal(bk.ops->unmap(bk.ctx, va, G), PT_HOST_ERR_INVALID); /* unmapped whole only */
+  assert_int_equal(((uint8_t *)va)[G + 7], 0x5a);
+  assert_int_equal(bk.ops->unmap(bk.ctx, va, 2 * G), 0);
   assert_int_equal(bk.ops->release(bk.ctx, h + 1), PT_HOST_ERR_INVALID);
-  assert_int_equal(bk.ops->map(bk.ctx, va + 2 * G, h), 0);
-  assert_int_equal(bk.ops->set_access(bk.ctx, va + 2 * G, G), 0);
+  assert_int_equal(bk.ops->map(bk.ctx, va + 2 * G, 2 * G, h), 0);
+  assert_int_equal(bk.ops->set_access(bk.ctx, va + 2 * G, 2 * G), 0);
   assert_int_equal(((uint8_t *)va)[2 * G + 12345], 0x5a);
+  assert_int_equal(((uint8_t *)va)[3 * G + 12345], 0x5a);
   assert_int_equal(bk.ops->release(bk.ctx, h), PT_HOST_ERR_INVALID); /* still mapped */
-  assert_int_equal(bk.ops->unmap(bk.ctx, va + 2 * G, G), 0);
-  assert_int_equal(bk.ops->release(bk.ctx, h), 0);
-  assert_int_equal(bk.ops->unreserve(bk.ctx, va, 4 * G), 0);
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.live_handles, 1);
+  assert_int_equal(c.live_granules, 2);
+  assert_int_equal(c.mapped_granules, 2);
+  assert_int_equal(bk.ops->unmap(bk.ctx, va + 2 * G, 2 * G), 0);
+  assert_int_equal(bk.ops->release(bk.ctx, h), 0);
+  assert_int_equal(bk.ops->unreserve(bk.ctx, va, 4 * G), 0);
+  pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.live_handles, 0);
+  assert_int_equal(c.live_granules, 0);
   assert_int_equal(c.mapped_granules, 0);
   assert_int_equal(c.reserved_bytes, 0);
   bk.ops->destroy(bk.ctx);
@@ -463,7 +541,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_host_remap),  cmocka_unit_test(test_bad_free),
     cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
-    cmocka_unit_test(test_growing_tensors),
+    cmocka_unit_test(test_growing_tensors), cmocka_unit_test(test_chunks),
+    cmocka_unit_test(test_random_chunk1),
     cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
     cmocka_unit_test(test_random_limit), cmocka_unit_test(test_random_lag),

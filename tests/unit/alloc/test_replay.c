@@ -128,15 +128,18 @@ static void test_min_lag(void **state) {
   for (int i = 0; i < ntraces; i++) {
     struct pt_replay_trace *t;
     if (pt_replay_load(traces[i], &t, err, sizeof err)) fail_msg("%s", err);
-    for (uint64_t lag = 0; lag <= 100; lag += 100) {
-      struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .min_bytes = 1 << 20, .lag_ops = lag};
+    /* Handles of 32 MiB (the default) and of one granule (--chunk 2M): whole
+     * handles strand some free memory under small blocks, within the goal. */
+    for (uint64_t lag = 0, chunk = 0; lag <= 100; chunk = !chunk, lag += chunk ? 0 : 100) {
+      struct pt_replay_opts o = {
+        .keep_bytes = PT_POOL_KEEP_DEFAULT, .min_bytes = 1 << 20, .lag_ops = lag, .chunk_bytes = chunk};
       struct pt_replay_result r, full;
       assert_int_equal(pt_replay_run(t, &o, &r, err, sizeof err), 0);
       o.min_bytes = 0;
       assert_int_equal(pt_replay_run(t, &o, &full, err, sizeof err), 0);
-      print_message("%s --min 1M --lag %llu: peak live %.1f MiB, peak physical %.1f MiB, overhead %.3f%%, "
+      print_message("%s --chunk %s --min 1M --lag %llu: peak live %.1f MiB, peak physical %.1f MiB, overhead %.3f%%, "
                     "stitches %llu, grows %llu, trims %llu, syncs %llu (--min 0: %.3f%%)\n",
-                    strrchr(traces[i], '/') ? strrchr(traces[i], '/') + 1 : traces[i],
+                    strrchr(traces[i], '/') ? strrchr(traces[i], '/') + 1 : traces[i], chunk ? "2M" : "32M",
                     (unsigned long long)lag, r.peak_live_bytes / 1048576.0, r.peak_physical_bytes / 1048576.0,
                     r.overhead * 100, (unsigned long long)r.pool.stitches, (unsigned long long)r.pool.grows,
                     (unsigned long long)r.pool.trims, (unsigned long long)r.pool.syncs, full.overhead * 100);
@@ -147,7 +150,7 @@ static void test_min_lag(void **state) {
       assert_true(r.peak_live_bytes < full.peak_live_bytes);
       assert_true(r.peak_physical_bytes >= r.peak_live_bytes);
       assert_true(r.overhead <= 0.02);
-      assert_true(full.overhead <= 0.005);
+      assert_true(full.overhead <= (chunk ? 0.005 : 0.02));
       /* Lagging: the pool waits for pending memory, but only at growths. */
       if (lag) assert_true(r.pool.syncs > 0 && r.pool.syncs <= r.pool.grows);
       else assert_int_equal(r.pool.syncs, 0);
