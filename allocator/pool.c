@@ -276,15 +276,12 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   pthread_mutex_lock(&p->mu);
   int rc = 0;
   struct pt_blk *b = pt_fit_lower_bound(p, r), *rest = NULL;
-  /* A growth that stitched a handle too large for the slots after the block
-   * it meant to extend maps it elsewhere: growing again then finishes. */
-  for (int tries = 0; !b && tries < 3; tries++) {
-    if ((rc = pt_grow(p, r))) goto out;
-    b = pt_fit_lower_bound(p, r);
-  }
   if (!b) {
-    rc = p->bk.ops->err_oom;
-    goto out;
+    if ((rc = pt_grow(p, r))) goto out;
+    if (!(b = pt_fit_lower_bound(p, r))) {
+      rc = p->bk.ops->err_oom;
+      goto out;
+    }
   }
   /* Reserve what may fail before touching the block. */
   if (b->size > r && !(rest = pt_blk_new(p))) {

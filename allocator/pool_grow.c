@@ -48,6 +48,17 @@ static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
   return blk_span(p, b, &ar, &s0, &s1);
 }
 
+/* The granules of the whole handles in free block b that hold at most max
+ * granules each: what stitching can take without bringing more than it needs. */
+static uint64_t blk_fitting(const struct pt_pool *p, const struct pt_blk *b, uint64_t max) {
+  struct pt_arena *ar;
+  uint64_t s0, s1, g = 0;
+  if (!blk_span(p, b, &ar, &s0, &s1)) return 0;
+  for (uint64_t s = s0; s < s1; s += ar->hlen[s])
+    if (ar->hlen[s] <= max) g += ar->hlen[s];
+  return g;
+}
+
 /* true when slots [s, s+k) are unmapped and the slot after is unmapped or
  * past the arena's end. */
 static bool slots_free(const struct pt_arena *a, uint64_t s, uint64_t k) {
@@ -297,7 +308,8 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     p->st.limit_rejections++;
     goto fail;
   }
-  if (!(h = malloc(k * sizeof *h))) goto fail;
+  /* k may rise to all of r (below): room for that many handles. */
+  if (!(h = malloc(((r + G - 1) / G) * sizeof *h))) goto fail;
   /* New physical memory only for what free granules whose work is done
    * cannot cover: stitching those costs about what creating does, and keeps
    * the pool's physical memory close to its live memory. */
@@ -332,7 +344,21 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
   /* Stitch: whole handles whose work is done first, then pending ones after
    * waiting for them; handles that fit what is missing (pass 0, 1), and
    * only when new memory cannot be had (pass 2), one that passes it. */
+gather:
   for (int pass = 0; pass < 3 && ng < k; pass++) {
+    /* Free memory whose work is done but that lies in handles larger than
+     * what is missing was counted above as if it could be stitched: what
+     * it leaves missing is created now, within the headroom, rather than
+     * waited for (in a decode, the free memory is pending after every step
+     * and in large handles: waiting for it stalled the host for nothing). */
+    while (pass == 1 && ng < k && grown < headroom && grown < room) {
+      uint64_t want = k - ng < p->chunk ? k - ng : p->chunk;
+      if (want > headroom - grown) want = headroom - grown;
+      if (want > room - grown) want = room - grown;
+      if ((rc = create_span(p, want, &h[nh]))) break;
+      grown += h[nh].n;
+      ng += h[nh++].n;
+    }
     /* What stitching could not cover: new memory, within the limit. */
     while (pass == 2 && ng < k && grown < room) {
       uint64_t want = k - ng < p->chunk ? k - ng : p->chunk;
@@ -346,7 +372,7 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     for (uint64_t i = 0; i < n && ng < k; i++) {
       struct pt_blk *b = c[i];
       if (!b || b == tail) continue;
-      uint64_t g = blk_granules(p, b);
+      uint64_t g = pass == 0 ? blk_fitting(p, b, k - ng) : blk_granules(p, b);
       if (!g || (pass == 0 && b->nfence)) continue;
       if (pass > 0 && pt_fences_settle(p, b, true)) continue; /* new memory, if allowed */
       uint64_t before = ng;
@@ -360,12 +386,17 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
   uintptr_t va = 0;
   if (tail) {
     /* A stitched handle may have brought more than the tail needs: the
-     * slots after it must hold all of it, else the range goes elsewhere and
-     * the caller grows once more (pool_alloc). */
+     * slots after it must hold all of it, else the range goes elsewhere, and
+     * must then hold all of r by itself. */
     struct pt_arena *ar;
     uint64_t s;
-    if (pt_arena_slot(p, tail->addr + tail->size, &ar, &s) || !slots_free(ar, s, ng)) tail = NULL;
-    else va = tail->addr + tail->size;
+    if (pt_arena_slot(p, tail->addr + tail->size, &ar, &s) || !slots_free(ar, s, ng)) {
+      tail = NULL;
+      k = (r + G - 1) / G;
+      if (ng < k) goto gather;
+    } else {
+      va = tail->addr + tail->size;
+    }
   }
   if (!tail && (rc = place_fresh(p, ng, &va))) goto fail;
   if ((rc = map_range(p, va, h, nh, ng))) {

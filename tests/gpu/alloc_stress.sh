@@ -2,9 +2,10 @@
 # Allocator stress on the GPU under the shim (issue 3): 8 threads x 4 streams,
 # 10^6 alloc / fill / cross-stream check / cross-stream free cycles with
 # kernels writing and verifying a pattern per allocation (tests/gpu/alloc_stress.cu).
-# Two configurations: the defaults, then a small keep threshold and a memory
-# limit that force trimming and stitching. Prints one table; exit 1 on any
-# corruption or CUDA error. Run time <= 90 s after the build.
+# Three configurations: the defaults (32 MiB physical handles), a small keep threshold and a
+# memory limit that force trimming and stitching (one-granule handles under the limit), and
+# keep 0 with 32 MiB handles (whole handles trimmed and regrown all the time). Prints one
+# table; exit 1 on any corruption or CUDA error. Run time <= 110 s after the build.
 # Usage: tests/gpu/alloc_stress.sh   (results in $OUT, default ./gpu-out/alloc-stress)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -26,8 +27,9 @@ run() { # name, ops, seconds, env...
 }
 run default 1000000 55
 run keep0-limit3G 200000 25 PONYTAIL_POOL_KEEP=0 PONYTAIL_MEM_LIMIT=3G
+run keep0-chunk32M 200000 20 PONYTAIL_POOL_KEEP=0 PONYTAIL_POOL_CHUNK=32M
 
-python3 - "$out" default keep0-limit3G <<'PY'
+python3 - "$out" default keep0-limit3G keep0-chunk32M <<'PY'
 import json, sys, re
 out = sys.argv[1]
 print("%-15s %9s %6s %6s %6s %9s %9s %8s %6s %8s %10s %10s" % (

@@ -8,6 +8,7 @@
 # Usage: tests/gpu/wall_ab.sh         (results in $OUT, default ./gpu-out)
 #   B=32 P=2048 N=1024 REPEATS=5      workload and rounds (10 runs of ~20-40 s at the defaults)
 #   ATTN=off                          PONYTAIL_ATTN of the shim run (on: the whole product)
+#   SHIM_ENV="K=V ..."                more environment for the shim run (e.g. PONYTAIL_KV_MIN=0)
 #   TIMELINE_MS=0                     bench's memory sampling (0: no sampler thread in either run)
 #   WALL_TIMEOUT                      limit for the bench (default: what is left of 570 s)
 # Prints bench's own table, then per round: generate() wall (total_s) stock vs shim, the whole
@@ -22,7 +23,7 @@ py="${PYTHON:-python3}"
 pt_gpu_build "$root" "$tmp"
 export PYTHONUNBUFFERED=1
 limit="${WALL_TIMEOUT:-$(( 570 - SECONDS ))}"
-echo "wall_ab: B=${B:-32} P=${P:-2048} N=${N:-1024}, ${REPEATS:-5} rounds, shim PONYTAIL_ATTN=${ATTN:-off}, limit ${limit} s"
+echo "wall_ab: B=${B:-32} P=${P:-2048} N=${N:-1024}, ${REPEATS:-5} rounds, shim PONYTAIL_ATTN=${ATTN:-off} ${SHIM_ENV:-}, limit ${limit} s"
 
 # timeout signals bench's whole process group, so a running generate.py stops too.
 timeout -k 15 "$limit" env -u PYTORCH_CUDA_ALLOC_CONF "$pt" bench \
@@ -30,6 +31,7 @@ timeout -k 15 "$limit" env -u PYTORCH_CUDA_ALLOC_CONF "$pt" bench \
   --timeline-ms "${TIMELINE_MS:-0}" \
   --stock-env TORCH_CUDNN_SDPA_DEPRIORITIZED=1 \
   --shim-env TORCH_CUDNN_SDPA_DEPRIORITIZED=1 --shim-env PONYTAIL_ATTN="${ATTN:-off}" \
+  $(for e in ${SHIM_ENV:-}; do printf -- '--shim-env %s ' "$e"; done) \
   --python "$py" --script "$root/examples/generate.py" --shim "$shim" \
   --out "$tmp/wall_ab.json" >"$tmp/bench.txt" 2>"$tmp/bench.err"
 rc=$?

@@ -354,6 +354,115 @@ static void test_chunks(void **state) {
   pt_pool_destroy(p);
 }
 
+/* At the limit, growing a free segment tail by 2 granules can only stitch a
+ * free handle of 4: the slots after the tail hold 3, so the range goes
+ * elsewhere and must then hold the whole request, for which a second free
+ * handle is stitched too. Layout (granule slots, chunk 16): y1 [0,4),
+ * y2 [5,9), big [10,26) then x [10,23) with [23,26) free (the tail), z
+ * [29,33). */
+static void test_tail_overshoot(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 28 * G, 0);
+  void *y1, *y2, *big, *x, *z, *n;
+  assert_int_equal(pt_pool_alloc(p, 4 * G, 0, &y1), 0);
+  assert_int_equal(pt_pool_alloc(p, 4 * G, 0, &y2), 0);
+  assert_int_equal(pt_pool_alloc(p, 16 * G, 0, &big), 0);
+  assert_int_equal(pt_pool_alloc(p, 4 * G, 0, &z), 0);
+  assert_int_equal((uintptr_t)z - (uintptr_t)y1, 29 * G);
+  assert_int_equal(pt_pool_free(p, big, 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 13 * G, 0, &x), 0);
+  assert_ptr_equal(x, big);
+  struct live lx = {x, 13 * G, 1, 0}, lz = {z, 4 * G, 2, 0};
+  pattern_write(&lx);
+  pattern_write(&lz);
+  assert_int_equal(pt_pool_free(p, y1, 0), 0);
+  assert_int_equal(pt_pool_free(p, y2, 0), 0);
+  struct pt_pool_stats st;
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.physical_bytes, 28 * G);
+  assert_int_equal(pt_pool_alloc(p, 5 * G, 0, &n), 0); /* no free block holds it: grow */
+  struct live ln = {n, 5 * G, 3, 0};
+  pattern_write(&ln);
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.physical_bytes, 28 * G); /* at the limit: all stitched */
+  assert_int_equal(st.stitched_bytes, 8 * G);
+  check(p, &bk);
+  pattern_check(&lx);
+  pattern_check(&lz);
+  pattern_check(&ln);
+  pt_pool_destroy(p);
+}
+
+/* A decode on a device behind the host (markers complete every 20 pool
+ * calls), shaped like the issue's workload (B=32, prompt 2048, 16 layers,
+ * 4 KV heads of 128, bf16): after the prefill's transients, each step grows
+ * every layer's K and V by one key and allocates the logits. Free memory is
+ * in 32 MiB handles, pending after every step; a tensor crossing a granule
+ * needs one. The pool must create it (it is under its peak) instead of
+ * waiting for the device: every wait stalled a CPU-bound decode (37 per 256
+ * steps on the H200 before). No memory is touched: sizes are real. */
+static void test_decode_no_waits(void **state) {
+  (void)state;
+  enum { B = 32, P = 2048, L = 16, H = 2048, KV = 4, D = 128, I = 5632, V = 32000, STEPS = 160 };
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  pt_backend_host_hold_markers(&bk, true);
+  uint64_t calls = 0;
+#define LAG() (++calls % 20 ? (void)0 : pt_backend_host_complete_markers(&bk))
+#define AL(var, bytes) (assert_int_equal(pt_pool_alloc(p, (bytes), 0, &(var)), 0), LAG())
+#define FR(var) (assert_int_equal(pt_pool_free(p, (var), 0), 0), LAG())
+  void *kv[2 * L], *h, *q, *at, *o, *g, *u, *a, *d, *lg;
+  for (int l = 0; l < L; l++) {
+    AL(h, (uint64_t)B * P * H * 2);
+    AL(q, (uint64_t)B * P * H * 2);
+    AL(kv[2 * l], (uint64_t)B * KV * P * D * 2);
+    AL(kv[2 * l + 1], (uint64_t)B * KV * P * D * 2);
+    AL(at, (uint64_t)B * P * H * 2);
+    FR(q);
+    AL(o, (uint64_t)B * P * H * 2);
+    FR(at);
+    FR(h);
+    AL(g, (uint64_t)B * P * I * 2);
+    AL(u, (uint64_t)B * P * I * 2);
+    AL(a, (uint64_t)B * P * I * 2);
+    FR(g);
+    FR(u);
+    AL(d, (uint64_t)B * P * H * 2);
+    FR(a);
+    FR(o);
+    FR(d);
+  }
+  AL(lg, (uint64_t)B * V * 4);
+  FR(lg);
+  struct pt_pool_stats st0, st;
+  pt_pool_stats(p, &st0);
+  for (uint64_t t = 1; t <= STEPS; t++) {
+    for (int i = 0; i < 2 * L; i++) {
+      void *n;
+      AL(n, (uint64_t)B * KV * (P + t) * D * 2);
+      FR(kv[i]);
+      kv[i] = n;
+    }
+    AL(lg, (uint64_t)B * V * 4);
+    FR(lg);
+  }
+#undef AL
+#undef FR
+#undef LAG
+  pt_pool_stats(p, &st);
+  print_message("decode: %d steps, grows %llu, stitches %llu, syncs %llu (prefill: %llu)\n", STEPS,
+                (unsigned long long)(st.grows - st0.grows), (unsigned long long)(st.stitches - st0.stitches),
+                (unsigned long long)(st.syncs - st0.syncs), (unsigned long long)st0.syncs);
+  assert_true(st.grows > st0.grows); /* the tensors did cross granules */
+  assert_int_equal(st.syncs, st0.syncs);
+  check(p, &bk);
+  pt_backend_host_complete_markers(&bk);
+  for (int i = 0; i < 2 * L; i++) assert_int_equal(pt_pool_free(p, kv[i], 0), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
 /* A backend that runs out of memory (a full device) is handled like the limit. */
 static void test_device_full(void **state) {
   (void)state;
@@ -542,6 +651,7 @@ int main(void) {
     cmocka_unit_test(test_host_remap),  cmocka_unit_test(test_bad_free),
     cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
     cmocka_unit_test(test_growing_tensors), cmocka_unit_test(test_chunks),
+    cmocka_unit_test(test_tail_overshoot), cmocka_unit_test(test_decode_no_waits),
     cmocka_unit_test(test_random_chunk1),
     cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
