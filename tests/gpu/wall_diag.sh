@@ -58,7 +58,7 @@ print(line, flush=True)
 PY
   done
 done
-python3 - "$tmp" "${ROUNDS:-2}" "${configs[@]}" <<'PY' | tee "$out/wall_diag.txt"
+python3 - "$tmp" "${ROUNDS:-2}" "${configs[@]}" <<'PY' | tee -a "$out/wall_diag.txt"
 import json, statistics, sys
 d, rounds, cfgs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 print("%-10s %5s %9s %9s %9s %9s" % ("config", "round", "total_s", "prefill_s", "p50_ms", "resMiB"))
