@@ -48,17 +48,6 @@ static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
   return blk_span(p, b, &ar, &s0, &s1);
 }
 
-/* The granules of the whole handles in free block b that hold at most max
- * granules each: what stitching can take without bringing more than it needs. */
-static uint64_t blk_fitting(const struct pt_pool *p, const struct pt_blk *b, uint64_t max) {
-  struct pt_arena *ar;
-  uint64_t s0, s1, g = 0;
-  if (!blk_span(p, b, &ar, &s0, &s1)) return 0;
-  for (uint64_t s = s0; s < s1; s += ar->hlen[s])
-    if (ar->hlen[s] <= max) g += ar->hlen[s];
-  return g;
-}
-
 /* true when slots [s, s+k) are unmapped and the slot after is unmapped or
  * past the arena's end. */
 static bool slots_free(const struct pt_arena *a, uint64_t s, uint64_t k) {
@@ -248,6 +237,24 @@ static int create_span(struct pt_pool *p, uint64_t n, struct pt_hspan *out) {
   }
 }
 
+/* New physical memory, appended to h[*nh..], until *ng reaches upto or
+ * *grown reaches limit: handles of up to p->chunk granules, since the
+ * driver's cost is per handle. 0, or create_span's error (what was created
+ * before it stays in h). */
+static int create_upto(struct pt_pool *p, uint64_t upto, uint64_t limit, struct pt_hspan *h, uint64_t *nh,
+                       uint64_t *ng, uint64_t *grown) {
+  while (*ng < upto && *grown < limit) {
+    uint64_t want = upto - *ng;
+    if (want > p->chunk) want = p->chunk;
+    if (want > limit - *grown) want = limit - *grown;
+    int rc = create_span(p, want, &h[*nh]);
+    if (rc) return rc;
+    *grown += h[*nh].n;
+    *ng += h[(*nh)++].n;
+  }
+  return 0;
+}
+
 /* Granules that may be stitched: wholly free granules of free blocks other
  * than `skip`, split into those whose work is done and those pending. */
 static void count_free_granules(struct pt_pool *p, struct pt_blk **c, uint64_t n,
@@ -331,15 +338,9 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     want_new -= wait;
   }
   if (want_new > room) want_new = room;
-  rc = 0;
-  /* In handles of up to p->chunk granules: the driver's cost is per handle. */
-  while (ng < want_new) {
-    uint64_t n = want_new - ng < p->chunk ? want_new - ng : p->chunk;
-    if ((rc = create_span(p, n, &h[nh]))) break;
-    ng += h[nh++].n;
-  }
+  uint64_t grown = 0;
+  rc = create_upto(p, want_new, room, h, &nh, &ng, &grown);
   if (rc && (rc != p->bk.ops->err_oom || ng + done + pending < k)) goto fail;
-  uint64_t grown = ng;
   rc = 0;
   /* Stitch: whole handles whose work is done first, then pending ones after
    * waiting for them; handles that fit what is missing (pass 0, 1), and
@@ -351,28 +352,15 @@ gather:
      * it leaves missing is created now, within the headroom, rather than
      * waited for (in a decode, the free memory is pending after every step
      * and in large handles: waiting for it stalled the host for nothing). */
-    while (pass == 1 && ng < k && grown < headroom && grown < room) {
-      uint64_t want = k - ng < p->chunk ? k - ng : p->chunk;
-      if (want > headroom - grown) want = headroom - grown;
-      if (want > room - grown) want = room - grown;
-      if ((rc = create_span(p, want, &h[nh]))) break;
-      grown += h[nh].n;
-      ng += h[nh++].n;
-    }
+    if (pass == 1) rc = create_upto(p, k, headroom < room ? headroom : room, h, &nh, &ng, &grown);
     /* What stitching could not cover: new memory, within the limit. */
-    while (pass == 2 && ng < k && grown < room) {
-      uint64_t want = k - ng < p->chunk ? k - ng : p->chunk;
-      if (want > room - grown) want = room - grown;
-      if ((rc = create_span(p, want, &h[nh]))) break;
-      grown += h[nh].n;
-      ng += h[nh++].n;
-    }
+    if (pass == 2) rc = create_upto(p, k, room, h, &nh, &ng, &grown);
     if (rc && rc != p->bk.ops->err_oom) goto fail;
     rc = 0;
     for (uint64_t i = 0; i < n && ng < k; i++) {
       struct pt_blk *b = c[i];
       if (!b || b == tail) continue;
-      uint64_t g = pass == 0 ? blk_fitting(p, b, k - ng) : blk_granules(p, b);
+      uint64_t g = blk_granules(p, b);
       if (!g || (pass == 0 && b->nfence)) continue;
       if (pass > 0 && pt_fences_settle(p, b, true)) continue; /* new memory, if allowed */
       uint64_t before = ng;
