@@ -27,6 +27,9 @@
 #define MiB (1ull << 20)
 
 static const char *g_dir;
+/* The scenario runs with one-granule physical handles (PONYTAIL_POOL_CHUNK=2M
+ * in meson.build): what the VMM call counts and imports are expected to be. */
+static bool g_one_granule;
 static pid_t g_child;
 
 
@@ -287,7 +290,7 @@ static int sc_faults(void) {
   /* faults1 runs with PONYTAIL_POOL_CHUNK=2M: 6 MiB grows by three handles
    * of one granule. By default it is one handle of three, and 40 MiB two
    * (16 + 4 granules). */
-  if (getenv("PONYTAIL_POOL_CHUNK")) {
+  if (g_one_granule) {
     fault_case("cuMemCreate", 2, CUDA_ERROR_UNKNOWN, 6 * MiB);
     fault_case("cuMemCreate", 1, CUDA_ERROR_INVALID_VALUE, 6 * MiB);
     fault_case("cuMemMap", 2, CUDA_ERROR_UNKNOWN, 6 * MiB);
@@ -467,7 +470,7 @@ static void check_peer(const char *js) {
 /* ---- IPC on pooled memory ---------------------------------------------------
  * ipc: the exporter (a scenario child) shares a pooled block spanning several
  * granules, at a non-zero offset in its first one, with a process it spawns
- * (fork + exec of this program: "ipc-import HEX SIZE DIR", a fresh process
+ * (fork + exec of this program: "ipc-import HEX SIZE DIR ONE_GRANULE", a fresh process
  * under the shim, as torch.multiprocessing's spawn is); the importer checks
  * the pattern and writes back; the exporter sees the write. Then: the same
  * process opens its own handle, pass-through memory keeps the real IPC,
@@ -507,7 +510,7 @@ static int ipc_import(const char *hex, size_t size) {
   /* p spans the granule of the 1 MiB block before it and the memory grown
    * for the rest: one handle of several granules by default, single
    * granules in the ipc1 case (PONYTAIL_POOL_CHUNK=2M). */
-  CHECK(fakecuda_vmm_imports(0) >= (getenv("PONYTAIL_POOL_CHUNK") ? 3u : 2u));
+  CHECK(fakecuda_vmm_imports(0) >= (g_one_granule ? 3u : 2u));
   CHECK_EQ(fakecuda_vmm_imports(1), 0); /* handles dropped once mapped */
   for (size_t k = 0; k < sizeof ipc_marks / sizeof ipc_marks[0]; k++) ((unsigned char *)o)[ipc_marks[k]] = 0xA5;
   CHECK_EQ(cudaIpcCloseMemHandle(o2), cudaSuccess);
@@ -522,7 +525,7 @@ static int spawn_importer(const cudaIpcMemHandle_t *h) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
-    char *argv[] = {"preload_alloc", "ipc-import", hex, size, (char *)g_dir, NULL};
+    char *argv[] = {"preload_alloc", "ipc-import", hex, size, (char *)g_dir, g_one_granule ? "1" : "0", NULL};
     execv("/proc/self/exe", argv);
     _exit(127);
   }
@@ -741,21 +744,23 @@ struct scenario {
   const char *name;
   int (*run)(void);
   void (*check)(const char *json);
+  bool one_granule; /* meson.build runs it with PONYTAIL_POOL_CHUNK=2M */
 };
 static const struct scenario scenarios[] = {
-    {"route", sc_route, check_route},       {"pooloff", sc_pooloff, check_pooloff},
-    {"capture", sc_capture, check_capture}, {"limit", sc_limit, check_limit},
-    {"trim", sc_trim, check_trim},          {"faults", sc_faults, NULL},
-    {"poolattr", sc_poolattr, NULL},        {"trace", sc_trace, check_trace},
-    {"twodev", sc_twodev, check_twodev},    {"peer", sc_peer, check_peer},
-    {"ipc", sc_ipc, check_ipc},             {"threads", sc_threads, check_threads},
-    {"ipcoff", sc_ipcoff, check_ipcoff},    {"kvgrow", sc_kvgrow, check_kvgrow},
-    {"faults1", sc_faults, NULL},           {"ipc1", sc_ipc, check_ipc},
+    {"route", sc_route, check_route, false},       {"pooloff", sc_pooloff, check_pooloff, false},
+    {"capture", sc_capture, check_capture, false}, {"limit", sc_limit, check_limit, false},
+    {"trim", sc_trim, check_trim, false},          {"faults", sc_faults, NULL, false},
+    {"poolattr", sc_poolattr, NULL, false},        {"trace", sc_trace, check_trace, false},
+    {"twodev", sc_twodev, check_twodev, false},    {"peer", sc_peer, check_peer, false},
+    {"ipc", sc_ipc, check_ipc, false},             {"threads", sc_threads, check_threads, false},
+    {"ipcoff", sc_ipcoff, check_ipcoff, false},    {"kvgrow", sc_kvgrow, check_kvgrow, false},
+    {"faults1", sc_faults, NULL, true},            {"ipc1", sc_ipc, check_ipc, true},
 };
 
 int main(int argc, char **argv) {
-  if (argc == 5 && !strcmp(argv[1], "ipc-import")) {
+  if (argc == 6 && !strcmp(argv[1], "ipc-import")) {
     g_dir = argv[4];
+    g_one_granule = !strcmp(argv[5], "1");
     return ipc_import(argv[2], (size_t)strtoull(argv[3], NULL, 10));
   }
   if (argc != 3) {
@@ -766,6 +771,7 @@ int main(int argc, char **argv) {
   mkdir(g_dir, 0755); /* may exist */
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
+    g_one_granule = scenarios[i].one_granule;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) exit(scenarios[i].run());

@@ -552,10 +552,9 @@ static void check_hooks(const char *js) {
  * falls back with a reason). */
 #define WS_BYTES (8ull << 20)
 static void stub_ws(void) {}
-static int ws_pool_off(void) {
-  const char *v = getenv("PONYTAIL_POOL"); /* set by the test definition */
-  return v && !strcmp(v, "0");
-}
+static const char *g_scenario; /* the scenario's name, set before it forks */
+/* wspool_nopool runs with PONYTAIL_POOL=0 (tests/preload/meson.build). */
+static int ws_pool_off(void) { return !strcmp(g_scenario, "wspool_nopool"); }
 static int sc_wspool(void) {
   void **h = __cudaRegisterFatBinary((void *)"fatbin");
   __cudaRegisterFunction(h, (const char *)stub_ws, (char *)"_Z4wsmev", "_Z4wsmev", -1, 0, 0, 0, 0, 0);
@@ -625,6 +624,7 @@ static const struct scenario scenarios[] = {
     {"disabled", sc_disabled, NULL, 0},
     {"hooks", sc_hooks, check_hooks, 1},
     {"wspool", sc_wspool, check_wspool, 1},
+    {"wspool_nopool", sc_wspool, check_wspool, 1},
 };
 
 char pt_test_marker(void) { return 'A'; }
@@ -638,6 +638,7 @@ int main(int argc, char **argv) {
   mkdir(g_dir, 0755); /* may exist */
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
+    g_scenario = scenarios[i].name;
     int status;
     char *js = run_child(scenarios[i].run, &status);
     if (status) {
