@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_time.h"
+
 #define N 1000000
 #define RUNS 5
 
@@ -28,29 +30,13 @@ struct arm {
   free_async_fn free;
 };
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 static double run(const struct arm *a, size_t size) {
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   for (int i = 0; i < N; i++) {
     void *p = NULL;
     if (a->alloc(&p, size, 0) != cudaSuccess || a->free(p, 0) != cudaSuccess) return -1;
   }
-  return (now_ns() - t0) / N;
-}
-
-static int cmp(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
-static double median(double *v) {
-  qsort(v, RUNS, sizeof *v, cmp);
-  return v[RUNS / 2];
+  return (bench_now_ns() - t0) / N;
 }
 
 static int setup(struct arm *a, void *rt) {
@@ -88,7 +74,7 @@ int main(void) {
       b[r] = run(&bare, sizes[k]);
       s[r] = run(&shim, sizes[k]);
     }
-    double mb = median(b), ms = median(s);
+    double mb = bench_median(b, RUNS), ms = bench_median(s, RUNS);
     printf("  %-22s bare (fake driver) %7.1f  shim %7.1f  difference %+7.1f\n", what[k], mb, ms, ms - mb);
   }
   return 0;

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_time.h"
+
 #include "shim/cudart_decl.h"
 
 #define N 1000000
@@ -39,12 +41,6 @@ struct arm {
 };
 
 static void stub(void) {}
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 static int setup(struct arm *a, void *rt, void *cu, regfat_fn regfat, regfunc_fn regfunc, getkernel_fn getk,
                  launch_fn launch) {
@@ -69,27 +65,17 @@ static double run_rt(const struct arm *a) {
   dim3 g = {1, 1, 1};
   uint64_t v = 1;
   void *args[] = {&v};
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   for (int i = 0; i < N; i++) a->rt_launch(a->handle, g, g, args, 0, 0);
-  return (now_ns() - t0) / N;
+  return (bench_now_ns() - t0) / N;
 }
 
 static double run_drv(const struct arm *a) {
   uint64_t v = 1;
   void *args[] = {&v};
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   for (int i = 0; i < N; i++) a->drv_launch(a->func, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL);
-  return (now_ns() - t0) / N;
-}
-
-static int cmp(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
-static double median(double *v) {
-  qsort(v, RUNS, sizeof *v, cmp);
-  return v[RUNS / 2];
+  return (bench_now_ns() - t0) / N;
 }
 
 int main(void) {
@@ -129,7 +115,7 @@ int main(void) {
     dr_b[r] = run_drv(&bare);
     dr_s[r] = run_drv(&shim);
   }
-  double mrb = median(rt_b), mrs = median(rt_s), mdb = median(dr_b), mds = median(dr_s);
+  double mrb = bench_median(rt_b, RUNS), mrs = bench_median(rt_s, RUNS), mdb = bench_median(dr_b, RUNS), mds = bench_median(dr_s, RUNS);
   printf("launch overhead, %d launches x %d runs, median ns/launch%s\n", N, RUNS, shimmed ? "" : " (NOT SHIMMED)");
   printf("  runtime  __cudaLaunchKernel: bare %6.1f  shim %6.1f  added %6.1f\n", mrb, mrs, mrs - mrb);
   printf("  driver   cuLaunchKernel:     bare %6.1f  shim %6.1f  added %6.1f\n", mdb, mds, mds - mdb);

@@ -21,7 +21,7 @@ case $what in
     names="wall" ;;
   diag)
     cuda="$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")"
-    step vmm 60 bash -c "cc -O2 -I'$cuda/include' '$root/tests/gpu/vmm_cost.c' -o /tmp/pt_vmm_cost \
+    step vmm 60 bash -c "cc -O2 -I'$root' -I'$cuda/include' '$root/tests/gpu/vmm_cost.c' -o /tmp/pt_vmm_cost \
       -L'$cuda/lib64/stubs' -lcuda && /tmp/pt_vmm_cost 5"
     step diag $(( 585 - SECONDS )) bash "$root/tests/gpu/wall_diag.sh"
     names="vmm diag" ;;

@@ -4,12 +4,14 @@
  * cuMemRelease per 2 MiB granule; cuMemAlloc + cuMemFree of 1 GiB for comparison. Also asks
  * whether 2 MiB of a larger handle can be mapped, or unmapped out of its mapping (what moving
  * single granules of a large handle would need).
- * Build: cc -O2 -I/usr/local/cuda/include tests/gpu/vmm_cost.c -o vmm_cost -lcuda
+ * Build: cc -O2 -I. -I/usr/local/cuda/include tests/gpu/vmm_cost.c -o vmm_cost -lcuda
  * Run: ./vmm_cost [reps]   (median of reps; prints one table) */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "bench/bench_time.h"
 
 #define CK(x)                                                              \
   do {                                                                     \
@@ -20,19 +22,7 @@
     }                                                                      \
   } while (0)
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double med(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  return v[n / 2];
-}
+static double now_us(void) { return bench_now_ns() / 1e3; }
 
 #define TOTAL ((size_t)1 << 30)
 #define GRAN ((size_t)2 << 20)
@@ -87,7 +77,7 @@ int main(int argc, char **argv) {
         t[4][rep] = (t6 - t5) / ngran;
       }
       double m[5], sum = 0;
-      for (int k = 0; k < 5; k++) sum += (m[k] = med(t[k], reps));
+      for (int k = 0; k < 5; k++) sum += (m[k] = bench_median(t[k], reps));
       char name[64];
       snprintf(name, sizeof name, "%zu MiB%s", hs >> 20, exp ? ", exportable" : "");
       printf("%-28s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, m[0], m[1], m[2], m[3], m[4], sum);
@@ -109,8 +99,8 @@ int main(int argc, char **argv) {
     a[rep] = (t1 - t0) / ngran;
     f[rep] = (t3 - t2) / ngran;
   }
-  printf("%-28s %9.2f %9s %9s %9.2f %9s %9.2f\n", "cuMemAlloc/cuMemFree 1 GiB", med(a, reps), "-", "-",
-         med(f, reps), "-", med(a, reps) + med(f, reps));
+  printf("%-28s %9.2f %9s %9s %9.2f %9s %9.2f\n", "cuMemAlloc/cuMemFree 1 GiB", bench_median(a, reps), "-", "-",
+         bench_median(f, reps), "-", bench_median(a, reps) + bench_median(f, reps));
   /* Can 2 MiB of a 32 MiB handle be mapped, or one granule of its mapping be unmapped? */
   CUdeviceptr va;
   CUmemGenericAllocationHandle h;

@@ -58,6 +58,15 @@ static int run_cli(char *out, char *err, size_t n, int argc, const char **argv) 
   return rc;
 }
 
+/* The small shared trace (the README's and the CLI tests' figures are its). */
+static const char *small_trace(void) {
+  const char *t = NULL;
+  for (int i = 0; i < ntraces; i++)
+    if (strstr(traces[i], "hf-b8-p512-n64")) t = traces[i];
+  assert_non_null(t);
+  return t;
+}
+
 static void test_shared_traces(void **state) {
   (void)state;
   assert_true(ntraces >= 2);
@@ -86,10 +95,7 @@ static void test_shared_traces(void **state) {
 static void test_cli_json(void **state) {
   (void)state;
   static char out[8192], err[8192];
-  const char *small = NULL;
-  for (int i = 0; i < ntraces; i++)
-    if (strstr(traces[i], "hf-b8-p512-n64")) small = traces[i];
-  assert_non_null(small);
+  const char *small = small_trace();
   const char *argv[] = {"replay", small, "--json", "--keep", "256M"};
   assert_int_equal(run_cli(out, err, sizeof out, 5, argv), 0);
   assert_non_null(strstr(out, "\"allocs\": 46878"));
@@ -110,10 +116,7 @@ static void test_cli_json(void **state) {
 static void test_min_lag(void **state) {
   (void)state;
   static char out[8192], err[8192];
-  const char *small = NULL;
-  for (int i = 0; i < ntraces; i++)
-    if (strstr(traces[i], "hf-b8-p512-n64")) small = traces[i];
-  assert_non_null(small);
+  const char *small = small_trace();
   const char *argv[] = {"replay", small, "--json", "--min", "1M"};
   assert_int_equal(run_cli(out, err, sizeof out, 5, argv), 0);
   assert_non_null(strstr(out, "\"allocs\": 2689"));
@@ -214,9 +217,7 @@ static void test_cli_errors(void **state) {
 static void test_cli_limit(void **state) {
   (void)state;
   static char out[8192], err[8192];
-  const char *small = NULL;
-  for (int i = 0; i < ntraces; i++)
-    if (strstr(traces[i], "hf-b8-p512-n64")) small = traces[i];
+  const char *small = small_trace();
   const char *a1[] = {"replay", small, "--limit", "1G"};
   assert_int_equal(run_cli(out, err, sizeof out, 4, a1), 1);
   assert_non_null(strstr(err, "allocations failed"));
