@@ -276,7 +276,7 @@ static struct pt_pool *pool_get(int dev) {
   if (!devs[dev].pool && !devs[dev].failed) {
     struct pt_backend bk;
     struct pt_pool_config cfg = {
-      .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = pt_pool_chunk_auto(R.chunk, R.limit)};
+      .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = R.chunk};
     int rc = pt_backend_vmm_create(&bk, dev, R.ipc ? PT_VMM_EXPORTABLE : 0);
     if (!rc && (rc = pt_pool_create(bk, dev, &cfg, &p)) && bk.ops->destroy) bk.ops->destroy(bk.ctx);
     if (!rc) {
@@ -285,7 +285,7 @@ static struct pt_pool *pool_get(int dev) {
       __atomic_store_n(&devs[dev].pool, p, __ATOMIC_RELEASE);
       if (__atomic_load_n(&ndev, __ATOMIC_RELAXED) <= dev) __atomic_store_n(&ndev, dev + 1, __ATOMIC_RELEASE);
       pt_debug("device %d: pool created (keep %" PRIu64 ", limit %" PRIu64 ", chunk %" PRIu64 ")", dev, R.keep,
-               R.limit, pt_pool_chunk_auto(R.chunk, R.limit));
+               R.limit, R.chunk);
     } else {
       __atomic_store_n(&devs[dev].failed, 1, __ATOMIC_RELAXED);
       RC_INC(pool_errors);
@@ -676,7 +676,7 @@ static void route_stats_json(struct pt_jw *w) {
   pt_jw_bool(w, "routing", R.pool_on);
   pt_jw_u64(w, "kv_min", R.kv_min);
   pt_jw_u64(w, "limit_bytes", R.limit);
-  pt_jw_u64(w, "chunk_bytes", pt_pool_chunk_auto(R.chunk, R.limit));
+  pt_jw_u64(w, "chunk_bytes", R.chunk);
   /* limit_rejections: the pool's (growth refused) plus pass-through ones. */
   sum.limit_rejections += __atomic_load_n(&rc_.passthrough_rejections, __ATOMIC_RELAXED);
   pt_pool_stats_json(&sum, w);
@@ -753,8 +753,8 @@ void pt_route_setup(void) {
   R.ipc = pt_opt_enum(PT_OPT_IPC) == 0; /* fd|off */
   R.kv_min = pt_opt_size(PT_OPT_KV_MIN);
   R.keep = pt_opt_size(PT_OPT_POOL_KEEP);
-  R.chunk = pt_opt_size(PT_OPT_POOL_CHUNK);
   R.limit = pt_opt_size(PT_OPT_MEM_LIMIT);
+  R.chunk = pt_pool_chunk_auto(pt_opt_size(PT_OPT_POOL_CHUNK), R.limit); /* 0 = auto, resolved here */
   trace_open();
   pt_stats_alloc_json = route_stats_json;
   pt_stats_alloc_text = route_stats_text;
