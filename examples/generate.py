@@ -75,6 +75,10 @@ def parse_args(argv=None):
                    help="force one SDPA backend for the whole run (default: torch's choice); "
                         "math computes attention in the inputs' dtype without fusion, the reference "
                         "used to judge other kernels' logits")
+    p.add_argument("--barrier", metavar="DIR:N",
+                   help="after the warm-up, wait until N processes given the same DIR reach this "
+                        "point, so that concurrent runs (tests/gpu/wall_pair.sh) time their "
+                        "generate() calls over the same seconds")
     p.add_argument("--mem-cap", metavar="BYTES", type=parse_size,
                    help="cap torch's caching allocator at BYTES (24G, 24GiB or 25769803776; binary "
                         "units) with torch.cuda.set_per_process_memory_fraction before the model is "
@@ -312,6 +316,8 @@ def run(args, s, extra, st):
             model.generate(input_ids=ids[:, -wp:], attention_mask=mask[:, -wp:], min_new_tokens=4,
                            max_new_tokens=4, **gen)
             torch.cuda.synchronize(device)
+        if args.barrier:
+            barrier_wait(args.barrier)
         torch.cuda.reset_peak_memory_stats(device)
         n = s["new_tokens"]
         torch.cuda.synchronize(device)
@@ -431,6 +437,19 @@ def ended_early(st, e, oom):
                                    len(stamps), gib(pa), gib(pr), msg),
           file=sys.stderr, flush=True)
     return 3 if oom else 143
+
+
+def barrier_wait(spec, timeout_s=300.0):
+    """DIR:N: marks this process ready in DIR, then waits for N ready marks (or timeout_s)."""
+    d, _, n = spec.rpartition(":")
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "ready.%d" % os.getpid()), "w").close()
+    end = time.monotonic() + timeout_s
+    while sum(f.startswith("ready.") for f in os.listdir(d)) < int(n):
+        if time.monotonic() > end:
+            print("barrier %s: timed out, running alone" % spec, file=sys.stderr)
+            return
+        time.sleep(0.005)
 
 
 def main(argv=None):

@@ -90,7 +90,7 @@ struct pt_rdev {
 static struct {
   bool pool_on;
   bool ipc; /* PONYTAIL_IPC=fd: exportable granules, real IPC of pooled blocks */
-  uint64_t kv_min, keep, limit, chunk;
+  uint64_t kv_min, kv_min_async, keep, limit, chunk;
   struct pt_trace_writer *trace;
 } R;
 static struct pt_rdev devs[PT_ROUTE_MAX_DEV];
@@ -452,7 +452,7 @@ static int pass_alloc(enum pt_route_api api, enum pt_route_smode sm, void **ptr,
 
 int pt_route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_mpool mp, const void *mempool,
                    void **ptr, size_t size, uint64_t stream, pt_route_real_alloc real, void *arg) {
-  if (!ptr || !size || !R.pool_on || size < R.kv_min)
+  if (!ptr || !size || !R.pool_on || size < (sm == PT_SM_SYNC ? R.kv_min : R.kv_min_async))
     return pass_alloc(api, sm, ptr, size, stream, real, arg, -1, ptr != NULL);
   int dev = route_device(api, sm, stream);
   if (dev < 0) return pass_alloc(api, sm, ptr, size, stream, real, arg, -2, false);
@@ -675,6 +675,7 @@ static void route_stats_json(struct pt_jw *w) {
   route_stats_sum(&sum);
   pt_jw_bool(w, "routing", R.pool_on);
   pt_jw_u64(w, "kv_min", R.kv_min);
+  pt_jw_u64(w, "kv_min_async", R.kv_min_async);
   pt_jw_u64(w, "limit_bytes", R.limit);
   pt_jw_u64(w, "chunk_bytes", R.chunk);
   /* limit_rejections: the pool's (growth refused) plus pass-through ones. */
@@ -704,9 +705,10 @@ static void route_stats_text(FILE *f) {
   struct pt_pool_stats s;
   route_stats_sum(&s);
   uint64_t rej = s.limit_rejections + __atomic_load_n(&rc_.passthrough_rejections, __ATOMIC_RELAXED);
-  fprintf(f, "  alloc: routing %s, pooled %" PRIu64 " (frees %" PRIu64 "), passthrough %" PRIu64 " (frees %" PRIu64
-             ")\n",
-          R.pool_on ? "on" : "off", s.pooled_allocs, s.pooled_frees, rc_.passthrough_allocs, rc_.passthrough_frees);
+  fprintf(f, "  alloc: routing %s (from %" PRIu64 " B, stream-ordered from %" PRIu64 " B), pooled %" PRIu64
+             " (frees %" PRIu64 "), passthrough %" PRIu64 " (frees %" PRIu64 ")\n",
+          R.pool_on ? "on" : "off", R.kv_min, R.kv_min_async, s.pooled_allocs, s.pooled_frees, rc_.passthrough_allocs,
+          rc_.passthrough_frees);
   fprintf(f, "  alloc: peak live %.1f MiB, peak physical %.1f MiB, stitches %" PRIu64 ", trims %" PRIu64
              ", limit rejections %" PRIu64 "\n",
           MIB(s.peak_live_bytes), MIB(s.peak_physical_bytes), s.stitches, s.trims, rej);
@@ -752,6 +754,11 @@ void pt_route_setup(void) {
   R.pool_on = pt_opt_bool(PT_OPT_POOL);
   R.ipc = pt_opt_enum(PT_OPT_IPC) == 0; /* fd|off */
   R.kv_min = pt_opt_size(PT_OPT_KV_MIN);
+  /* Unset: every stream-ordered size (what PyTorch's tensors become under
+   * PONYTAIL_TORCH_ALLOC=async), unless only PONYTAIL_KV_MIN was given. */
+  R.kv_min_async = pt_opt_is_set(PT_OPT_KV_MIN_ASYNC) || !pt_opt_is_set(PT_OPT_KV_MIN)
+                       ? pt_opt_size(PT_OPT_KV_MIN_ASYNC)
+                       : R.kv_min;
   R.keep = pt_opt_size(PT_OPT_POOL_KEEP);
   R.limit = pt_opt_size(PT_OPT_MEM_LIMIT);
   R.chunk = pt_pool_chunk_auto(pt_opt_size(PT_OPT_POOL_CHUNK), R.limit); /* 0 = auto, resolved here */

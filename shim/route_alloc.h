@@ -2,7 +2,10 @@
  * (shim/entry_alloc.c) and the pool (allocator/pool.h).
  *
  * What goes where:
- * - Device allocations of at least PONYTAIL_KV_MIN bytes go to the pool of
+ * - Device allocations of at least PONYTAIL_KV_MIN bytes (synchronous calls)
+ *   or PONYTAIL_KV_MIN_ASYNC bytes (stream-ordered calls; 0 by default: every
+ *   size, since these are PyTorch's tensors under its cudaMallocAsync
+ *   backend, and the driver's pool is slower for them) go to the pool of
  *   the device they are made for: the current context's device (driver entry
  *   points), else the runtime's current device (runtime entry points); for an
  *   explicit stream, the stream's device. Pools are created lazily, one per

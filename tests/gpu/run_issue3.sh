@@ -5,6 +5,11 @@
 #   tests/gpu/run_issue3.sh wall              interleaved wall-time A/B (tests/gpu/wall_ab.sh)
 #   tests/gpu/run_issue3.sh diag              VMM call costs by handle size (tests/gpu/vmm_cost.c),
 #                                             then the wall-time split (tests/gpu/wall_diag.sh)
+#   tests/gpu/run_issue3.sh hot-stress        host cost per allocation (tests/gpu/hot_cost.sh), then
+#                                             the allocator stress (tests/gpu/alloc_stress.sh)
+#   tests/gpu/run_issue3.sh hot-wall          host cost per allocation, then the wall-time A/B
+#   tests/gpu/run_issue3.sh hot-pair          host cost per allocation, then the paired wall time
+#                                             (tests/gpu/wall_pair.sh: stock and shim at once)
 # Results: $OUT/issue3-<what>.tgz and the tables on stdout.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -25,7 +30,19 @@ case $what in
       -L'$cuda/lib64/stubs' -lcuda && /tmp/pt_vmm_cost 5"
     step diag $(( 585 - SECONDS )) bash "$root/tests/gpu/wall_diag.sh"
     names="vmm diag" ;;
-  *) echo "usage: $0 stress-capacity|wall|diag"; exit 2 ;;
+  hot-stress)
+    step hot 300 bash "$root/tests/gpu/hot_cost.sh"
+    step stress $(( 585 - SECONDS )) bash "$root/tests/gpu/alloc_stress.sh"
+    names="hot stress" ;;
+  hot-wall)
+    step hot 200 bash "$root/tests/gpu/hot_cost.sh"
+    step wall $(( 585 - SECONDS )) env WALL_TIMEOUT=$(( 570 - SECONDS )) bash "$root/tests/gpu/wall_ab.sh"
+    names="hot wall" ;;
+  hot-pair)
+    step hot 240 bash "$root/tests/gpu/hot_cost.sh"
+    step pair $(( 585 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
+    names="hot pair" ;;
+  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair"; exit 2 ;;
 esac
 tar czf "$top/issue3-$what.tgz" -C "$w" .
 for f in $names; do echo "==== $f"; tail -n 40 "$w/$f.log"; done

@@ -3,10 +3,13 @@
 # examples/generate.py (flash SDPA, B=32, prompt 2048, N new tokens) under five configurations:
 #   stock      torch's caching allocator, no shim
 #   async      torch's cudaMallocAsync backend (the driver pool), no shim
-#   shim       the shim's defaults (torch switched to cudaMallocAsync, >= 1 MiB into the pool),
-#              PONYTAIL_ATTN=off so only the allocator differs
+#   shim       the shim's defaults (torch switched to cudaMallocAsync; stream-ordered requests of
+#              every size and synchronous ones >= 1 MiB into the pool), PONYTAIL_ATTN=off so only
+#              the allocator differs
 #   shim-nokv  the same with PONYTAIL_KV_MIN=1 TiB: the backend switch without the pool
-#   shim-kv0   the same with PONYTAIL_KV_MIN=0: every allocation, small ones too, in the pool
+#   shim-kv0   the same with PONYTAIL_KV_MIN=0: every allocation, small synchronous ones too
+#   shim-kv1M  PONYTAIL_KV_MIN=1M: small stream-ordered requests pass through to the driver's
+#              pool (the defaults before PONYTAIL_KV_MIN_ASYNC)
 #   shim-keep  PONYTAIL_TORCH_ALLOC=keep: torch's caching allocator, its segments into the pool
 #   shim-keep4g the shim's defaults with PONYTAIL_POOL_KEEP=4G (fewer trims and regrowths)
 #   shim-c2m   the shim's defaults with PONYTAIL_POOL_CHUNK=2M (one granule per physical handle)
@@ -28,6 +31,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
       shim) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off) ;;
       shim-nokv) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=1099511627776) ;;
       shim-kv0) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=0) ;;
+      shim-kv1M) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=1M) ;;
       shim-keep) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=keep) ;;
       shim-keep4g) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_KEEP=4G) ;;
       shim-c2m) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_CHUNK=2M) ;;

@@ -92,14 +92,18 @@ static int sc_route(void) {
   CHECK_EQ(cuMemAllocAsync_ptsz(&d[2], 2 * MiB, 0), CUDA_SUCCESS);
   for (int i = 0; i < 5; i++) CHECK(a[i] && pooled(a[i]) && touch(a[i], 2 * MiB, i));
   for (int i = 0; i < 3; i++) CHECK(d[i] && pooled((void *)d[i]) && touch((void *)d[i], 2 * MiB, i));
-  /* an explicit (non-default) pool passes through, as do small requests */
-  void *x = NULL, *y = NULL;
+  /* an explicit (non-default) pool passes through; a small stream-ordered
+   * request is pooled (PONYTAIL_KV_MIN_ASYNC=0), a small synchronous one not */
+  void *x = NULL, *y = NULL, *z = NULL;
   CHECK_EQ(cudaMallocFromPoolAsync(&x, 2 * MiB, (cudaMemPool_t)&x, 0), cudaSuccess);
   CHECK(x && !pooled(x));
   CHECK_EQ(cudaMallocAsync(&y, 4096, (cudaStream_t)s), cudaSuccess);
-  CHECK(y && !pooled(y));
+  CHECK(y && pooled(y) && touch(y, 4096, 7));
+  CHECK_EQ(cudaMalloc(&z, 4096), cudaSuccess);
+  CHECK(z && !pooled(z));
   CHECK_EQ(cudaFreeAsync(x, 0), cudaSuccess);
   CHECK_EQ(cudaFreeAsync(y, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaFree(z), cudaSuccess);
   /* every free variant on pool pointers */
   uint64_t fa0 = fakecuda_count("cuMemFreeAsync") + fakecuda_count("cuMemFreeAsync_ptsz");
   CHECK_EQ(cudaFreeAsync(a[0], 0), cudaSuccess);
@@ -122,8 +126,8 @@ static int sc_route(void) {
   return g_failed;
 }
 static void check_route(const char *js) {
-  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 1 + 8 + 2);
-  CHECK_EQ(alloc_stat(js, "pooled_frees"), 1 + 8 + 2);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 1 + 8 + 1 + 2);
+  CHECK_EQ(alloc_stat(js, "pooled_frees"), 1 + 8 + 1 + 2);
   CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 3);
   CHECK_EQ(alloc_stat(js, "passthrough_frees"), 3);
   CHECK_EQ(alloc_stat(js, "live_bytes"), 0);
@@ -132,9 +136,51 @@ static void check_route(const char *js) {
   CHECK_EQ(alloc_stat(js, "stitches"), alloc_stat(js, "stitches")); /* present */
   CHECK(alloc_stat(js, "stitches") >= 0 && alloc_stat(js, "trims") >= 0);
   CHECK_EQ(alloc_stat(js, "limit_rejections"), 0);
-  CHECK_EQ(dev_stat(js, 0, "pooled_allocs"), 11);
+  CHECK_EQ(dev_stat(js, 0, "pooled_allocs"), 12);
   CHECK_EQ(dev_stat(js, 1, "pooled_allocs"), -1); /* no pool on device 1 */
-  CHECK_EQ(stat_call(js, "cudaMalloc"), 2);
+  CHECK_EQ(stat_call(js, "cudaMalloc"), 3);
+  CHECK_EQ(alloc_stat(js, "kv_min"), (long long)MiB);
+  CHECK_EQ(alloc_stat(js, "kv_min_async"), 0);
+}
+
+/* ---- size thresholds: PONYTAIL_KV_MIN (synchronous calls) and
+ * PONYTAIL_KV_MIN_ASYNC (stream-ordered calls; follows KV_MIN when only that
+ * is set). The scenario's `small` field says which environment meson.build
+ * gives it, and so what is expected. */
+enum { SMALL_DEFAULT = 1, SMALL_KVMIN_1M, SMALL_ASYNC_64K };
+static int g_small;
+static int sc_small(void) {
+  CUstream s = NULL;
+  CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  void *a = NULL, *b = NULL, *c = NULL, *e = NULL;
+  CUdeviceptr d = 0;
+  CHECK_EQ(cudaMallocAsync(&a, 4096, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cuMemAllocAsync(&d, 4096, s), CUDA_SUCCESS);
+  CHECK_EQ(cudaMallocAsync(&b, 128 << 10, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&c, 512 << 10), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&e, 2 * MiB, (cudaStream_t)s), cudaSuccess);
+  int tiny = g_small == SMALL_DEFAULT, mid = g_small != SMALL_KVMIN_1M;
+  CHECK(a && pooled(a) == tiny);
+  CHECK(d && pooled((void *)d) == tiny);
+  CHECK(b && pooled(b) == mid && touch(b, 128 << 10, 3));
+  CHECK(c && !pooled(c)); /* synchronous, below the 1 MiB default */
+  CHECK(e && pooled(e));
+  CHECK_EQ(cudaFreeAsync(a, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cuMemFreeAsync(d, s), CUDA_SUCCESS);
+  CHECK_EQ(cudaFreeAsync(b, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(cudaFree(c), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(e, (cudaStream_t)s), cudaSuccess);
+  return g_failed;
+}
+static void check_small(const char *js) {
+  long long want_async = g_small == SMALL_DEFAULT ? 0 : g_small == SMALL_KVMIN_1M ? (long long)MiB : 64 << 10;
+  int pooled_n = g_small == SMALL_DEFAULT ? 4 : g_small == SMALL_KVMIN_1M ? 1 : 2;
+  CHECK_EQ(alloc_stat(js, "kv_min"), (long long)MiB);
+  CHECK_EQ(alloc_stat(js, "kv_min_async"), want_async);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), pooled_n);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 5 - pooled_n);
+  CHECK_EQ(alloc_stat(js, "passthrough_frees"), 5 - pooled_n);
+  CHECK_EQ(alloc_stat(js, "live_bytes"), 0);
 }
 
 /* ---- PONYTAIL_POOL=0: everything passes through -------------------------- */
@@ -745,6 +791,7 @@ struct scenario {
   int (*run)(void);
   void (*check)(const char *json);
   bool one_granule; /* meson.build runs it with PONYTAIL_POOL_CHUNK=2M */
+  int small;        /* sc_small's environment (SMALL_*), 0 elsewhere */
 };
 static const struct scenario scenarios[] = {
     {"route", sc_route, check_route, false},       {"pooloff", sc_pooloff, check_pooloff, false},
@@ -755,6 +802,9 @@ static const struct scenario scenarios[] = {
     {"ipc", sc_ipc, check_ipc, false},             {"threads", sc_threads, check_threads, false},
     {"ipcoff", sc_ipcoff, check_ipcoff, false},    {"kvgrow", sc_kvgrow, check_kvgrow, false},
     {"faults1", sc_faults, NULL, true},            {"ipc1", sc_ipc, check_ipc, true},
+    {"small", sc_small, check_small, false, SMALL_DEFAULT},
+    {"small_kvmin", sc_small, check_small, false, SMALL_KVMIN_1M},
+    {"small_async64k", sc_small, check_small, false, SMALL_ASYNC_64K},
 };
 
 int main(int argc, char **argv) {
@@ -772,6 +822,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
     g_one_granule = scenarios[i].one_granule;
+    g_small = scenarios[i].small;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) exit(scenarios[i].run());
