@@ -3,7 +3,8 @@
 #   hot_cost.cu   driver queries of the shim's routing, cudaMallocAsync + cudaFreeAsync pairs with
 #                 and without a kernel in flight (bare, shim defaults, shim PONYTAIL_KV_MIN=1M:
 #                 small stream-ordered requests then pass through to the driver's pool)
-#   pair_cost.py  torch.empty, a + b and add(out=) per iteration under stock torch, torch's
+#   pair_cost.py  (PY=1 only: its rows moved by +-30% between calls, bench/NOTES.md section 10)
+#                 torch.empty, a + b and add(out=) per iteration under stock torch, torch's
 #                 cudaMallocAsync backend, the shim (defaults, KV_MIN=1M, TORCH_ALLOC=keep);
 #                 PONYTAIL_ATTN=off
 # ROUNDS (2) interleaved rounds; prints the median of the rounds per configuration and row.
@@ -21,6 +22,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   "$tmp/hot_cost" bare >>"$raw"
   LD_PRELOAD="$shim" "$tmp/hot_cost" shim >>"$raw"
   LD_PRELOAD="$shim" PONYTAIL_KV_MIN=1M "$tmp/hot_cost" shim-kv1M >>"$raw"
+  [ "${PY:-0}" = 1 ] || continue
   for c in stock async shim shim-kv1M shim-keep; do
     e=(env -u PYTORCH_CUDA_ALLOC_CONF)
     case $c in
