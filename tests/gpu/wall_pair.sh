@@ -18,7 +18,9 @@ table="$out/wall_pair.txt"
 echo "wall_pair: B=${B:-32} P=${P:-2048} N=${N:-1024}; shim: PONYTAIL_ATTN=off ${SHIM_ENV:-}" | tee "$table"
 run_one() { # kind tag barrier
   local e=(env -u PYTORCH_CUDA_ALLOC_CONF TORCH_CUDNN_SDPA_DEPRIORITIZED=1)
-  [ "$1" = shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off ${SHIM_ENV:-})
+  # Stats are written at exit only: they cost the measured call nothing.
+  [ "$1" = shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json
+                         PONYTAIL_STATS_FILE="$tmp/$2.stats.json" ${SHIM_ENV:-})
   "${e[@]}" "${gen[@]}" --barrier "$3:2" --json "$tmp/$2.json" >"$tmp/$2.log" 2>&1 || echo "$2: exit $?"
 }
 pair() { # round kindA kindB
@@ -26,7 +28,7 @@ pair() { # round kindA kindB
   # Alternate which process starts first, so that start-up order is not on one side.
   if [ $(( r % 2 )) -eq 0 ]; then run_one "$a" "$r-A" "$bar" & sleep 0.2; run_one "$b" "$r-B" "$bar" & wait
   else run_one "$b" "$r-B" "$bar" & sleep 0.2; run_one "$a" "$r-A" "$bar" & wait; fi
-  python3 - "$tmp/$r-A.json" "$tmp/$r-B.json" "$r" "$a" "$b" <<'PY' | tee -a "$table"
+  python3 - "$tmp/$r-A.json" "$tmp/$r-B.json" "$r" "$a" "$b" "$tmp/$r-B.stats.json" <<'PY' | tee -a "$table"
 import json, sys
 try:
     a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -34,8 +36,17 @@ try:
     print("round %-3s %-5s/%-5s total %6.2f %6.2f s ratio %.3f   decode p50 %6.2f %6.2f ms ratio %.3f   tokens %s"
           % (sys.argv[3], sys.argv[5], sys.argv[4], a["total_s"], b["total_s"], b["total_s"] / a["total_s"],
              pa, pb, pb / pa, "same" if a.get("token_ids_sha256") == b.get("token_ids_sha256") else "DIFFER"))
+    print("          prefill %.3f %.3f s   decode p99 %.2f %.2f ms"
+          % (a["prefill_s"], b["prefill_s"], a["decode_step_ms"]["p99"], b["decode_step_ms"]["p99"]))
 except Exception as e:
     print("round %s: no result (%s)" % (sys.argv[3], e))
+try:  # the shim run's pool: what it did outside the median step
+    x = json.load(open(sys.argv[6]))["alloc"]
+    print("          pool: grows %s trims %s stitches %s syncs %s, map %.0f ms, wait %.0f ms, pooled %s, pass-through %s"
+          % (x.get("grows"), x.get("trims"), x.get("stitches"), x.get("syncs"), x.get("map_ns", 0) / 1e6,
+             x.get("wait_ns", 0) / 1e6, x.get("pooled_allocs"), x.get("passthrough_allocs")))
+except Exception:
+    pass
 PY
 }
 r=0
