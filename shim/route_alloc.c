@@ -658,16 +658,36 @@ void pt_route_peer_enabled(int device, int peer) {
 
 /* ---- stats --------------------------------------------------------------- */
 
-static void route_stats_sum(struct pt_pool_stats *sum) {
-  memset(sum, 0, sizeof *sum);
+/* fn(device, that device's pool stats, ctx) for every device with a pool. */
+static void route_each_pool(void (*fn)(int, const struct pt_pool_stats *, void *), void *ctx) {
   int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
   for (int d = 0; d < n; d++) {
     struct pt_pool *p = pool_at(d);
     if (!p) continue;
     struct pt_pool_stats st;
     pt_pool_stats(p, &st);
-    pt_pool_stats_add(sum, &st);
+    fn(d, &st, ctx);
   }
+}
+
+static void add_pool(int d, const struct pt_pool_stats *st, void *sum) {
+  (void)d;
+  pt_pool_stats_add(sum, st);
+}
+
+/* Every pool's figures summed; limit_rejections also counts the pass-through
+ * allocations refused under the limit (the pools count only refused growth). */
+static void route_stats_sum(struct pt_pool_stats *sum) {
+  memset(sum, 0, sizeof *sum);
+  route_each_pool(add_pool, sum);
+  sum->limit_rejections += __atomic_load_n(&rc_.passthrough_rejections, __ATOMIC_RELAXED);
+}
+
+static void device_json(int d, const struct pt_pool_stats *st, void *w) {
+  pt_jw_obj_begin(w, NULL);
+  pt_jw_i64(w, "device", d);
+  pt_pool_stats_json(st, w);
+  pt_jw_obj_end(w);
 }
 
 static void route_stats_json(struct pt_jw *w) {
@@ -678,40 +698,33 @@ static void route_stats_json(struct pt_jw *w) {
   pt_jw_u64(w, "kv_min_async", R.kv_min_async);
   pt_jw_u64(w, "limit_bytes", R.limit);
   pt_jw_u64(w, "chunk_bytes", R.chunk);
-  /* limit_rejections: the pool's (growth refused) plus pass-through ones. */
-  sum.limit_rejections += __atomic_load_n(&rc_.passthrough_rejections, __ATOMIC_RELAXED);
   pt_pool_stats_json(&sum, w);
 #define PT_RC_JSON(n) pt_jw_u64(w, #n, __atomic_load_n(&rc_.n, __ATOMIC_RELAXED));
   PT_ROUTE_COUNTERS(PT_RC_JSON)
 #undef PT_RC_JSON
   pt_jw_u64(w, "trace_write_errors", pt_trace_write_errors(R.trace));
   pt_jw_arr_begin(w, "devices");
-  int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
-  for (int d = 0; d < n; d++) {
-    struct pt_pool *p = pool_at(d);
-    if (!p) continue;
-    struct pt_pool_stats st;
-    pt_pool_stats(p, &st);
-    pt_jw_obj_begin(w, NULL);
-    pt_jw_i64(w, "device", d);
-    pt_pool_stats_json(&st, w);
-    pt_jw_obj_end(w);
-  }
+  route_each_pool(device_json, w);
   pt_jw_arr_end(w);
 }
 
 #define MIB(x) ((double)(x) / 1048576.0)
+static void device_text(int d, const struct pt_pool_stats *st, void *f) {
+  fprintf(f, "  alloc device %d: pooled %" PRIu64 ", live %.1f MiB, physical %.1f MiB (peak %.1f / %.1f MiB)\n", d,
+          st->pooled_allocs, MIB(st->live_bytes), MIB(st->physical_bytes), MIB(st->peak_live_bytes),
+          MIB(st->peak_physical_bytes));
+}
+
 static void route_stats_text(FILE *f) {
   struct pt_pool_stats s;
   route_stats_sum(&s);
-  uint64_t rej = s.limit_rejections + __atomic_load_n(&rc_.passthrough_rejections, __ATOMIC_RELAXED);
   fprintf(f, "  alloc: routing %s (from %" PRIu64 " B, stream-ordered from %" PRIu64 " B), pooled %" PRIu64
              " (frees %" PRIu64 "), passthrough %" PRIu64 " (frees %" PRIu64 ")\n",
           R.pool_on ? "on" : "off", R.kv_min, R.kv_min_async, s.pooled_allocs, s.pooled_frees, rc_.passthrough_allocs,
           rc_.passthrough_frees);
   fprintf(f, "  alloc: peak live %.1f MiB, peak physical %.1f MiB, stitches %" PRIu64 ", trims %" PRIu64
              ", limit rejections %" PRIu64 "\n",
-          MIB(s.peak_live_bytes), MIB(s.peak_physical_bytes), s.stitches, s.trims, rej);
+          MIB(s.peak_live_bytes), MIB(s.peak_physical_bytes), s.stitches, s.trims, s.limit_rejections);
   if (s.map_ns || s.wait_ns)
     fprintf(f, "  alloc: host time in mapping calls %.1f ms, waiting for the device %.1f ms (syncs %" PRIu64 ")\n",
             s.map_ns / 1e6, s.wait_ns / 1e6, s.syncs);
@@ -725,16 +738,7 @@ static void route_stats_text(FILE *f) {
   if (rc_.internal_allocs)
     fprintf(f, "  alloc: internal (shim's own buffers) %" PRIu64 ", %.1f MiB\n", rc_.internal_allocs,
             MIB(rc_.internal_bytes));
-  int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
-  for (int d = 0; d < n; d++) {
-    struct pt_pool *p = pool_at(d);
-    if (!p) continue;
-    struct pt_pool_stats st;
-    pt_pool_stats(p, &st);
-    fprintf(f, "  alloc device %d: pooled %" PRIu64 ", live %.1f MiB, physical %.1f MiB (peak %.1f / %.1f MiB)\n", d,
-            st.pooled_allocs, MIB(st.live_bytes), MIB(st.physical_bytes), MIB(st.peak_live_bytes),
-            MIB(st.peak_physical_bytes));
-  }
+  route_each_pool(device_text, f);
 }
 
 /* ---- setup --------------------------------------------------------------- */
