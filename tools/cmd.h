@@ -2,6 +2,7 @@
  * 0 success, 1 runtime failure, 2 usage error (usage already on stderr). */
 #ifndef PT_TOOLS_CMD_H
 #define PT_TOOLS_CMD_H
+#include <stdio.h>
 
 int pt_cmd_run(int argc, char **argv);
 int pt_cmd_config(int argc, char **argv);
@@ -14,5 +15,9 @@ int pt_cmd_timeline(int argc, char **argv);
 
 /* argv[0] of the ponytail process, for finding the shim and examples/. */
 extern const char *pt_tool_argv0;
+
+/* A usage error of `ponytail CMD`: "ponytail CMD: MSG[: ARG]", a blank line
+ * and CMD's usage on stderr. Returns 2, the usage-error exit status. */
+int pt_cmd_usage_error(const char *cmd, void (*usage)(FILE *), const char *msg, const char *arg);
 
 #endif

@@ -47,11 +47,7 @@ static void usage(FILE *f) {
           "  -h, --help          this help\n");
 }
 
-static int bad(const char *msg, const char *arg) {
-  fprintf(stderr, "ponytail bench: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
-  usage(stderr);
-  return 2;
-}
+static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("bench", usage, msg, arg); }
 
 /* Workload flags forwarded to generate.py and how they are checked. */
 enum { V_POSINT, V_NONNEG, V_FRAC, V_DTYPE, V_PATH };

@@ -31,11 +31,7 @@ static void usage(FILE *f) {
           "Other PONYTAIL_* options pass through from the environment (`ponytail config`).\n");
 }
 
-static int bad(const char *msg, const char *arg) {
-  fprintf(stderr, "ponytail run: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
-  usage(stderr);
-  return 2;
-}
+static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("run", usage, msg, arg); }
 
 int pt_cmd_run(int argc, char **argv) {
   const char *stats = NULL, *stats_file = NULL, *log = NULL, *shim_arg = NULL;

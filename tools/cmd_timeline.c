@@ -27,11 +27,7 @@ static void usage(FILE *f) {
           "  -h, --help       this help\n");
 }
 
-static int bad(const char *msg, const char *arg) {
-  fprintf(stderr, "ponytail timeline: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
-  usage(stderr);
-  return 2;
-}
+static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("timeline", usage, msg, arg); }
 
 /* A bench side ({"runs": [...]}) or a generate.py result itself -> the result. */
 static const struct pt_json *pt_tl_result(const struct pt_json *side) {

@@ -39,11 +39,7 @@ static void usage(FILE *f) {
           "  -h, --help          this help\n");
 }
 
-static int bad(const char *msg, const char *arg) {
-  fprintf(stderr, "ponytail trace: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
-  usage(stderr);
-  return 2;
-}
+static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("trace", usage, msg, arg); }
 
 static int pt_trace_report_files(const char *const *rec, size_t nrec, const char *const *st,
                                  size_t nst, double wall, int json, size_t top) {
