@@ -27,9 +27,16 @@
 #define MiB (1ull << 20)
 
 static const char *g_dir;
-/* The scenario runs with one-granule physical handles (PONYTAIL_POOL_CHUNK=2M
- * in meson.build): what the VMM call counts and imports are expected to be. */
-static bool g_one_granule;
+/* The environment meson.build gives the scenario beyond the defaults, and so
+ * what is expected of it. */
+enum scenario_env {
+  ENV_PLAIN,          /* nothing that changes the expectations */
+  ENV_ONE_GRANULE,    /* PONYTAIL_POOL_CHUNK=2M: VMM call counts and imports */
+  ENV_SMALL_DEFAULT,  /* sc_small with the thresholds' defaults */
+  ENV_SMALL_KVMIN_1M, /* sc_small with PONYTAIL_KV_MIN=1M */
+  ENV_SMALL_ASYNC_64K /* sc_small with PONYTAIL_KV_MIN_ASYNC=64K */
+};
+static enum scenario_env g_env;
 static pid_t g_child;
 
 
@@ -145,10 +152,8 @@ static void check_route(const char *js) {
 
 /* ---- size thresholds: PONYTAIL_KV_MIN (synchronous calls) and
  * PONYTAIL_KV_MIN_ASYNC (stream-ordered calls; follows KV_MIN when only that
- * is set). The scenario's `small` field says which environment meson.build
+ * is set). The scenario's env (ENV_SMALL_*) says which environment meson.build
  * gives it, and so what is expected. */
-enum { SMALL_DEFAULT = 1, SMALL_KVMIN_1M, SMALL_ASYNC_64K };
-static int g_small;
 static int sc_small(void) {
   CUstream s = NULL;
   CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
@@ -159,7 +164,7 @@ static int sc_small(void) {
   CHECK_EQ(cudaMallocAsync(&b, 128 << 10, (cudaStream_t)s), cudaSuccess);
   CHECK_EQ(cudaMalloc(&c, 512 << 10), cudaSuccess);
   CHECK_EQ(cudaMallocAsync(&e, 2 * MiB, (cudaStream_t)s), cudaSuccess);
-  int tiny = g_small == SMALL_DEFAULT, mid = g_small != SMALL_KVMIN_1M;
+  int tiny = g_env == ENV_SMALL_DEFAULT, mid = g_env != ENV_SMALL_KVMIN_1M;
   CHECK(a && pooled(a) == tiny);
   CHECK(d && pooled((void *)d) == tiny);
   CHECK(b && pooled(b) == mid && touch(b, 128 << 10, 3));
@@ -173,8 +178,8 @@ static int sc_small(void) {
   return g_failed;
 }
 static void check_small(const char *js) {
-  long long want_async = g_small == SMALL_DEFAULT ? 0 : g_small == SMALL_KVMIN_1M ? (long long)MiB : 64 << 10;
-  int pooled_n = g_small == SMALL_DEFAULT ? 4 : g_small == SMALL_KVMIN_1M ? 1 : 2;
+  long long want_async = g_env == ENV_SMALL_DEFAULT ? 0 : g_env == ENV_SMALL_KVMIN_1M ? (long long)MiB : 64 << 10;
+  int pooled_n = g_env == ENV_SMALL_DEFAULT ? 4 : g_env == ENV_SMALL_KVMIN_1M ? 1 : 2;
   CHECK_EQ(alloc_stat(js, "kv_min"), (long long)MiB);
   CHECK_EQ(alloc_stat(js, "kv_min_async"), want_async);
   CHECK_EQ(alloc_stat(js, "pooled_allocs"), pooled_n);
@@ -336,7 +341,7 @@ static int sc_faults(void) {
   /* faults1 runs with PONYTAIL_POOL_CHUNK=2M: 6 MiB grows by three handles
    * of one granule. By default it is one handle of three, and 40 MiB two
    * (16 + 4 granules). */
-  if (g_one_granule) {
+  if (g_env == ENV_ONE_GRANULE) {
     fault_case("cuMemCreate", 2, CUDA_ERROR_UNKNOWN, 6 * MiB);
     fault_case("cuMemCreate", 1, CUDA_ERROR_INVALID_VALUE, 6 * MiB);
     fault_case("cuMemMap", 2, CUDA_ERROR_UNKNOWN, 6 * MiB);
@@ -556,7 +561,7 @@ static int ipc_import(const char *hex, size_t size) {
   /* p spans the granule of the 1 MiB block before it and the memory grown
    * for the rest: one handle of several granules by default, single
    * granules in the ipc1 case (PONYTAIL_POOL_CHUNK=2M). */
-  CHECK(fakecuda_vmm_imports(0) >= (g_one_granule ? 3u : 2u));
+  CHECK(fakecuda_vmm_imports(0) >= (g_env == ENV_ONE_GRANULE ? 3u : 2u));
   CHECK_EQ(fakecuda_vmm_imports(1), 0); /* handles dropped once mapped */
   for (size_t k = 0; k < sizeof ipc_marks / sizeof ipc_marks[0]; k++) ((unsigned char *)o)[ipc_marks[k]] = 0xA5;
   CHECK_EQ(cudaIpcCloseMemHandle(o2), cudaSuccess);
@@ -571,7 +576,7 @@ static int spawn_importer(const cudaIpcMemHandle_t *h) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
-    char *argv[] = {"preload_alloc", "ipc-import", hex, size, (char *)g_dir, g_one_granule ? "1" : "0", NULL};
+    char *argv[] = {"preload_alloc", "ipc-import", hex, size, (char *)g_dir, g_env == ENV_ONE_GRANULE ? "1" : "0", NULL};
     execv("/proc/self/exe", argv);
     _exit(127);
   }
@@ -790,27 +795,26 @@ struct scenario {
   const char *name;
   int (*run)(void);
   void (*check)(const char *json);
-  bool one_granule; /* meson.build runs it with PONYTAIL_POOL_CHUNK=2M */
-  int small;        /* sc_small's environment (SMALL_*), 0 elsewhere */
+  enum scenario_env env;
 };
 static const struct scenario scenarios[] = {
-    {"route", sc_route, check_route, false},       {"pooloff", sc_pooloff, check_pooloff, false},
-    {"capture", sc_capture, check_capture, false}, {"limit", sc_limit, check_limit, false},
-    {"trim", sc_trim, check_trim, false},          {"faults", sc_faults, NULL, false},
-    {"poolattr", sc_poolattr, NULL, false},        {"trace", sc_trace, check_trace, false},
-    {"twodev", sc_twodev, check_twodev, false},    {"peer", sc_peer, check_peer, false},
-    {"ipc", sc_ipc, check_ipc, false},             {"threads", sc_threads, check_threads, false},
-    {"ipcoff", sc_ipcoff, check_ipcoff, false},    {"kvgrow", sc_kvgrow, check_kvgrow, false},
-    {"faults1", sc_faults, NULL, true},            {"ipc1", sc_ipc, check_ipc, true},
-    {"small", sc_small, check_small, false, SMALL_DEFAULT},
-    {"small_kvmin", sc_small, check_small, false, SMALL_KVMIN_1M},
-    {"small_async64k", sc_small, check_small, false, SMALL_ASYNC_64K},
+    {"route", sc_route, check_route, ENV_PLAIN},       {"pooloff", sc_pooloff, check_pooloff, ENV_PLAIN},
+    {"capture", sc_capture, check_capture, ENV_PLAIN}, {"limit", sc_limit, check_limit, ENV_PLAIN},
+    {"trim", sc_trim, check_trim, ENV_PLAIN},          {"faults", sc_faults, NULL, ENV_PLAIN},
+    {"poolattr", sc_poolattr, NULL, ENV_PLAIN},        {"trace", sc_trace, check_trace, ENV_PLAIN},
+    {"twodev", sc_twodev, check_twodev, ENV_PLAIN},    {"peer", sc_peer, check_peer, ENV_PLAIN},
+    {"ipc", sc_ipc, check_ipc, ENV_PLAIN},             {"threads", sc_threads, check_threads, ENV_PLAIN},
+    {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
+    {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
+    {"small", sc_small, check_small, ENV_SMALL_DEFAULT},
+    {"small_kvmin", sc_small, check_small, ENV_SMALL_KVMIN_1M},
+    {"small_async64k", sc_small, check_small, ENV_SMALL_ASYNC_64K},
 };
 
 int main(int argc, char **argv) {
   if (argc == 6 && !strcmp(argv[1], "ipc-import")) {
     g_dir = argv[4];
-    g_one_granule = !strcmp(argv[5], "1");
+    g_env = strcmp(argv[5], "1") ? ENV_PLAIN : ENV_ONE_GRANULE;
     return ipc_import(argv[2], (size_t)strtoull(argv[3], NULL, 10));
   }
   if (argc != 3) {
@@ -821,21 +825,13 @@ int main(int argc, char **argv) {
   mkdir(g_dir, 0755); /* may exist */
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
-    g_one_granule = scenarios[i].one_granule;
-    g_small = scenarios[i].small;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) exit(scenarios[i].run());
-    int st = 0;
-    waitpid(pid, &st, 0);
-    g_child = pid;
-    if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-      fprintf(stderr, "scenario %s: child failed (status %#x)\n", argv[1], st);
+    g_env = scenarios[i].env;
+    int status;
+    char *js = run_child(g_dir, scenarios[i].run, &status, &g_child);
+    if (status) {
+      fprintf(stderr, "scenario %s: child failed (status %d)\n", argv[1], status);
       return 1;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
-    char *js = read_file(path);
     if (!js) {
       fprintf(stderr, "scenario %s: no stats file\n", argv[1]);
       return 1;

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int g_failed;
 
@@ -35,6 +38,22 @@ static __attribute__((unused)) char *read_file(const char *path) {
   buf[n] = 0;
   fclose(f);
   return buf;
+}
+
+/* Runs fn in a forked child, whose exit writes the shim's stats to
+ * dir/stats.<pid>.json. *status: the child's exit status (128 when it did not
+ * exit); *pid (if not NULL): the child. Returns the stats text, or NULL. */
+static __attribute__((unused)) char *run_child(const char *dir, int (*fn)(void), int *status, pid_t *pid) {
+  fflush(NULL);
+  pid_t c = fork();
+  if (c == 0) exit(fn());
+  int st = 0;
+  waitpid(c, &st, 0);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  if (pid) *pid = c;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats.%d.json", dir, (int)c);
+  return read_file(path);
 }
 
 /* Count of a symbol in the stats JSON's "calls" (0 if absent, -1 without

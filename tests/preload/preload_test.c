@@ -54,19 +54,6 @@ static long long stat_registered(const char *json) {
   return p ? atoll(p + 13) : -1;
 }
 
-/* Runs fn in a child; returns the child's stats (NULL if none) and status. */
-static char *run_child(int (*fn)(void), int *status) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) exit(fn());
-  int st = 0;
-  waitpid(pid, &st, 0);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
-  return read_file(path);
-}
-
 static const char *where(void *p, const char **sym) {
   static Dl_info info;
   if (!dladdr(p, &info)) return "";
@@ -640,7 +627,7 @@ int main(int argc, char **argv) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
     g_scenario = scenarios[i].name;
     int status;
-    char *js = run_child(scenarios[i].run, &status);
+    char *js = run_child(g_dir, scenarios[i].run, &status, NULL);
     if (status) {
       fprintf(stderr, "scenario %s: child failed (status %d)\n", argv[1], status);
       return 1;
