@@ -12,25 +12,12 @@
 #include <cmocka.h>
 
 #include "allocator/replay.h"
+#include "tests/unit/alloc/scratch_dir.h"
 #include "tools/cmd.h"
 
 const char *pt_tool_argv0 = "ponytail";
 static int ntraces;
 static char **traces;
-static char dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(dir, "/tmp/pt-replay-XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
 
 /* Runs `ponytail replay args...` in this process; captures stdout and
  * stderr into out/err (NUL-terminated, truncated to n). */
@@ -238,5 +225,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_cli_limit),
     cmocka_unit_test(test_min_lag),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }

@@ -11,21 +11,7 @@
 #include <cmocka.h>
 
 #include "allocator/trace.h"
-
-static char dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(dir, "/tmp/pt-trace-XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#include "tests/unit/alloc/scratch_dir.h"
 
 static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
 
@@ -167,5 +153,5 @@ int main(void) {
     cmocka_unit_test(test_threads),
     cmocka_unit_test(test_bad_input),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }
