@@ -1,13 +1,24 @@
-/* Test helper for the CLI tests: run a program with extra environment and
- * collect its exit status, stdout and stderr. Header-only so each test
- * executable stays one file. */
+/* Test helpers for the CLI tests: run a program with extra environment and
+ * collect its exit status, stdout and stderr; build a fixture's path.
+ * Header-only so each test executable stays one file. */
 #ifndef PT_TEST_RUN_EXEC_H
 #define PT_TEST_RUN_EXEC_H
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* DIR/NAME in one of four rotating static buffers: enough for the paths of
+ * one call's arguments. */
+__attribute__((unused)) static char *pt_test_path(const char *dir, const char *name) {
+  static char buf[4][PATH_MAX];
+  static int k;
+  char *b = buf[k++ % 4];
+  snprintf(b, PATH_MAX, "%s/%s", dir, name);
+  return b;
+}
 
 struct pt_test_out {
   int status; /* exit code, or 128+signal */

@@ -22,13 +22,7 @@ static char tmpdir[PATH_MAX];
 #define COL_A 0x1f77b4u
 #define COL_B 0xe4572eu
 
-static char *fixture(const char *name) {
-  static char buf[4][PATH_MAX];
-  static int k;
-  char *b = buf[k++ % 4];
-  snprintf(b, PATH_MAX, "%s/%s", fixtures, name);
-  return b;
-}
+static char *fixture(const char *name) { return pt_test_path(fixtures, name); }
 
 static struct pt_test_out timeline(const char *in, const char *out, const char *extra) {
   char *argv[8] = {(char *)ponytail, "timeline", (char *)in, "-o", (char *)out, NULL};

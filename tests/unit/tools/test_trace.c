@@ -17,13 +17,7 @@
 
 static const char *ponytail, *fixtures;
 
-static char *fixture(const char *name) {
-  static char buf[4][PATH_MAX];
-  static int k;
-  char *b = buf[k++ % 4];
-  snprintf(b, PATH_MAX, "%s/%s", fixtures, name);
-  return b;
-}
+static char *fixture(const char *name) { return pt_test_path(fixtures, name); }
 
 static void test_usage_errors(void **state) {
   (void)state;
