@@ -79,6 +79,11 @@ def parse_args(argv=None):
                    help="after the warm-up, wait until N processes given the same DIR reach this "
                         "point, so that concurrent runs (tests/gpu/wall_pair.sh) time their "
                         "generate() calls over the same seconds")
+    p.add_argument("--tp", action="store_true",
+                   help="tensor parallelism over the ranks of torchrun (torchrun --nproc-per-node N "
+                        "examples/generate.py --tp ...): each rank keeps 1/N of every layer "
+                        "(examples/tensor_parallel.py); --json OUT and --logits-out FILE write one file "
+                        "per rank, {rank} in the name replaced, or .rankR appended")
     p.add_argument("--mem-cap", metavar="BYTES", type=parse_size,
                    help="cap torch's caching allocator at BYTES (24G, 24GiB or 25769803776; binary "
                         "units) with torch.cuda.set_per_process_memory_fraction before the model is "
@@ -223,11 +228,27 @@ class RunState:
         self.start = None  # perf_counter at the call of the measured generate()
         self.stamps = []
         self.mem_cap = None
+        self.tp = None  # (rank, world, local rank) under --tp
+        self.dist = None
+
+    def json_path(self):
+        return self.rank_path(self.args.json)
+
+    def rank_path(self, path):
+        """Under --tp, one file per rank: {rank} in `path` replaced, or .rankR appended."""
+        if not path or self.tp is None:
+            return path
+        rank = self.tp[0]
+        return path.replace("{rank}", str(rank)) if "{rank}" in path else "%s.rank%d" % (path, rank)
+
+    def who(self):
+        return "generate" if self.tp is None else "generate[rank %d/%d]" % (self.tp[0], self.tp[1])
 
 
 def settings_record(st):
     s, args, torch = st.s, st.args, st.torch
     rec = dict(s, warmup=args.warmup, timeline_ms=args.timeline_ms, config=args.config,
+               tp_world=st.tp[1] if st.tp else 1,
                attn_implementation=getattr(getattr(st.model, "config", None), "_attn_implementation", None),
                device=None, torch=None, transformers=None)
     try:
@@ -256,6 +277,9 @@ def run(args, s, extra, st):
     from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
 
     dtype = dict(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32)[s["dtype"]]
+    if st.tp:
+        import tensor_parallel
+        st.dist = tensor_parallel.init(torch, st.tp[2])
     device = torch.device("cuda", torch.cuda.current_device())
     st.device = device
     torch.cuda.init()
@@ -286,6 +310,8 @@ def run(args, s, extra, st):
         torch.set_default_dtype(old_dtype)
     model.eval()
     st.model = model
+    if st.tp:
+        tensor_parallel.shard_llama(torch, st.dist, model, st.tp[0], st.tp[1])
 
     ids, mask = make_inputs(torch, s, device)
     stamps = st.stamps
@@ -318,6 +344,8 @@ def run(args, s, extra, st):
             torch.cuda.synchronize(device)
         if args.barrier:
             barrier_wait(args.barrier)
+        if st.dist is not None:
+            st.dist.barrier()  # the ranks start the measured call together
         torch.cuda.reset_peak_memory_stats(device)
         n = s["new_tokens"]
         torch.cuda.synchronize(device)
@@ -337,7 +365,7 @@ def run(args, s, extra, st):
     total = end - start
     if want_logits:
         k = max(0, args.logits_steps)
-        torch.save(dict(logits=[l.float().cpu() for l in out.logits[:k]], settings=s), args.logits_out)
+        torch.save(dict(logits=[l.float().cpu() for l in out.logits[:k]], settings=s), st.rank_path(args.logits_out))
 
     result = dict(
         settings=settings_record(st),
@@ -357,14 +385,16 @@ def run(args, s, extra, st):
         mem_cap_bytes=st.mem_cap,
     )
     if args.json:
-        with open(args.json, "w") as f:
+        with open(st.json_path(), "w") as f:
             json.dump(result, f)
     p50 = result["decode_step_ms"]["p50"]
-    print("generate: batch %d prompt %d new %d: %.1f tokens/s, prefill %.3f s, step p50 %s ms, "
+    print(st.who() + ": batch %d prompt %d new %d: %.1f tokens/s, prefill %.3f s, step p50 %s ms, "
           "peak allocated %.2f GiB, reserved %.2f GiB, tokens %s"
           % (s["batch"], s["prompt"], n, result["tokens_per_s"] or 0.0, result["prefill_s"] or 0.0,
              "%.2f" % p50 if p50 is not None else "n/a", result["peak_allocated_bytes"] / 2**30,
-             result["peak_reserved_bytes"] / 2**30, digest[:16]))
+             result["peak_reserved_bytes"] / 2**30, digest[:16]), flush=True)
+    if st.dist is not None:
+        st.dist.destroy_process_group()
     return 0
 
 
@@ -424,15 +454,15 @@ def ended_early(st, e, oom):
     )
     if st.args.json:
         try:
-            with open(st.args.json, "w") as f:
+            with open(st.json_path(), "w") as f:
                 json.dump(result, f)
         except OSError as err:
-            print("generate: cannot write %s: %s" % (st.args.json, err), file=sys.stderr)
+            print("%s: cannot write %s: %s" % (st.who(), st.json_path(), err), file=sys.stderr)
     s = st.s
     gib = lambda b: "%.2f GiB" % (b / 2**30) if b is not None else "n/a"
     what = ("out of memory in %s" % st.phase) if oom else ("interrupted (SIGTERM) in %s" % st.phase)
-    print("generate: %s: batch %d prompt %d new %d%s, after %.1f s, %d tokens generated, peak allocated "
-          "%s, reserved %s: %s" % (what, s["batch"], s["prompt"], s["new_tokens"],
+    print("%s: %s: batch %d prompt %d new %d%s, after %.1f s, %d tokens generated, peak allocated "
+          "%s, reserved %s: %s" % (st.who(), what, s["batch"], s["prompt"], s["new_tokens"],
                                    ", cap %s" % gib(st.mem_cap) if st.mem_cap else "", now - st.t0,
                                    len(stamps), gib(pa), gib(pr), msg),
           file=sys.stderr, flush=True)
@@ -456,6 +486,15 @@ def main(argv=None):
     args = parse_args(argv)
     s, extra = settings_from(args)
     st = RunState(args, s)
+    if args.tp:
+        import tensor_parallel
+        st.tp = tensor_parallel.env_rank()
+        if st.tp is None:
+            sys.exit("--tp runs under torchrun (RANK, WORLD_SIZE and LOCAL_RANK unset): "
+                     "torchrun --nproc-per-node N examples/generate.py --tp ...")
+        why = tensor_parallel.check_divisible(s, st.tp[1])
+        if why:
+            sys.exit(why)
 
     def on_term(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once

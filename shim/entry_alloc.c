@@ -39,6 +39,7 @@ typedef cudaError_t (*pt_ipc_open_fn)(void **, cudaIpcMemHandle_t, unsigned int)
 typedef cudaError_t (*pt_ipc_close_fn)(void *);
 typedef cudaError_t (*pt_peer_fn)(int, unsigned int);
 typedef cudaError_t (*pt_trim_fn)(cudaMemPool_t, size_t);
+typedef cudaError_t (*pt_pool_access_fn)(cudaMemPool_t, const struct cudaMemAccessDesc *, size_t);
 
 /* ---- adapters: the real call behind the routing layer's callbacks -------- */
 struct pt_rt_alloc_args {
@@ -271,6 +272,21 @@ PT_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesTo
   return r;
 }
 
+PT_EXPORT cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
+                                           size_t count) {
+  pt_pool_access_fn real = PT_REAL(cudaMemPoolSetAccess, pt_pool_access_fn);
+  if (!pt_active()) return real ? real(memPool, descList, count) : cudaErrorInsufficientDriver;
+  PT_COUNT(cudaMemPoolSetAccess);
+  if (!real) return cudaErrorInsufficientDriver;
+  cudaError_t r;
+  PT_RT_CALL(r, real(memPool, descList, count));
+  /* ROUTE: access to a default pool extends to the pool that now holds its
+   * allocations. The runtime's descriptor has the driver's layout and values. */
+  _Static_assert(sizeof(struct cudaMemAccessDesc) == sizeof(CUmemAccessDesc), "same layout");
+  if (r == cudaSuccess) pt_route_pool_access(memPool, descList, count);
+  return r;
+}
+
 /* ---- driver -------------------------------------------------------------- */
 
 PT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -366,5 +382,16 @@ PT_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Fla
      * pooled memory included (the runtime's enable is handled above). */
     pt_route_peer_enabled(pt_route_current_device(PT_API_DRV), pt_route_ctx_device(peerContext));
   }
+  return r;
+}
+
+PT_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+  PFN_cuMemPoolSetAccess_v11020 real = PT_REAL(cuMemPoolSetAccess, PFN_cuMemPoolSetAccess_v11020);
+  if (!pt_active()) return real ? real(pool, map, count) : PT_DRV_NO_DRIVER;
+  PT_COUNT(cuMemPoolSetAccess);
+  if (!real) return PT_DRV_NO_DRIVER;
+  CUresult r = real(pool, map, count);
+  /* ROUTE: as cudaMemPoolSetAccess (which reaches here with pt_tls_in_rt). */
+  if (!pt_tls_in_rt && r == CUDA_SUCCESS) pt_route_pool_access(pool, map, count);
   return r;
 }

@@ -34,6 +34,7 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cudaIpcCloseMemHandle] = (void *)cudaIpcCloseMemHandle,
     [PT_SYM_cudaDeviceEnablePeerAccess] = (void *)cudaDeviceEnablePeerAccess,
     [PT_SYM_cudaMemPoolTrimTo] = (void *)cudaMemPoolTrimTo,
+    [PT_SYM_cudaMemPoolSetAccess] = (void *)cudaMemPoolSetAccess,
     [PT_SYM___cudaRegisterFatBinary] = (void *)__cudaRegisterFatBinary,
     [PT_SYM___cudaRegisterFatBinaryEnd] = (void *)__cudaRegisterFatBinaryEnd,
     [PT_SYM___cudaUnregisterFatBinary] = (void *)__cudaUnregisterFatBinary,
@@ -64,6 +65,7 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cuMemFreeAsync_ptsz] = (void *)cuMemFreeAsync_ptsz,
     [PT_SYM_cuMemGetInfo_v2] = (void *)cuMemGetInfo_v2,
     [PT_SYM_cuCtxEnablePeerAccess] = (void *)cuCtxEnablePeerAccess,
+    [PT_SYM_cuMemPoolSetAccess] = (void *)cuMemPoolSetAccess,
 };
 
 /* ---- exact-variant routing ---------------------------------------------- */
@@ -96,6 +98,7 @@ static const struct {
     {"cuMemFreeAsync", 11020, PT_MODE_LEGACY, PT_SYM_cuMemFreeAsync},
     {"cuMemFreeAsync", 11020, PT_MODE_PTDS, PT_SYM_cuMemFreeAsync_ptsz},
     {"cuCtxEnablePeerAccess", 4000, PT_MODE_ANY, PT_SYM_cuCtxEnablePeerAccess},
+    {"cuMemPoolSetAccess", 11020, PT_MODE_ANY, PT_SYM_cuMemPoolSetAccess},
 };
 
 int pt_drv_variant(const char *symbol, int version, uint64_t flags) {

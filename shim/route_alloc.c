@@ -656,6 +656,33 @@ void pt_route_peer_enabled(int device, int peer) {
   }
 }
 
+/* The device whose default pool mempool is, among all devices (with a pool
+ * or not yet); -1 if none. */
+static int device_of_default_mempool(const void *mempool) {
+  CUdevice d;
+  for (int dev = 0; dev < PT_ROUTE_MAX_DEV && pt_drv.cuDeviceGet(&d, dev) == CUDA_SUCCESS; dev++)
+    if ((const void *)default_pool(dev) == mempool) return dev;
+  return -1;
+}
+
+void pt_route_pool_access(const void *mempool, const void *descs, size_t count) {
+  if (!R.pool_on || !mempool || !descs || !have_driver() || !pt_drv.cuDeviceGet) return;
+  int owner = device_of_default_mempool(mempool);
+  if (owner < 0) return; /* an application pool: its allocations pass through */
+  const CUmemAccessDesc *d = descs;
+  for (size_t i = 0; i < count; i++) {
+    if (d[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) continue;
+    if (d[i].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+      PT_LOG_ONCE(PT_LOG_INFO,
+                  "memory pool access of device %d to the default pool of device %d revoked: Ponytail's pool "
+                  "keeps the access it granted",
+                  d[i].location.id, owner);
+      continue;
+    }
+    pt_route_peer_enabled(d[i].location.id, owner);
+  }
+}
+
 /* ---- stats --------------------------------------------------------------- */
 
 /* fn(device, that device's pool stats, ctx) for every device with a pool. */

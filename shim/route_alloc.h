@@ -97,6 +97,12 @@ bool pt_route_ipc_close(void *ptr, int *err);
 /* After a successful peer enable: current device `device` may now access
  * memory of `peer`; grants it access to peer's pool, now and later. */
 void pt_route_peer_enabled(int device, int peer);
+/* cudaMemPoolSetAccess / cuMemPoolSetAccess succeeded on mempool (descs: count
+ * CUmemAccessDesc). When mempool is a device's default pool, whose
+ * stream-ordered allocations the pool now holds, each device given read or
+ * read/write access gets read/write access to that device's pool, now and
+ * later (as after a peer enable). Revoking is not mirrored: logged once. */
+void pt_route_pool_access(const void *mempool, const void *descs, size_t count);
 /* Runtime peer enable: the current device (runtime view); -1 if unknown. */
 int pt_route_current_device(enum pt_route_api api);
 /* Driver peer enable: the device of a context; -1 if unknown. */

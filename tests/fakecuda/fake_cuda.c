@@ -487,6 +487,15 @@ FC_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   fc_cur_pool[dev] = pool;
   return CUDA_SUCCESS;
 }
+/* Access to a pool: checked like the driver (a known pool, devices 0 and 1). */
+FC_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+  FC_ENTER(cuMemPoolSetAccess);
+  if (!pool || !map || !count) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; i++)
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || map[i].location.id < 0 || map[i].location.id > 1)
+      return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
 FC_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
   FC_ENTER(cuMemPoolGetAttribute);
   if (!pool || !value) return CUDA_ERROR_INVALID_VALUE;
@@ -894,6 +903,7 @@ static const struct {
     FC_ROW(cuPointerGetAttribute, cuPointerGetAttribute, 4000, FC_ANY),
     FC_ROW(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, FC_ANY),
     FC_ROW(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, FC_ANY),
+    FC_ROW(cuMemPoolSetAccess, cuMemPoolSetAccess, 11020, FC_ANY),
     FC_ROW(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, FC_ANY),
     FC_ROW(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000, FC_ANY),
     FC_ROW(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, FC_ANY),

@@ -57,6 +57,7 @@ static struct {
   PFN_cuDevicePrimaryCtxRetain_v7000 retain;
   PFN_cuDeviceGetDefaultMemPool_v11020 default_pool;
   PFN_cuCtxEnablePeerAccess_v4000 enable_peer;
+  PFN_cuMemPoolSetAccess_v11020 pool_access;
 } fr_ctx;
 static pthread_once_t fr_once = PTHREAD_ONCE_INIT;
 static int fr_ok;
@@ -92,7 +93,9 @@ static void fr_load(void) {
   fr_ctx.retain = (PFN_cuDevicePrimaryCtxRetain_v7000)dlsym(h, "cuDevicePrimaryCtxRetain");
   fr_ctx.default_pool = (PFN_cuDeviceGetDefaultMemPool_v11020)dlsym(h, "cuDeviceGetDefaultMemPool");
   fr_ctx.enable_peer = (PFN_cuCtxEnablePeerAccess_v4000)dlsym(h, "cuCtxEnablePeerAccess");
-  bad |= !fr_ctx.get_current || !fr_ctx.set_current || !fr_ctx.retain || !fr_ctx.default_pool || !fr_ctx.enable_peer;
+  fr_ctx.pool_access = (PFN_cuMemPoolSetAccess_v11020)dlsym(h, "cuMemPoolSetAccess");
+  bad |= !fr_ctx.get_current || !fr_ctx.set_current || !fr_ctx.retain || !fr_ctx.default_pool || !fr_ctx.enable_peer ||
+         !fr_ctx.pool_access;
   fr_ok = !bad;
 }
 
@@ -390,6 +393,12 @@ FR_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int devic
   if (!fr_driver()) return cudaErrorInsufficientDriver;
   if (!pool) return cudaErrorInvalidValue;
   return fr_err(fr_ctx.default_pool((CUmemoryPool *)pool, device));
+}
+/* Like the runtime: the driver's call (which the shim also intercepts). */
+FR_EXPORT cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessDesc *descs, size_t count) {
+  FR_ENTER(cudaMemPoolSetAccess);
+  if (!fr_driver()) return cudaErrorInsufficientDriver;
+  return fr_err(fr_ctx.pool_access((CUmemoryPool)pool, (const CUmemAccessDesc *)descs, count));
 }
 FR_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t minBytesToKeep) {
   FR_ENTER(cudaMemPoolTrimTo);

@@ -29,32 +29,9 @@ import os
 import sys
 import time
 
+from cudart_ctypes import DevArray, cudart, handle_bytes, handle_from
+
 N = 4 << 20  # float32 elements: 16 MiB
-
-
-def cudart():
-    """The cudaIpc* entry points the application would reach: the shim's when
-    it is preloaded (it exports them), else libcudart's."""
-    for lib in os.environ.get("LD_PRELOAD", "").split(":"):
-        if "ponytail" in os.path.basename(lib):
-            return ctypes.CDLL(lib)
-    return ctypes.CDLL("libcudart.so.13")
-
-
-class Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
-
-
-def rt_calls(rt):
-    rt.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(Handle), ctypes.c_void_p]
-    rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), Handle, ctypes.c_uint]
-    rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
-    return rt
-
-
-class DevArray:
-    def __init__(self, ptr, n):
-        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False), "version": 3}
 
 
 def child_torch(q_in, q_out):
@@ -70,14 +47,13 @@ def child_torch(q_in, q_out):
         q_out.put(("child error: %r" % (e,), None))
 
 
-def child_raw(handle_bytes, q_out):
+def child_raw(handle, q_out):
     import torch
     try:
         torch.cuda.init()
         torch.cuda.set_device(0)
-        rt = rt_calls(cudart())
-        h = Handle()
-        ctypes.memmove(ctypes.addressof(h), handle_bytes, 64)
+        rt = cudart()
+        h = handle_from(handle)
         p = ctypes.c_void_p()
         err = rt.cudaIpcOpenMemHandle(ctypes.byref(p), h, 1)  # cudaIpcMemLazyEnablePeerAccess
         if err:
@@ -115,14 +91,13 @@ def main():
         proc.start()
         q_in.put(t)
     else:
-        rt = rt_calls(cudart())
-        h = Handle()
+        rt = cudart()
+        h = handle_from(bytes(64))
         err = rt.cudaIpcGetMemHandle(ctypes.byref(h), ctypes.c_void_p(t.data_ptr()))
         if err:
             print("FAIL %s: cudaIpcGetMemHandle returned %d" % (tag, err))
             return 1
-        # string_at: h.reserved would stop at the first zero byte.
-        proc = ctx.Process(target=child_raw, args=(ctypes.string_at(ctypes.addressof(h), 64), q_out))
+        proc = ctx.Process(target=child_raw, args=(handle_bytes(h), q_out))
         proc.start()
     try:
         msg, _ = q_out.get(timeout=60)

@@ -22,34 +22,11 @@ import os
 import sys
 import time
 
+from cudart_ctypes import DevArray, cudart, handle_bytes, handle_from
+
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
-
-
-class Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
-
-
-def cudart():
-    """The entry points the application reaches: the shim's when preloaded, else libcudart's."""
-    for lib in os.environ.get("LD_PRELOAD", "").split(":"):
-        if "ponytail" in os.path.basename(lib):
-            rt = ctypes.CDLL(lib)
-            break
-    else:
-        rt = ctypes.CDLL("libcudart.so.13")
-    rt.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(Handle), ctypes.c_void_p]
-    rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), Handle, ctypes.c_uint]
-    rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
-    rt.cudaDeviceEnablePeerAccess.argtypes = [ctypes.c_int, ctypes.c_uint]
-    return rt
-
-
-class DevArray:
-    def __init__(self, ptr, n):
-        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False),
-                                         "version": 3}
 
 
 def main():
@@ -87,18 +64,17 @@ def main():
         # 2. IPC exchange of pooled buffers (vLLM custom all-reduce style).
         mine = torch.full((n,), float(1000 * rank + step), device="cuda", dtype=torch.float32)
         torch.cuda.synchronize()
-        h = Handle()
+        h = handle_from(bytes(64))
         rc = rt.cudaIpcGetMemHandle(ctypes.byref(h), ctypes.c_void_p(mine.data_ptr()))
         if rc != 0:
             fails.append(f"step {step}: cudaIpcGetMemHandle = {rc}")
             break
         handles = [None] * world
-        dist.all_gather_object(handles, bytes(h.reserved))
+        dist.all_gather_object(handles, handle_bytes(h))
         for peer in range(world):
             if peer == rank:
                 continue
-            ph = Handle()
-            ctypes.memmove(ctypes.addressof(ph), handles[peer], 64)
+            ph = handle_from(handles[peer])
             ptr = ctypes.c_void_p()
             rc = rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), ph, 1)  # cudaIpcMemLazyEnablePeerAccess
             if rc != 0:

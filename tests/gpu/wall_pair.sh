@@ -6,7 +6,12 @@
 # stock against stock (A/A): their ratio is the method's own bias and spread. Each decode step
 # also waits for the other process's kernels on the shared GPU, which dilutes a difference; the
 # GPU is busy ~25% of a step per process here, so the dilution is small.
-#   B=32 P=2048 N=1024 ROUNDS=4 AA_ROUNDS=2 SHIM_ENV="K=V ..."      ($OUT/wall_pair.txt)
+# GPUS=2 (machines with two GPUs) gives each process a GPU of its own, swapped every round, so
+# neither waits for the other's kernels; both still share the host's CPUs and memory bandwidth.
+#   B=32 P=2048 N=1024 ROUNDS=4 AA_ROUNDS=2 GPUS=1 DEADLINE=s SHIM_ENV="K=V ..." ($OUT/wall_pair.txt)
+# DEADLINE: no round starts after that many seconds of the script (default: no limit).
+# PIN=1 binds each process to its own half of the CPUs (taskset), swapped with the GPUs every
+# round, so the two do not migrate onto each other's cores.
 # Shim runs use PONYTAIL_ATTN=off (only the allocator differs) and, like stock, flash SDPA.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -15,19 +20,28 @@ out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; tmp=$(mktemp -d)
 pt_gpu_build "$root" "$tmp"
 gen=(python3 "$root/examples/generate.py" --batch "${B:-32}" --prompt "${P:-2048}" --new-tokens "${N:-1024}" --warmup)
 table="$out/wall_pair.txt"
-echo "wall_pair: B=${B:-32} P=${P:-2048} N=${N:-1024}; shim: PONYTAIL_ATTN=off ${SHIM_ENV:-}" | tee "$table"
-run_one() { # kind tag barrier
+gpus=${GPUS:-1}
+if [ "$gpus" = 2 ] && [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -lt 2 ]; then
+  echo "wall_pair: GPUS=2 needs two GPUs; running both on one"; gpus=1
+fi
+ncpu=$(nproc); half=$(( ncpu / 2 ))
+cpus=("0-$(( half - 1 ))" "$half-$(( ncpu - 1 ))")
+echo "wall_pair: B=${B:-32} P=${P:-2048} N=${N:-1024}; GPUs $gpus; CPUs $ncpu$([ "${PIN:-0}" = 1 ] && echo ", pinned halves"); shim: PONYTAIL_ATTN=off ${SHIM_ENV:-}" | tee "$table"
+run_one() { # kind tag barrier gpu
   local e=(env -u PYTORCH_CUDA_ALLOC_CONF TORCH_CUDNN_SDPA_DEPRIORITIZED=1)
+  [ "$gpus" = 2 ] && e+=(CUDA_VISIBLE_DEVICES="$4")
+  [ "${PIN:-0}" = 1 ] && e=(taskset -c "${cpus[$4]}" "${e[@]}")
   # Stats are written at exit only: they cost the measured call nothing.
   [ "$1" = shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json
                          PONYTAIL_STATS_FILE="$tmp/$2.stats.json" ${SHIM_ENV:-})
   "${e[@]}" "${gen[@]}" --barrier "$3:2" --json "$tmp/$2.json" >"$tmp/$2.log" 2>&1 || echo "$2: exit $?"
 }
 pair() { # round kindA kindB
-  local r=$1 a=$2 b=$3 bar="$tmp/bar-$1"
-  # Alternate which process starts first, so that start-up order is not on one side.
-  if [ $(( r % 2 )) -eq 0 ]; then run_one "$a" "$r-A" "$bar" & sleep 0.2; run_one "$b" "$r-B" "$bar" & wait
-  else run_one "$b" "$r-B" "$bar" & sleep 0.2; run_one "$a" "$r-A" "$bar" & wait; fi
+  local r=$1 a=$2 b=$3 bar="$tmp/bar-$1" ga=$(( $1 % 2 )) gb=$(( 1 - $1 % 2 ))
+  # Alternate which process starts first (and, with two GPUs, which GPU each gets), so that
+  # neither start-up order nor a GPU is on one side.
+  if [ $(( r % 2 )) -eq 0 ]; then run_one "$a" "$r-A" "$bar" $ga & sleep 0.2; run_one "$b" "$r-B" "$bar" $gb & wait
+  else run_one "$b" "$r-B" "$bar" $gb & sleep 0.2; run_one "$a" "$r-A" "$bar" $ga & wait; fi
   python3 - "$tmp/$r-A.json" "$tmp/$r-B.json" "$r" "$a" "$b" "$tmp/$r-B.stats.json" <<'PY' | tee -a "$table"
 import json, sys
 try:
@@ -50,8 +64,16 @@ except Exception:
 PY
 }
 r=0
-for i in $(seq 1 "${AA_ROUNDS:-2}"); do r=$((r + 1)); pair $r stock stock; done
-for i in $(seq 1 "${ROUNDS:-4}"); do r=$((r + 1)); pair $r stock shim; done
+late() { [ -n "${DEADLINE:-}" ] && [ "$SECONDS" -ge "$DEADLINE" ] && echo "deadline: no more rounds" | tee -a "$table"; }
+# Control rounds spread among the A/B rounds in proportion (first round A/A), so that a deadline
+# or a drifting machine cuts both kinds alike.
+aa=${AA_ROUNDS:-2} ab=${ROUNDS:-4} aa_done=0 ab_done=0
+while [ $(( aa_done + ab_done )) -lt $(( aa + ab )) ]; do
+  late && break; r=$((r + 1))
+  if [ $aa_done -lt $aa ] && { [ $ab_done -ge $ab ] || [ $(( aa_done * ab )) -le $(( ab_done * aa )) ]; }; then
+    pair $r stock stock; aa_done=$((aa_done + 1))
+  else pair $r stock shim; ab_done=$((ab_done + 1)); fi
+done
 python3 - "$table" <<'PY' | tee -a "$table"
 import re, statistics, sys
 rows = {"stock": [], "shim": []}

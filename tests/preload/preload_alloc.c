@@ -518,6 +518,54 @@ static void check_peer(const char *js) {
   CHECK_EQ(stat_call(js, "cuCtxEnablePeerAccess"), 2 + 1); /* 2 direct + 1 from the runtime */
 }
 
+/* ---- memory pool access: cudaMemPoolSetAccess / cuMemPoolSetAccess ---------
+ * Access granted to a device's default pool reaches the pool that holds its
+ * stream-ordered allocations; other pools, revocations and failed calls grant
+ * nothing. The runtime's call goes through the driver's (counted once). */
+static int sc_poolaccess(void) {
+  void *p1 = NULL, *p0 = NULL, *p1b = NULL;
+  cudaMemPool_t mp1 = NULL;
+  CUmemoryPool mp0 = NULL;
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&p1, 64 * 1024, 0), cudaSuccess); /* pooled: every async size */
+  CHECK_EQ(fakecuda_access_mask(p1), 2u);
+  struct cudaMemAccessDesc to0 = {{cudaMemLocationTypeDevice, 0}, cudaMemAccessFlagsProtReadWrite};
+  int other_pool;
+  CHECK_EQ(cudaMemPoolSetAccess((cudaMemPool_t)&other_pool, &to0, 1), cudaSuccess);
+  CHECK_EQ(fakecuda_access_mask(p1), 2u); /* not a default pool: nothing */
+  CHECK_EQ(cudaDeviceGetDefaultMemPool(&mp1, 1), cudaSuccess);
+  CHECK_EQ(cudaMemPoolSetAccess(mp1, &to0, 1), cudaSuccess);
+  CHECK_EQ(fakecuda_access_mask(p1), 3u);
+  CHECK_EQ(cudaMallocAsync(&p1b, 8 * MiB, 0), cudaSuccess); /* later mappings too */
+  CHECK_EQ(fakecuda_access_mask(p1b), 3u);
+  CHECK_EQ(cudaSetDevice(0), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&p0, 4096, 0), cudaSuccess);
+  CHECK_EQ(fakecuda_access_mask(p0), 1u);
+  CHECK_EQ(cuDeviceGetDefaultMemPool(&mp0, 0), CUDA_SUCCESS);
+  CUmemAccessDesc bad = {{CU_MEM_LOCATION_TYPE_DEVICE, 7}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CHECK_EQ(cuMemPoolSetAccess(mp0, &bad, 1), CUDA_ERROR_INVALID_DEVICE); /* failed: grants nothing */
+  CUmemAccessDesc none = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_NONE};
+  CHECK_EQ(cuMemPoolSetAccess(mp0, &none, 1), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_access_mask(p0), 1u);
+  CUmemAccessDesc to1 = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+  CHECK_EQ(cuMemPoolSetAccess(mp0, &to1, 1), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_access_mask(p0), 3u);
+  CHECK_EQ(cuMemPoolSetAccess(mp0, &none, 1), CUDA_SUCCESS); /* revoking is not mirrored */
+  CHECK_EQ(fakecuda_access_mask(p0), 3u);
+  CHECK_EQ(cudaFreeAsync(p0, 0), cudaSuccess);
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p1, 0), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p1b, 0), cudaSuccess);
+  return g_failed;
+}
+static void check_poolaccess(const char *js) {
+  CHECK_EQ(alloc_stat(js, "peer_grants"), 2);
+  CHECK_EQ(alloc_stat(js, "pool_errors"), 0);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 3);
+  CHECK_EQ(stat_call(js, "cudaMemPoolSetAccess"), 2);
+  CHECK_EQ(stat_call(js, "cuMemPoolSetAccess"), 4 + 2); /* 4 direct + 2 from the runtime */
+}
+
 /* ---- IPC on pooled memory ---------------------------------------------------
  * ipc: the exporter (a scenario child) shares a pooled block spanning several
  * granules, at a non-zero offset in its first one, with a process it spawns
@@ -803,6 +851,7 @@ static const struct scenario scenarios[] = {
     {"trim", sc_trim, check_trim, ENV_PLAIN},          {"faults", sc_faults, NULL, ENV_PLAIN},
     {"poolattr", sc_poolattr, NULL, ENV_PLAIN},        {"trace", sc_trace, check_trace, ENV_PLAIN},
     {"twodev", sc_twodev, check_twodev, ENV_PLAIN},    {"peer", sc_peer, check_peer, ENV_PLAIN},
+    {"poolaccess", sc_poolaccess, check_poolaccess, ENV_PLAIN},
     {"ipc", sc_ipc, check_ipc, ENV_PLAIN},             {"threads", sc_threads, check_threads, ENV_PLAIN},
     {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
     {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
