@@ -433,8 +433,10 @@ static int recv_rep(int s, struct ipc_rep *rep, int *fds, uint32_t *nfds) {
 }
 
 /* Receives every handle of w and maps it at base (reserved, w->ngran
- * granules). *mapped: granules mapped so far (undone by the caller). */
-static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *mapped) {
+ * granules). *mapped: granules mapped so far (undone by the caller).
+ * *owner: the device the memory lives on, in this process's numbering (the
+ * exporter's ordinal may name another GPU here); -1 if the driver cannot say. */
+static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *mapped, int *owner) {
   struct ipc_req q = {IPC_MAGIC, w->id, w->nonce};
   if (send(s, &q, sizeof q, MSG_NOSIGNAL) != (ssize_t)sizeof q) return CUDA_ERROR_INVALID_HANDLE;
   int fds[IPC_CHUNK];
@@ -458,6 +460,12 @@ static int fetch_map(int s, const struct ipc_wire *w, uintptr_t base, uint64_t *
       CUmemGenericAllocationHandle h = 0;
       if (!rc) rc = pt_drv.cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fds[i],
                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (!rc && *owner < 0 && pt_drv.cuMemGetAllocationPropertiesFromHandle) {
+        CUmemAllocationProp prop;
+        if (pt_drv.cuMemGetAllocationPropertiesFromHandle(&prop, h) == CUDA_SUCCESS &&
+            prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+          *owner = prop.location.id;
+      }
       if (!rc) {
         rc = pt_drv.cuMemMap((CUdeviceptr)(base + *mapped * w->gran), rep.lens[i] * w->gran, 0, h, 0);
         /* The mapping keeps the memory: the handle is not needed after it. */
@@ -531,11 +539,18 @@ int pt_ipc_open(const void *handle, void *ctx, int device, void **ptr) {
     return rc;
   }
   rc = pt_drv.cuMemAddressReserve(&base, len, w.gran, 0, 0);
-  if (!rc) rc = fetch_map(s, &w, (uintptr_t)base, &mapped);
+  int owner = -1;
+  if (!rc) rc = fetch_map(s, &w, (uintptr_t)base, &mapped, &owner);
   if (!rc) {
-    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
-                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    rc = pt_drv.cuMemSetAccess(base, len, &d, 1);
+    /* The importing device, and the device the memory lives on: the runtime
+     * reports that device for the pointer (cudaPointerGetAttributes), so
+     * frameworks run their kernels on it there (torch does); legacy IPC
+     * memory is reachable from it too. */
+    CUmemAccessDesc d[2] = {{.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+                            {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = owner},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+    rc = pt_drv.cuMemSetAccess(base, len, d, owner >= 0 && owner != device ? 2 : 1);
     if (rc)
       PT_LOG_ONCE(PT_LOG_WARN,
                   "cudaIpcOpenMemHandle: device %d cannot access memory of device %d from process %u "

@@ -56,6 +56,7 @@
   X(cuMemGetAllocationGranularity, 10020)      \
   X(cuMemExportToShareableHandle, 10020)       \
   X(cuMemImportFromShareableHandle, 10020)     \
+  X(cuMemGetAllocationPropertiesFromHandle, 10020) \
   X(cuMemPoolGetAttribute, 11020)              \
   X(cuDeviceGetDefaultMemPool, 11020)          \
   X(cuStreamIsCapturing, 10000)                \

@@ -7,6 +7,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -523,7 +524,8 @@ FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 /* ---- virtual memory management ---------------------------------------------- */
 struct fc_phys {
   int fd;
-  int dev;
+  int dev;      /* charged to this device; -1: imported */
+  int location; /* the device the memory lives on, imported handles too */
   size_t size;
   int exportable; /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested */
 };
@@ -609,7 +611,8 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     fc_uncharge(dev, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  ph->fd = memfd_create("fakecuda", MFD_CLOEXEC);
+  /* The name carries the device to an importing process (fc_fd_location). */
+  ph->fd = memfd_create(dev ? "fakecuda-dev1" : "fakecuda-dev0", MFD_CLOEXEC);
   if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size)) {
     if (ph->fd >= 0) close(ph->fd);
     free(ph);
@@ -617,7 +620,7 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   ph->size = size;
-  ph->dev = dev;
+  ph->dev = ph->location = dev;
   /* Like the driver: only granules created with the POSIX fd handle type
    * can be exported later. */
   ph->exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
@@ -724,6 +727,28 @@ FC_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGene
   *(int *)shareableHandle = fd;
   return CUDA_SUCCESS;
 }
+/* The device of an exported memfd, from its name ("/memfd:fakecuda-devN (deleted)"); -1 unknown. */
+static int fc_fd_location(int fd) {
+  char link[64], name[128];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, name, sizeof name - 1);
+  if (n <= 0) return -1;
+  name[n] = 0;
+  const char *d = strstr(name, "fakecuda-dev");
+  return d && (d[12] == '0' || d[12] == '1') ? d[12] - '0' : -1;
+}
+FC_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                          CUmemGenericAllocationHandle handle) {
+  FC_ENTER(cuMemGetAllocationPropertiesFromHandle);
+  struct fc_phys *ph = (struct fc_phys *)(uintptr_t)handle;
+  if (!prop || !ph || ph->location < 0) return CUDA_ERROR_INVALID_VALUE;
+  memset(prop, 0, sizeof *prop);
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop->location.id = ph->location;
+  prop->requestedHandleTypes = ph->exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  return CUDA_SUCCESS;
+}
 FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                                   CUmemAllocationHandleType shHandleType) {
   FC_ENTER(cuMemImportFromShareableHandle);
@@ -740,6 +765,7 @@ FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
   ph->size = (size_t)end;
   ph->exportable = 1;
   ph->dev = -1; /* imported: not charged to a device of this process */
+  ph->location = fc_fd_location(ph->fd);
   __atomic_fetch_add(&fc_imports, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&fc_imports_live, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
@@ -917,6 +943,7 @@ static const struct {
     FC_ROW(cuMemSetAccess, cuMemSetAccess, 10020, FC_ANY),
     FC_ROW(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, FC_ANY),
     FC_ROW(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, FC_ANY),
+    FC_ROW(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020, FC_ANY),
     FC_ROW(cuStreamCreate, cuStreamCreate, 2000, FC_ANY),
     FC_ROW(cuStreamDestroy, cuStreamDestroy_v2, 4000, FC_ANY),
     FC_ROW(cuStreamIsCapturing, cuStreamIsCapturing, 10000, FC_LEGACY),

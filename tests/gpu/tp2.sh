@@ -9,7 +9,8 @@
 #      every attention and MLP block): one GPU without TP (reference logits), TP stock, TP under the
 #      shim with PONYTAIL_ATTN=off (only the allocator and IPC differ: token ids must be identical)
 #      and TP under the shim's defaults; per-rank peak memory, prefill, decode step p50, tokens.
-# TP_B, TP_P, TP_N (32, 2048, 256) size step 3. NVLink multicast stays off. Tables in $OUT/tp2.txt.
+# TP_B, TP_P, TP_N (32, 2048, 256) size step 3; TP_ROUNDS (1) repeats its stock and shim-attnoff
+# runs for medians. NVLink multicast stays off. Tables in $OUT/tp2.txt.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; tmp=$(mktemp -d)
@@ -67,16 +68,21 @@ gen=("$root/examples/generate.py" --batch "${TP_B:-32}" --prompt "${TP_P:-2048}"
 base=(env -u PYTORCH_CUDA_ALLOC_CONF TORCH_CUDNN_SDPA_DEPRIORITIZED=1)
 timeout 150 "${base[@]}" python3 "${gen[@]}" --json "$tmp/one.json" --logits-out "$tmp/one.pt" \
   >"$out/gen-one.log" 2>&1 || { echo "one GPU: exit $?"; tail -5 "$out/gen-one.log"; }
-for arm in stock shim-attnoff shim; do
+# Extra rounds (TP_ROUNDS, default 1) repeat stock and shim-attnoff alternately: runs one after
+# the other drift by +-20% here, so step times are compared as medians over rounds.
+runs="stock shim-attnoff shim"
+for r in $(seq 2 "${TP_ROUNDS:-1}"); do runs="$runs stock.$r shim-attnoff.$r"; done
+for run in $runs; do
+  arm=${run%.*}
   e=("${base[@]}")
   case $arm in
-    shim-attnoff) e+=("${shim_env[@]}" PONYTAIL_ATTN=off PONYTAIL_STATS_FILE="$tmp/$arm.%p.stats.json") ;;
-    shim) e+=("${shim_env[@]}" PONYTAIL_STATS_FILE="$tmp/$arm.%p.stats.json") ;;
+    shim-attnoff) e+=("${shim_env[@]}" PONYTAIL_ATTN=off PONYTAIL_STATS_FILE="$tmp/stats-$run-%p.json") ;;
+    shim) e+=("${shim_env[@]}" PONYTAIL_STATS_FILE="$tmp/stats-$run-%p.json") ;;
   esac
-  timeout 170 "${e[@]}" torchrun --nproc-per-node 2 "${gen[@]}" --tp --json "$tmp/$arm.json" \
-    --logits-out "$tmp/$arm.pt" >"$out/gen-$arm.log" 2>&1 || { echo "$arm: exit $?"; tail -8 "$out/gen-$arm.log"; }
+  timeout 170 "${e[@]}" torchrun --nproc-per-node 2 "${gen[@]}" --tp --json "$tmp/$run.json" \
+    --logits-out "$tmp/$run.pt" >"$out/gen-$run.log" 2>&1 || { echo "$run: exit $?"; tail -8 "$out/gen-$run.log"; }
 done
-python3 - "$tmp" <<'PY' | tee -a "$table"
+python3 - "$tmp" "${TP_ROUNDS:-1}" <<'PY' | tee -a "$table"
 import json, os, sys
 import torch
 d = sys.argv[1]
@@ -134,5 +140,22 @@ if ref_l and tp_l:
     top = (x.argmax(-1) == y.argmax(-1)).float().mean().item()
     print("  prefill logits, TP stock vs one GPU: max|diff|/max|ref| %.2e, rms ratio %.2e, argmax agree %.1f%%"
           % (err, rms, 100 * top))
+rounds = int(sys.argv[2])
+if rounds > 1:
+    import statistics
+    med = {}
+    for arm in ("stock", "shim-attnoff"):
+        rs = [load("%s.json.rank0" % (arm if r == 1 else "%s.%d" % (arm, r))) for r in range(1, rounds + 1)]
+        rs = [r for r in rs if toks(r)]
+        same = all(toks(r) == s0 for r in rs)
+        if rs:
+            med[arm] = (statistics.median(r["decode_step_ms"]["p50"] for r in rs),
+                        statistics.median(r["total_s"] for r in rs))
+            print("  %-13s %d rounds (rank 0): step p50 %s ms, median %.2f; total median %.2f s; tokens %s"
+                  % (arm, len(rs), " ".join("%.2f" % r["decode_step_ms"]["p50"] for r in rs), med[arm][0],
+                     med[arm][1], "all identical to TP stock" if same else "DIFFER"))
+    if len(med) == 2:
+        print("  shim-attnoff / stock: step p50 %.3f, total %.3f (medians over rounds)"
+              % (med["shim-attnoff"][0] / med["stock"][0], med["shim-attnoff"][1] / med["stock"][1]))
 PY
-for arm in shim-attnoff shim; do say "  $arm:"; pool_line "$tmp/$arm".*.stats.json | tee -a "$table"; done
+for arm in shim-attnoff shim; do say "  $arm:"; pool_line "$tmp/stats-$arm"-[0-9]*.json | tee -a "$table"; done

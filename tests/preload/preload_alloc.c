@@ -597,9 +597,13 @@ static int ipc_import(const char *hex, size_t size) {
   cudaIpcMemHandle_t h;
   CHECK_EQ(from_hex(hex, &h, sizeof h), 0);
   void *o = NULL, *o2 = NULL;
+  /* Imported on the other device, as a tensor-parallel peer does. */
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
   CHECK_EQ(cudaIpcOpenMemHandle(&o, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
   if (!o) return 1;
   CHECK(((uintptr_t)o & 255) == 0);
+  /* Both the importing device and the memory's own (device 0) may access it. */
+  CHECK_EQ(fakecuda_access_mask(o), 3u);
   const unsigned char *c = o;
   size_t bad = 0;
   for (size_t i = 0; i < size; i++) bad += c[i] != ipc_pat(i);
@@ -657,6 +661,7 @@ static int sc_ipc(void) {
   CHECK_EQ(cudaIpcOpenMemHandle(&o, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
   CHECK(o != NULL && o != p);
   if (o) {
+    CHECK_EQ(fakecuda_access_mask(o), 1u); /* one device: the memory's own */
     ((unsigned char *)o)[100] = 0x3C;
     CHECK_EQ(((unsigned char *)p)[100], 0x3C);
     CHECK_EQ(cudaIpcCloseMemHandle(o), cudaSuccess);
