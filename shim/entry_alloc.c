@@ -385,6 +385,53 @@ PT_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Fla
   return r;
 }
 
+/* The driver's IPC on pooled memory: the same routing as the runtime's (which
+ * reaches these with pt_tls_in_rt set after it has handled its own). */
+PT_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+  PFN_cuIpcGetMemHandle_v4010 real = PT_REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
+  if (!pt_active()) return real ? real(pHandle, dptr) : PT_DRV_NO_DRIVER;
+  PT_COUNT(cuIpcGetMemHandle);
+  if (!real) return PT_DRV_NO_DRIVER;
+  /* ROUTE: a pooled pointer gets Ponytail's handle (exported granules). */
+  int err;
+  if (!pt_tls_in_rt && pt_route_ipc_get(PT_API_DRV, pHandle, (const void *)(uintptr_t)dptr, &err))
+    return (CUresult)err;
+  return real(pHandle, dptr);
+}
+
+static CUresult pt_cu_ipc_open(enum pt_sym sym, CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags) {
+  PFN_cuIpcOpenMemHandle_v11000 real = (PFN_cuIpcOpenMemHandle_v11000)pt_real(sym);
+  if (!pt_active()) return real ? real(pdptr, handle, flags) : PT_DRV_NO_DRIVER;
+  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  if (!real) return PT_DRV_NO_DRIVER;
+  /* ROUTE: handles exported from a pool are opened by the allocator. */
+  int err;
+  void *p = NULL;
+  if (!pt_tls_in_rt && pt_route_ipc_open(PT_API_DRV, &p, &handle, &err)) {
+    if (pdptr && !err) *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return (CUresult)err;
+  }
+  return real(pdptr, handle, flags);
+}
+/* The 4.1 symbol and the 11.0 one have one ABI. */
+PT_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+  return pt_cu_ipc_open(PT_SYM_cuIpcOpenMemHandle, pdptr, handle, Flags);
+}
+PT_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+  return pt_cu_ipc_open(PT_SYM_cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
+}
+
+PT_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  PFN_cuIpcCloseMemHandle_v4010 real = PT_REAL(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010);
+  if (!pt_active()) return real ? real(dptr) : PT_DRV_NO_DRIVER;
+  PT_COUNT(cuIpcCloseMemHandle);
+  if (!real) return PT_DRV_NO_DRIVER;
+  /* ROUTE: close what the allocator opened. */
+  int err;
+  if (!pt_tls_in_rt && pt_route_ipc_close((void *)(uintptr_t)dptr, &err)) return (CUresult)err;
+  return real(dptr);
+}
+
 PT_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
   PFN_cuMemPoolSetAccess_v11020 real = PT_REAL(cuMemPoolSetAccess, PFN_cuMemPoolSetAccess_v11020);
   if (!pt_active()) return real ? real(pool, map, count) : PT_DRV_NO_DRIVER;

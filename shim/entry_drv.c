@@ -66,6 +66,10 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cuMemGetInfo_v2] = (void *)cuMemGetInfo_v2,
     [PT_SYM_cuCtxEnablePeerAccess] = (void *)cuCtxEnablePeerAccess,
     [PT_SYM_cuMemPoolSetAccess] = (void *)cuMemPoolSetAccess,
+    [PT_SYM_cuIpcGetMemHandle] = (void *)cuIpcGetMemHandle,
+    [PT_SYM_cuIpcOpenMemHandle] = (void *)cuIpcOpenMemHandle,
+    [PT_SYM_cuIpcOpenMemHandle_v2] = (void *)cuIpcOpenMemHandle_v2,
+    [PT_SYM_cuIpcCloseMemHandle] = (void *)cuIpcCloseMemHandle,
 };
 
 /* ---- exact-variant routing ---------------------------------------------- */
@@ -99,6 +103,10 @@ static const struct {
     {"cuMemFreeAsync", 11020, PT_MODE_PTDS, PT_SYM_cuMemFreeAsync_ptsz},
     {"cuCtxEnablePeerAccess", 4000, PT_MODE_ANY, PT_SYM_cuCtxEnablePeerAccess},
     {"cuMemPoolSetAccess", 11020, PT_MODE_ANY, PT_SYM_cuMemPoolSetAccess},
+    {"cuIpcGetMemHandle", 4010, PT_MODE_ANY, PT_SYM_cuIpcGetMemHandle},
+    {"cuIpcOpenMemHandle", 4010, PT_MODE_ANY, PT_SYM_cuIpcOpenMemHandle},
+    {"cuIpcOpenMemHandle", 11000, PT_MODE_ANY, PT_SYM_cuIpcOpenMemHandle_v2},
+    {"cuIpcCloseMemHandle", 4010, PT_MODE_ANY, PT_SYM_cuIpcCloseMemHandle},
 };
 
 int pt_drv_variant(const char *symbol, int version, uint64_t flags) {

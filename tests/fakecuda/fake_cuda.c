@@ -503,15 +503,25 @@ FC_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute 
   *(uint64_t *)value = 0;
   return CUDA_SUCCESS;
 }
+static int fc_vmm_mapped(CUdeviceptr p);
 FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
   FC_ENTER(cuIpcGetMemHandle);
   if (!h) return CUDA_ERROR_INVALID_VALUE;
+  /* Like the driver: legacy IPC names cuMemAlloc allocations, not VMM mappings. */
+  if (fc_vmm_mapped(dptr)) return CUDA_ERROR_INVALID_VALUE;
   memset(h, 0, sizeof *h);
   memcpy(h->reserved, &dptr, sizeof dptr);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h, unsigned int flags) {
   FC_ENTER(cuIpcOpenMemHandle_v2);
+  if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
+  memcpy(pdptr, h.reserved, sizeof *pdptr);
+  return CUDA_SUCCESS;
+}
+/* The pre-11.0 symbol: the same ABI. */
+FC_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle h, unsigned int flags) {
+  FC_ENTER(cuIpcOpenMemHandle);
   if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
   memcpy(pdptr, h.reserved, sizeof *pdptr);
   return CUDA_SUCCESS;
@@ -652,6 +662,13 @@ static struct fc_map *fc_maps;
 static size_t fc_nmaps, fc_cap_maps;
 static pthread_mutex_t fc_map_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static int fc_vmm_mapped(CUdeviceptr p) {
+  int hit = 0;
+  pthread_mutex_lock(&fc_map_lock);
+  for (size_t i = 0; i < fc_nmaps && !hit; i++) hit = p - fc_maps[i].va < fc_maps[i].size;
+  pthread_mutex_unlock(&fc_map_lock);
+  return hit;
+}
 FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                             unsigned long long flags) {
   FC_ENTER(cuMemMap);
@@ -931,6 +948,7 @@ static const struct {
     FC_ROW(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, FC_ANY),
     FC_ROW(cuMemPoolSetAccess, cuMemPoolSetAccess, 11020, FC_ANY),
     FC_ROW(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, FC_ANY),
+    FC_ROW(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, FC_ANY),
     FC_ROW(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000, FC_ANY),
     FC_ROW(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, FC_ANY),
     FC_ROW(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, FC_ANY),

@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -706,6 +707,63 @@ static int sc_ipc(void) {
   CHECK_EQ(cudaFree(a), cudaSuccess);
   return g_failed;
 }
+/* ipcdrv: the driver's cuIpc* on a cuMemAlloc'd pooled block: the same handle
+ * scheme (another process opens it with the runtime), both open symbols, and
+ * pass-through memory keeping the driver's own IPC (which refuses VMM memory,
+ * as the real driver does: only the shim's handle can name a pooled block). */
+typedef CUresult (*pt_test_open_v1)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+static int sc_ipcdrv(void) {
+  CUdeviceptr a = 0, p = 0, s = 0, o = 0, o1 = 0, so = 0;
+  CUipcMemHandle h, h2;
+  CHECK_EQ(cudaSetDevice(0), cudaSuccess); /* a current context for the driver calls */
+  CHECK_EQ(cuMemAlloc_v2(&a, MiB), CUDA_SUCCESS);
+  CHECK_EQ(cuMemAlloc_v2(&p, IPC_SIZE), CUDA_SUCCESS);
+  CHECK(pooled((void *)p));
+  if (!p) return 1;
+  for (size_t i = 0; i < IPC_SIZE; i++) ((unsigned char *)p)[i] = ipc_pat(i);
+  CHECK_EQ(cuIpcGetMemHandle(&h, p), CUDA_SUCCESS);
+  _Static_assert(sizeof h == sizeof(cudaIpcMemHandle_t), "one handle for both APIs");
+  CHECK_EQ(spawn_importer((const cudaIpcMemHandle_t *)&h), 0);
+  for (size_t k = 0; k < sizeof ipc_marks / sizeof ipc_marks[0]; k++)
+    CHECK_EQ(((unsigned char *)p)[ipc_marks[k]], 0xA5);
+  /* Opened here under both symbols: one mapping. */
+  pt_test_open_v1 open_v1 = (pt_test_open_v1)dlsym(RTLD_DEFAULT, "cuIpcOpenMemHandle");
+  CHECK(open_v1 != NULL);
+  CHECK_EQ(cuIpcOpenMemHandle_v2(&o, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+  CHECK(o && o != p);
+  if (open_v1) CHECK_EQ(open_v1(&o1, h, 0), CUDA_SUCCESS);
+  CHECK(o1 == o);
+  if (o) CHECK_EQ(((unsigned char *)o)[1], ipc_pat(1));
+  CHECK_EQ(cuIpcCloseMemHandle(o1), CUDA_SUCCESS);
+  CHECK_EQ(cuIpcCloseMemHandle(o), CUDA_SUCCESS);
+  /* Pass-through memory: the driver's own IPC, untouched. */
+  CHECK_EQ(cuMemAlloc_v2(&s, 4096), CUDA_SUCCESS);
+  CHECK(!pooled((void *)s));
+  CHECK_EQ(cuIpcGetMemHandle(&h2, s), CUDA_SUCCESS);
+  CHECK_EQ(cuIpcOpenMemHandle_v2(&so, h2, 0), CUDA_SUCCESS);
+  CHECK(so == s);
+  CHECK_EQ(cuIpcCloseMemHandle(so), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_count("cuIpcGetMemHandle"), 1);
+  CHECK_EQ(fakecuda_count("cuIpcOpenMemHandle_v2"), 1);
+  CHECK_EQ(fakecuda_count("cuIpcCloseMemHandle"), 1);
+  /* Freed: the handle no longer opens; an error, not a crash. */
+  CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  CHECK_EQ(cuIpcOpenMemHandle_v2(&o, h, 0), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ(cuMemFree_v2(s), CUDA_SUCCESS);
+  CHECK_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  return g_failed;
+}
+static void check_ipcdrv(const char *js) {
+  CHECK_EQ(alloc_stat(js, "ipc_exports"), 1);
+  CHECK_EQ(alloc_stat(js, "ipc_opens"), 2);
+  CHECK_EQ(alloc_stat(js, "ipc_closes"), 2);
+  CHECK_EQ(alloc_stat(js, "ipc_errors"), 1);
+  CHECK_EQ(stat_call(js, "cuIpcGetMemHandle"), 2);
+  CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle_v2"), 3);
+  CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle"), 1);
+  CHECK_EQ(stat_call(js, "cuIpcCloseMemHandle"), 3);
+}
+
 static void check_ipc(const char *js) {
   CHECK_EQ(alloc_stat(js, "ipc_refusals"), 0);
   CHECK_EQ(alloc_stat(js, "ipc_exports"), 3);
@@ -858,7 +916,7 @@ static const struct scenario scenarios[] = {
     {"twodev", sc_twodev, check_twodev, ENV_PLAIN},    {"peer", sc_peer, check_peer, ENV_PLAIN},
     {"poolaccess", sc_poolaccess, check_poolaccess, ENV_PLAIN},
     {"ipc", sc_ipc, check_ipc, ENV_PLAIN},             {"threads", sc_threads, check_threads, ENV_PLAIN},
-    {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
+    {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"ipcdrv", sc_ipcdrv, check_ipcdrv, ENV_PLAIN},    {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
     {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
     {"small", sc_small, check_small, ENV_SMALL_DEFAULT},
     {"small_kvmin", sc_small, check_small, ENV_SMALL_KVMIN_1M},
