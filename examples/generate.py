@@ -30,6 +30,12 @@ generate() up to its first logits; decode = after that) and the peak figures
 known at that point, one line goes to stderr, and the exit status is 3.
 SIGTERM (e.g. from `timeout`) likewise writes the JSON with "interrupted":
 true and the decode steps done, then exits with status 143.
+
+Tensor parallelism: `torchrun --nproc-per-node N examples/generate.py --tp ...`
+splits every layer over the N ranks (examples/tensor_parallel.py; heads, KV
+heads and the MLP width must divide by N); every rank computes the same
+tokens and writes its own JSON (tests/gpu/tp2.sh runs it with and without the
+shim).
 """
 import argparse
 import hashlib

@@ -550,7 +550,17 @@ int pt_ipc_open(const void *handle, void *ctx, int device, void **ptr) {
                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
                             {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = owner},
                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
-    rc = pt_drv.cuMemSetAccess(base, len, d, owner >= 0 && owner != device ? 2 : 1);
+    size_t nd = owner >= 0 && owner != device ? 2 : 1;
+    rc = pt_drv.cuMemSetAccess(base, len, d, nd);
+    if (rc && nd == 2) {
+      /* The owner cannot be granted here (not visible, no peer path): the
+       * importing device alone is what the application asked for. */
+      PT_LOG_ONCE(PT_LOG_WARN,
+                  "cudaIpcOpenMemHandle: memory of device %d mapped for device %d only (granting device %d "
+                  "failed with CUDA error %d)",
+                  owner, device, owner, rc);
+      rc = pt_drv.cuMemSetAccess(base, len, d, 1);
+    }
     if (rc)
       PT_LOG_ONCE(PT_LOG_WARN,
                   "cudaIpcOpenMemHandle: device %d cannot access memory of device %d from process %u "

@@ -726,16 +726,21 @@ static int sc_ipcdrv(void) {
   CHECK_EQ(spawn_importer((const cudaIpcMemHandle_t *)&h), 0);
   for (size_t k = 0; k < sizeof ipc_marks / sizeof ipc_marks[0]; k++)
     CHECK_EQ(((unsigned char *)p)[ipc_marks[k]], 0xA5);
-  /* Opened here under both symbols: one mapping. */
+  /* Opened here, on device 1, under both symbols: one mapping. Granting the
+   * memory's own device fails (injected): mapped for the importing one only. */
   pt_test_open_v1 open_v1 = (pt_test_open_v1)dlsym(RTLD_DEFAULT, "cuIpcOpenMemHandle");
   CHECK(open_v1 != NULL);
+  CHECK_EQ(cudaSetDevice(1), cudaSuccess);
+  fakecuda_fail("cuMemSetAccess", fakecuda_count("cuMemSetAccess") + 1, CUDA_ERROR_INVALID_DEVICE);
   CHECK_EQ(cuIpcOpenMemHandle_v2(&o, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
   CHECK(o && o != p);
+  if (o) CHECK_EQ(fakecuda_access_mask((void *)o), 2u);
   if (open_v1) CHECK_EQ(open_v1(&o1, h, 0), CUDA_SUCCESS);
   CHECK(o1 == o);
   if (o) CHECK_EQ(((unsigned char *)o)[1], ipc_pat(1));
   CHECK_EQ(cuIpcCloseMemHandle(o1), CUDA_SUCCESS);
   CHECK_EQ(cuIpcCloseMemHandle(o), CUDA_SUCCESS);
+  CHECK_EQ(cudaSetDevice(0), cudaSuccess);
   /* Pass-through memory: the driver's own IPC, untouched. */
   CHECK_EQ(cuMemAlloc_v2(&s, 4096), CUDA_SUCCESS);
   CHECK(!pooled((void *)s));
@@ -762,6 +767,10 @@ static void check_ipcdrv(const char *js) {
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle_v2"), 3);
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle"), 1);
   CHECK_EQ(stat_call(js, "cuIpcCloseMemHandle"), 3);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
+  char *log = read_file(path);
+  CHECK(log != NULL && strstr(log, "mapped for device 1 only") != NULL);
 }
 
 static void check_ipc(const char *js) {
