@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "allocator/backend_vmm.h"
 #include "allocator/pool.h"
@@ -65,6 +66,9 @@
   X(ipc_opens)              /* Ponytail IPC handles opened (mapped) */              \
   X(ipc_closes)             /* and closed */                                        \
   X(ipc_errors)             /* IPC export/open failures returned to the caller */   \
+  X(ipc_export_ns)          /* host time in cudaIpcGetMemHandle of pooled blocks */ \
+  X(ipc_open_ns)            /* in opening Ponytail handles (incl. the exporter) */  \
+  X(ipc_close_ns)           /* in closing them (unmapping) */                       \
   X(peer_grants)            /* peer access extended to a pool */                    \
   X(pool_errors)            /* pools that could not be created or updated */        \
   X(internal_allocs)        /* the shim's own buffers (pt_route_internal_alloc) */  \
@@ -587,6 +591,14 @@ void pt_route_pool_trim(const void *mempool, size_t keep) {
   if (p) (void)pt_pool_trim(p, keep);
 }
 
+/* Host time of the IPC paths, for the stats: opening a pooled block costs far
+ * more than the driver's own IPC (bench/NOTES.md section 11). */
+static uint64_t ipc_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* IPC on pooled memory (shim/ipc.c has the scheme). The legacy handle
  * names a cudaMalloc allocation of the driver, which VMM-mapped memory is
  * not: with PONYTAIL_IPC=fd the pool's granules are exportable and the
@@ -606,7 +618,9 @@ bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int 
     *err = api == PT_API_RT ? cudaErrorInvalidValue : CUDA_ERROR_INVALID_VALUE;
     return true;
   }
+  uint64_t t0 = ipc_now_ns();
   int rc = handle ? pt_ipc_export(pool, pt_pool_device(pool), ptr, handle) : CUDA_ERROR_INVALID_VALUE;
+  RC_ADD(ipc_export_ns, ipc_now_ns() - t0);
   if (rc) RC_INC(ipc_errors);
   else RC_INC(ipc_exports);
   *err = api == PT_API_RT ? pt_route_rt_err(rc) : rc;
@@ -626,8 +640,13 @@ bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, in
       ctx = primary_of(dev, true);
     }
   }
-  if (dev >= 0 && ctx) rc = pt_ipc_open(handle, ctx, dev, ptr);
-  else PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: no device or context to map a Ponytail handle into");
+  if (dev >= 0 && ctx) {
+    uint64_t t0 = ipc_now_ns();
+    rc = pt_ipc_open(handle, ctx, dev, ptr);
+    RC_ADD(ipc_open_ns, ipc_now_ns() - t0);
+  } else {
+    PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: no device or context to map a Ponytail handle into");
+  }
   if (rc) RC_INC(ipc_errors);
   else RC_INC(ipc_opens);
   *err = api == PT_API_RT ? pt_route_rt_err(rc) : rc;
@@ -635,7 +654,9 @@ bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, in
 }
 
 bool pt_route_ipc_close(void *ptr, int *err) {
+  uint64_t t0 = ipc_now_ns();
   if (!pt_ipc_close(ptr, err)) return false;
+  RC_ADD(ipc_close_ns, ipc_now_ns() - t0);
   RC_INC(ipc_closes);
   return true;
 }
@@ -762,6 +783,9 @@ static void route_stats_text(FILE *f) {
                " errors %" PRIu64 "\n",
             rc_.capture_passthrough, rc_.capture_deferred_frees, rc_.trim_retries, rc_.ipc_refusals,
             rc_.ipc_exports, rc_.ipc_opens, rc_.ipc_closes, rc_.ipc_errors);
+  if (rc_.ipc_exports || rc_.ipc_opens)
+    fprintf(f, "  alloc: IPC host time: exports %.2f ms, opens %.2f ms, closes %.2f ms\n", rc_.ipc_export_ns / 1e6,
+            rc_.ipc_open_ns / 1e6, rc_.ipc_close_ns / 1e6);
   if (rc_.internal_allocs)
     fprintf(f, "  alloc: internal (shim's own buffers) %" PRIu64 ", %.1f MiB\n", rc_.internal_allocs,
             MIB(rc_.internal_bytes));

@@ -38,6 +38,11 @@ for f in sys.argv[1:]:
           a.get("pooled_allocs"), a.get("passthrough_allocs"), a.get("peer_grants"), a.get("ipc_exports"),
           a.get("ipc_opens"), a.get("ipc_errors"), a.get("pool_errors"),
           (a.get("peak_physical_bytes") or 0) >> 20, (a.get("peak_live_bytes") or 0) >> 20))
+    if a.get("ipc_opens"):  # where an open's time goes: export, open (with the exporter), close
+        n = a["ipc_opens"]
+        print("    ipc host time per call: export %.3f ms, open %.3f ms, close %.3f ms" % (
+              a.get("ipc_export_ns", 0) / 1e6 / max(1, a.get("ipc_exports") or 1),
+              a.get("ipc_open_ns", 0) / 1e6 / n, a.get("ipc_close_ns", 0) / 1e6 / max(1, a.get("ipc_closes") or 1)))
 PY
 }
 

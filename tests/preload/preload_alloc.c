@@ -767,6 +767,10 @@ static void check_ipcdrv(const char *js) {
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle_v2"), 3);
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle"), 1);
   CHECK_EQ(stat_call(js, "cuIpcCloseMemHandle"), 3);
+  /* Host time of each path, for bench/NOTES.md section 11's cost question. */
+  CHECK(alloc_stat(js, "ipc_export_ns") > 0);
+  CHECK(alloc_stat(js, "ipc_open_ns") > 0);
+  CHECK(alloc_stat(js, "ipc_close_ns") > 0);
   char path[4096];
   snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
   char *log = read_file(path);
