@@ -17,7 +17,9 @@ What is measured (host clock, time.perf_counter):
     HF's greedy loop already waits for the device every step when it checks
     whether all sequences finished.
   * total_s: the whole generate() call, ended with a device synchronize;
-    tokens_per_s = batch * new_tokens / total_s.
+    tokens_per_s = batch * new_tokens / total_s. main_thread_cpu_s and
+    process_cpu_s: CPU time over the same call (time spent preempted is in
+    total_s, not here); involuntary_switches: preemptions meanwhile.
   * memory: torch's peak allocated/reserved after a reset following the
     warm-up, NVML's device memory used (whole device, via pynvml when it is
     importable), and a timeline sampled by a thread every --timeline-ms.
@@ -43,6 +45,7 @@ import json
 import math
 import os
 import re
+import resource
 import signal
 import sys
 import threading
@@ -356,6 +359,7 @@ def run(args, s, extra, st):
         n = s["new_tokens"]
         torch.cuda.synchronize(device)
         st.phase = "prefill"
+        cpu0 = (time.thread_time(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF))
         start = time.perf_counter()
         st.start = start
         out = model.generate(input_ids=ids, attention_mask=mask, min_new_tokens=n, max_new_tokens=n,
@@ -363,6 +367,7 @@ def run(args, s, extra, st):
                              return_dict_in_generate=True, output_logits=want_logits, **gen)
         torch.cuda.synchronize(device)
         end = time.perf_counter()
+        cpu1 = (time.thread_time(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF))
     sampler.stop()
 
     new_ids = out.sequences[:, ids.shape[1]:].tolist()
@@ -381,6 +386,12 @@ def run(args, s, extra, st):
                             mean=(sum(steps) / len(steps)) if steps else None, count=len(steps)),
         tokens_per_s=s["batch"] * n / total if total > 0 else None,
         total_s=total,
+        # CPU time of the measured call: the main thread's (the Python loop, and CUDA's spin
+        # while it waits for the device) and the process's; involuntary context switches count
+        # how often its threads were preempted, which wall time includes and CPU time does not.
+        main_thread_cpu_s=cpu1[0] - cpu0[0],
+        process_cpu_s=cpu1[1] - cpu0[1],
+        involuntary_switches=cpu1[2].ru_nivcsw - cpu0[2].ru_nivcsw,
         peak_allocated_bytes=int(torch.cuda.max_memory_allocated(device)),
         peak_reserved_bytes=int(torch.cuda.max_memory_reserved(device)),
         nvml_peak_used_bytes=sampler.nvml_peak,

@@ -52,6 +52,10 @@ try:
              pa, pb, pb / pa, "same" if a.get("token_ids_sha256") == b.get("token_ids_sha256") else "DIFFER"))
     print("          prefill %.3f %.3f s   decode p99 %.2f %.2f ms"
           % (a["prefill_s"], b["prefill_s"], a["decode_step_ms"]["p99"], b["decode_step_ms"]["p99"]))
+    if a.get("main_thread_cpu_s") and b.get("main_thread_cpu_s"):
+        print("          main-thread cpu %6.2f %6.2f s ratio %.3f   preemptions %d %d"
+              % (a["main_thread_cpu_s"], b["main_thread_cpu_s"], b["main_thread_cpu_s"] / a["main_thread_cpu_s"],
+                 a["involuntary_switches"], b["involuntary_switches"]))
 except Exception as e:
     print("round %s: no result (%s)" % (sys.argv[3], e))
 try:  # the shim run's pool: what it did outside the median step
@@ -77,14 +81,23 @@ done
 python3 - "$table" <<'PY' | tee -a "$table"
 import re, statistics, sys
 rows = {"stock": [], "shim": []}
+cpu = {"stock": [], "shim": []}
+kind = None
 for l in open(sys.argv[1]):
     m = re.match(r"round \S+\s+(\w+)\s*/(\w+)\s+total .* ratio ([\d.]+)\s+decode .* ratio ([\d.]+)", l)
     if m:
-        rows[m.group(1)].append((float(m.group(3)), float(m.group(4))))
+        kind = m.group(1)
+        rows[kind].append((float(m.group(3)), float(m.group(4))))
+    m = re.match(r"\s+main-thread cpu .* ratio ([\d.]+)", l)
+    if m and kind:
+        cpu[kind].append(float(m.group(1)))
 for k, name in (("stock", "A/A stock/stock"), ("shim", "A/B shim/stock")):
     v = rows[k]
     if v:
         t = [x[0] for x in v]; p = [x[1] for x in v]
         print("%-16s %d rounds: total ratio median %.3f (min %.3f max %.3f), decode p50 ratio median %.3f"
               % (name, len(v), statistics.median(t), min(t), max(t), statistics.median(p)))
+    c = cpu[k]
+    if c:
+        print("%-16s main-thread CPU ratio median %.3f (min %.3f max %.3f)" % ("", statistics.median(c), min(c), max(c)))
 PY
