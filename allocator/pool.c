@@ -36,6 +36,7 @@ void pt_stat_physical(struct pt_pool *p, int64_t delta_granules) {
   p->st.physical_bytes += (uint64_t)(delta_granules * (int64_t)p->gran);
   if (p->st.physical_bytes > p->st.peak_physical_bytes)
     p->st.peak_physical_bytes = p->st.physical_bytes;
+  if (p->st.physical_bytes > p->high_physical) __atomic_store_n(&p->high_physical, p->st.physical_bytes, __ATOMIC_RELAXED);
 }
 
 /* ---- streams and fences ------------------------------------------------ */
@@ -317,6 +318,7 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   p->st.pooled_allocs++;
   p->st.live_bytes += r;
   if (p->st.live_bytes > p->st.peak_live_bytes) p->st.peak_live_bytes = p->st.live_bytes;
+  if (p->st.live_bytes > p->high_live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
   b->req = size;
   p->st.requested_bytes += size;
   if (p->st.requested_bytes > p->st.peak_requested_bytes)
@@ -476,6 +478,15 @@ void pt_pool_usage(const struct pt_pool *p, struct pt_pool_usage *out) {
   out->passthrough_bytes = __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
   out->peak_physical_bytes = __atomic_load_n(&p->st.peak_physical_bytes, __ATOMIC_RELAXED);
   out->peak_live_bytes = __atomic_load_n(&p->st.peak_live_bytes, __ATOMIC_RELAXED);
+  out->high_physical_bytes = __atomic_load_n(&p->high_physical, __ATOMIC_RELAXED);
+  out->high_live_bytes = __atomic_load_n(&p->high_live, __ATOMIC_RELAXED);
+}
+
+void pt_pool_reset_highs(struct pt_pool *p, bool live, bool physical) {
+  pthread_mutex_lock(&p->mu);
+  if (live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
+  if (physical) __atomic_store_n(&p->high_physical, p->st.physical_bytes, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&p->mu);
 }
 
 int pt_pool_grant_access(struct pt_pool *p, int device) {

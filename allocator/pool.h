@@ -142,8 +142,12 @@ void pt_pool_stats(struct pt_pool *pool, struct pt_pool_stats *out);
  * cudaMemGetInfo on the pass-through path, where a lock would serialise). */
 struct pt_pool_usage {
   uint64_t physical_bytes, live_bytes, passthrough_bytes, peak_physical_bytes, peak_live_bytes;
+  uint64_t high_physical_bytes, high_live_bytes; /* since the last pt_pool_reset_highs */
 };
 void pt_pool_usage(const struct pt_pool *pool, struct pt_pool_usage *out);
+/* Restarts the highs reported through the memory-pool attributes at the
+ * current figures (the stats' peaks are not touched). */
+void pt_pool_reset_highs(struct pt_pool *pool, bool live, bool physical);
 /* Peer access: grants read/write on every mapped range, and on every later
  * mapping, to device (backend op add_accessor). 0, the backend's error, or
  * err_invalid when the backend cannot. */

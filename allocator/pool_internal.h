@@ -98,6 +98,10 @@ struct pt_pool {
   uint64_t sync_seq; /* every fence with seq <= sync_seq is done */
 
   uint64_t trim_floor; /* free physical bytes after the last automatic trim */
+  /* Highs since the application last reset them (cudaMemPoolSetAttribute on
+   * the default pool's ReservedMemHigh / UsedMemHigh, as torch's
+   * reset_peak_memory_stats does); st's peaks stay the process's. */
+  uint64_t high_live, high_physical;
   struct pt_pool_stats st;
 };
 

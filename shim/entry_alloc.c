@@ -208,6 +208,18 @@ PT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMe
   return r;
 }
 
+PT_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
+  pt_poolattr_fn real = PT_REAL(cudaMemPoolSetAttribute, pt_poolattr_fn);
+  if (!pt_active()) return real ? real(memPool, attr, value) : cudaErrorInsufficientDriver;
+  PT_COUNT(cudaMemPoolSetAttribute);
+  if (!real) return cudaErrorInsufficientDriver;
+  cudaError_t r;
+  PT_RT_CALL(r, real(memPool, attr, value));
+  /* ROUTE: a reset of the default pool's highs restarts the pool's too. */
+  if (r == cudaSuccess) pt_route_poolattr_set(memPool, (int)attr);
+  return r;
+}
+
 PT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
   pt_ipc_get_fn real = PT_REAL(cudaIpcGetMemHandle, pt_ipc_get_fn);
   if (!pt_active()) return real ? real(handle, devPtr) : cudaErrorInsufficientDriver;

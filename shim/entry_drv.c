@@ -29,6 +29,7 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cudaMallocFromPoolAsync_ptsz] = (void *)cudaMallocFromPoolAsync_ptsz,
     [PT_SYM_cudaMemGetInfo] = (void *)cudaMemGetInfo,
     [PT_SYM_cudaMemPoolGetAttribute] = (void *)cudaMemPoolGetAttribute,
+    [PT_SYM_cudaMemPoolSetAttribute] = (void *)cudaMemPoolSetAttribute,
     [PT_SYM_cudaIpcGetMemHandle] = (void *)cudaIpcGetMemHandle,
     [PT_SYM_cudaIpcOpenMemHandle] = (void *)cudaIpcOpenMemHandle,
     [PT_SYM_cudaIpcCloseMemHandle] = (void *)cudaIpcCloseMemHandle,

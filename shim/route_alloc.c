@@ -572,18 +572,26 @@ void pt_route_poolattr(const void *mempool, int attr, void *value) {
   if (!p) return;
   struct pt_pool_usage u;
   pt_pool_usage(p, &u);
-  /* Current figures add exactly. High-water marks: the driver pool's peak
-   * plus ours is an upper bound of the combined peak (they may not have
-   * peaked at the same time); resetting the driver's high leaves ours. */
+  /* Current figures add exactly. High-water marks: the driver pool's high
+   * plus ours is an upper bound of the combined high (they may not have
+   * peaked at the same time); both restart when the application resets them
+   * (pt_route_poolattr_set). */
   uint64_t add;
   switch (attr) {
   case cudaMemPoolAttrReservedMemCurrent: add = u.physical_bytes; break;
-  case cudaMemPoolAttrReservedMemHigh: add = u.peak_physical_bytes; break;
+  case cudaMemPoolAttrReservedMemHigh: add = u.high_physical_bytes; break;
   case cudaMemPoolAttrUsedMemCurrent: add = u.live_bytes; break;
-  case cudaMemPoolAttrUsedMemHigh: add = u.peak_live_bytes; break;
+  case cudaMemPoolAttrUsedMemHigh: add = u.high_live_bytes; break;
   default: return;
   }
   *(uint64_t *)value += add;
+}
+
+void pt_route_poolattr_set(const void *mempool, int attr) {
+  struct pt_pool *p = pool_of_mempool(mempool);
+  if (!p) return;
+  if (attr == cudaMemPoolAttrUsedMemHigh) pt_pool_reset_highs(p, true, false);
+  else if (attr == cudaMemPoolAttrReservedMemHigh) pt_pool_reset_highs(p, false, true);
 }
 
 void pt_route_pool_trim(const void *mempool, size_t keep) {

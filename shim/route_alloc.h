@@ -82,6 +82,10 @@ void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_b
 /* cudaMemPoolGetAttribute on a device's default pool: adds the pool's
  * reserved/used figures to *value (attr is a cudaMemPoolAttr). */
 void pt_route_poolattr(const void *mempool, int attr, void *value);
+/* A successful cudaMemPoolSetAttribute on a device's default pool: resetting
+ * its ReservedMemHigh / UsedMemHigh restarts the highs pt_route_poolattr adds
+ * (torch's reset_peak_memory_stats under its cudaMallocAsync backend). */
+void pt_route_poolattr_set(const void *mempool, int attr);
 /* cudaMemPoolTrimTo on a device's default pool: trims ours to keep bytes. */
 void pt_route_pool_trim(const void *mempool, size_t keep);
 /* IPC of pooled memory (shim/ipc.h). Each returns true when the call is the

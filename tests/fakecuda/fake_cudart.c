@@ -342,6 +342,15 @@ FR_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPo
   *(unsigned long long *)value = 4096ull * (unsigned)attr; /* recognisable per attribute */
   return cudaSuccess;
 }
+/* Like the runtime: the highs can only be reset, with 0. */
+FR_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value) {
+  FR_ENTER(cudaMemPoolSetAttribute);
+  if (!pool || !value) return cudaErrorInvalidValue;
+  if ((attr == cudaMemPoolAttrReservedMemHigh || attr == cudaMemPoolAttrUsedMemHigh) &&
+      *(unsigned long long *)value != 0)
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
 FR_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p) {
   FR_ENTER(cudaIpcGetMemHandle);
   if (!h || !p) return cudaErrorInvalidValue;

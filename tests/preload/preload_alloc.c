@@ -386,6 +386,30 @@ static int sc_poolattr(void) {
   CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemHigh + 4 * MiB);
   CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemHigh, &v), cudaSuccess);
   CHECK_EQ(v, 4096ull * cudaMemPoolAttrReservedMemHigh + 4 * MiB);
+  /* torch's reset_peak_memory_stats: the highs restart at the current figures
+   * (live 3 MiB, physical 4 MiB); a refused reset changes nothing. */
+  unsigned long long zero = 0, one = 1;
+  CHECK_EQ(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &one), cudaErrorInvalidValue);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemHigh + 4 * MiB);
+  CHECK_EQ(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemHigh + 3 * MiB);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrReservedMemHigh + 4 * MiB); /* not reset: its own attribute */
+  void *r = NULL;
+  CHECK_EQ(cudaMallocAsync(&r, 2 * MiB, 0), cudaSuccess); /* live 5 MiB: a new high */
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemHigh + 5 * MiB);
+  CHECK_EQ(cudaFreeAsync(r, 0), cudaSuccess);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemCurrent, &v), cudaSuccess);
+  unsigned long long phys = v - base_rc;
+  CHECK_EQ(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReservedMemHigh, &zero), cudaSuccess);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrReservedMemHigh + phys);
+  CHECK_EQ(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
+  CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemHigh, &v), cudaSuccess);
+  CHECK_EQ(v, 4096ull * cudaMemPoolAttrUsedMemHigh + 3 * MiB);
   CHECK_EQ(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &v), cudaSuccess);
   CHECK_EQ(v, 4096ull * cudaMemPoolAttrReleaseThreshold); /* other attributes untouched */
   cudaMemPool_t other = (cudaMemPool_t)&v;
@@ -929,7 +953,8 @@ static const struct scenario scenarios[] = {
     {"twodev", sc_twodev, check_twodev, ENV_PLAIN},    {"peer", sc_peer, check_peer, ENV_PLAIN},
     {"poolaccess", sc_poolaccess, check_poolaccess, ENV_PLAIN},
     {"ipc", sc_ipc, check_ipc, ENV_PLAIN},             {"threads", sc_threads, check_threads, ENV_PLAIN},
-    {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"ipcdrv", sc_ipcdrv, check_ipcdrv, ENV_PLAIN},    {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
+    {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"ipcdrv", sc_ipcdrv, check_ipcdrv, ENV_PLAIN},
+    {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
     {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
     {"small", sc_small, check_small, ENV_SMALL_DEFAULT},
     {"small_kvmin", sc_small, check_small, ENV_SMALL_KVMIN_1M},
