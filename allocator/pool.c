@@ -484,8 +484,10 @@ void pt_pool_usage(const struct pt_pool *p, struct pt_pool_usage *out) {
 
 void pt_pool_reset_highs(struct pt_pool *p, bool live, bool physical) {
   pthread_mutex_lock(&p->mu);
-  if (live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
-  if (physical) __atomic_store_n(&p->high_physical, p->st.physical_bytes, __ATOMIC_RELAXED);
+  uint64_t l = live ? p->st.live_bytes : p->high_live;
+  uint64_t ph = physical ? p->st.physical_bytes : p->high_physical;
+  __atomic_store(&p->high_live, &l, __ATOMIC_RELAXED);
+  __atomic_store(&p->high_physical, &ph, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&p->mu);
 }
 
