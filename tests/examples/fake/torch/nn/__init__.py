@@ -1,0 +1,3 @@
+class Parameter:
+    def __init__(self, data, requires_grad=True):
+        self.data = data

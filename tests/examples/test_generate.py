@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""examples/generate.py's bookkeeping on the CPU, against the stand-in torch/transformers in
+tests/examples/fake: the JSON record and its fields, exit codes, --tp's per-rank files and its
+refusals, the out-of-memory and SIGTERM records. The GPU runs (tests/gpu/) measure; these check
+that the script the measurements depend on still reports what it claims.
+
+  python3 tests/examples/test_generate.py [path/to/generate.py]
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GENERATE = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "examples",
+                                                                               "generate.py"))
+SMALL = ["--batch", "3", "--prompt", "16", "--new-tokens", "6", "--pad", "0.5"]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def run(args, env=None, timeout=60):
+    e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD")}
+    e["PYTHONPATH"] = os.path.join(HERE, "fake")
+    e["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into the source tree
+    e.update(env or {})
+    return subprocess.run([sys.executable, GENERATE] + args, env=e, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class Generate(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def test_record(self):
+        p = run(SMALL + ["--warmup", "--json", self.path("a.json")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = load(self.path("a.json"))
+        self.assertFalse(r["oom"])
+        self.assertEqual(r["decode_step_ms"]["count"], 5)  # 6 tokens: 5 periods between them
+        self.assertLessEqual(r["decode_step_ms"]["p50"], r["decode_step_ms"]["p99"])
+        self.assertEqual(len(r["token_ids"]), 3)
+        self.assertEqual(len(r["token_ids"][0]), 6)
+        self.assertAlmostEqual(r["tokens_per_s"], 3 * 6 / r["total_s"], places=6)
+        self.assertEqual(r["peak_allocated_bytes"], 3 << 30)
+        self.assertEqual(r["peak_reserved_bytes"], 4 << 30)
+        self.assertEqual(r["settings"]["tp_world"], 1)
+        self.assertEqual(r["settings"]["batch"], 3)
+        for k in ("main_thread_cpu_s", "process_cpu_s"):
+            self.assertGreaterEqual(r[k], 0.0)
+            self.assertLessEqual(r[k], r["total_s"] * 32 + 0.1)  # CPU time of a bounded process
+        self.assertGreaterEqual(r["involuntary_switches"], 0)
+        self.assertIn("generate: batch 3 prompt 16 new 6", p.stdout)
+        # The same seed, the same tokens; another seed, other prompts.
+        run(SMALL + ["--json", self.path("b.json")])
+        run(SMALL + ["--seed", "7", "--json", self.path("c.json")])
+        b, c = (load(self.path(n)) for n in ("b.json", "c.json"))
+        self.assertEqual(r["token_ids_sha256"], b["token_ids_sha256"])
+        self.assertNotEqual(r["token_ids_sha256"], c["token_ids_sha256"])
+
+    def test_tp_outside_torchrun(self):
+        p = run(SMALL + ["--tp"])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--tp runs under torchrun", p.stderr)
+
+    def test_tp_indivisible(self):
+        p = run(SMALL + ["--tp"], env={"RANK": "0", "WORLD_SIZE": "3", "LOCAL_RANK": "0"})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("heads (16) is not divisible by the 3 ranks", p.stderr)
+
+    def test_tp_rank_files(self):
+        log = self.path("dist.log")
+        for rank, out in ((0, "t.json"), (1, "t-{rank}.json")):
+            env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "FAKE_DIST_LOG": log}
+            p = run(SMALL + ["--tp", "--json", self.path(out)], env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("generate[rank %d/2]: batch 3" % rank, p.stdout)
+        r0 = load(self.path("t.json.rank0"))
+        r1 = load(self.path("t-1.json"))
+        self.assertEqual(r0["settings"]["tp_world"], 2)
+        self.assertEqual(r0["token_ids_sha256"], r1["token_ids_sha256"])
+        with open(log) as f:
+            calls = f.read().split("\n")
+        for rank in (0, 1):
+            mine = [c.split(" rank ")[0] for c in calls if c.endswith("rank %d" % rank)]
+            self.assertEqual(mine, ["init nccl", "barrier", "destroy"])
+
+    def test_oom(self):
+        for at, phase, code in ((0, "prefill", 3), (3, "decode", 3)):
+            p = run(SMALL + ["--json", self.path("o.json")], env={"FAKE_GEN_OOM_AT": str(at)})
+            self.assertEqual(p.returncode, code, p.stderr)
+            r = load(self.path("o.json"))
+            self.assertTrue(r["oom"])
+            self.assertEqual(r["oom_phase"], phase)
+            self.assertEqual(r["decode_steps_done"], at)
+            self.assertIn("out of memory in %s" % phase, p.stderr)
+
+    def test_sigterm(self):
+        e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD")}
+        e.update(PYTHONPATH=os.path.join(HERE, "fake"), PYTHONDONTWRITEBYTECODE="1", FAKE_GEN_STEP_S="0.01")
+        proc = subprocess.Popen([sys.executable, GENERATE, "--new-tokens", "100000", "--json", self.path("s.json")],
+                                env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # well into the decode steps (10 ms each)
+        self.assertIsNone(proc.poll())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 143, err)
+        r = load(self.path("s.json"))
+        self.assertTrue(r["interrupted"])
+        self.assertFalse(r["oom"])
+        self.assertIn("interrupted (SIGTERM)", err)
+
+    def test_mem_cap_too_large(self):
+        p = run(SMALL + ["--mem-cap", "1T"], env={"FAKE_TORCH_TOTAL": str(1 << 30)})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("exceeds the device's", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
