@@ -795,9 +795,7 @@ static void check_ipcdrv(const char *js) {
   CHECK(alloc_stat(js, "ipc_export_ns") > 0);
   CHECK(alloc_stat(js, "ipc_open_ns") > 0);
   CHECK(alloc_stat(js, "ipc_close_ns") > 0);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
-  char *log = read_file(path);
+  char *log = read_log(g_dir, (int)g_child);
   CHECK(log != NULL && strstr(log, "mapped for device 1 only") != NULL);
 }
 
@@ -807,9 +805,7 @@ static void check_ipc(const char *js) {
   CHECK_EQ(alloc_stat(js, "ipc_opens"), 1);
   CHECK_EQ(alloc_stat(js, "ipc_closes"), 1);
   CHECK_EQ(alloc_stat(js, "ipc_errors"), 5);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
-  char *log = read_file(path);
+  char *log = read_log(g_dir, (int)g_child);
   CHECK(log != NULL);
   if (!log) return;
   CHECK(strstr(log, "not live here") != NULL);            /* wrong nonce, then freed: once */
@@ -837,9 +833,7 @@ static int sc_ipcoff(void) {
 static void check_ipcoff(const char *js) {
   CHECK_EQ(alloc_stat(js, "ipc_refusals"), 2);
   CHECK_EQ(alloc_stat(js, "ipc_exports"), 0);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/log.%d", g_dir, (int)g_child);
-  char *log = read_file(path);
+  char *log = read_log(g_dir, (int)g_child);
   CHECK(log != NULL);
   if (!log) return;
   const char *l = strstr(log, "cudaIpcGetMemHandle(");

@@ -40,6 +40,13 @@ static __attribute__((unused)) char *read_file(const char *path) {
   return buf;
 }
 
+/* The shim's log of process pid (PONYTAIL_LOG_FILE=dir/log.%p), as read_file. */
+static __attribute__((unused)) char *read_log(const char *dir, int pid) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/log.%d", dir, pid);
+  return read_file(path);
+}
+
 /* Runs fn in a forked child, whose exit writes the shim's stats to
  * dir/stats.<pid>.json. *status: the child's exit status (128 when it did not
  * exit); *pid (if not NULL): the child. Returns the stats text, or NULL. */

@@ -518,9 +518,7 @@ static void check_hooks(const char *js) {
   CHECK_EQ(stat_call(js, "cuLaunchKernel"), 3 + 3 + 3 + 1);
   /* each decision logged once per kernel */
   const char *pid = strstr(js, "\"pid\":");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/log.%d", g_dir, pid ? atoi(pid + 6) : 0);
-  char *log = read_file(path);
+  char *log = read_log(g_dir, pid ? atoi(pid + 6) : 0);
   CHECK(log != NULL);
   if (!log) return;
   int swaps = 0, falls = 0;
@@ -587,9 +585,7 @@ static void check_wspool(const char *js) {
   CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 1);
   CHECK(strstr(js, "\"fallback_reasons\":{\"workspace not pooled\":1}") != NULL);
   const char *pid = strstr(js, "\"pid\":");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/log.%d", g_dir, pid ? atoi(pid + 6) : 0);
-  char *log = read_file(path);
+  char *log = read_log(g_dir, pid ? atoi(pid + 6) : 0);
   CHECK(log != NULL);
   if (log) CHECK(strstr(log, "info: fallback _Z4wsmev: workspace not pooled\n") != NULL);
 }
