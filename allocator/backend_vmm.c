@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
+#include "allocator/now_ns.h"
 #include "shim/real.h"
 
 #define VMM_MAX_ACCESS 64
@@ -26,12 +26,6 @@ struct vmm_ctx {
    * so the stats can say what the pool cost the host (busy_ns). */
   uint64_t vmm_ns, wait_ns;
 };
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Runs expr with the pool's device context current on this thread, and
  * restores the caller's context. A failed pop is reported only when expr
@@ -182,9 +176,9 @@ static int raw_device_sync(void *c) {
 #define VMM_TIMED(field, call)                                                   \
   do {                                                                           \
     struct vmm_ctx *v_ = c;                                                      \
-    uint64_t t0_ = now_ns();                                                     \
+    uint64_t t0_ = pt_now_ns();                                                     \
     int r_ = (call);                                                             \
-    __atomic_fetch_add(&v_->field, now_ns() - t0_, __ATOMIC_RELAXED);            \
+    __atomic_fetch_add(&v_->field, pt_now_ns() - t0_, __ATOMIC_RELAXED);            \
     return r_;                                                                   \
   } while (0)
 static int vmm_reserve(void *c, size_t size, uintptr_t *va) { VMM_TIMED(vmm_ns, raw_reserve(c, size, va)); }

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "allocator/backend_host.h"
+#include "allocator/now_ns.h"
 #include "allocator/trace.h"
 
 struct rp_op {
@@ -164,12 +164,6 @@ void pt_replay_free(struct pt_replay_trace *t) {
   free(t);
 }
 
-static inline uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return x < y ? -1 : x > y;
@@ -185,8 +179,8 @@ static double pct(uint32_t *v, uint64_t n, double q) {
 static uint32_t timer_cost(void) {
   uint32_t s[1001];
   for (int i = 0; i < 1001; i++) {
-    uint64_t a = now_ns();
-    s[i] = (uint32_t)(now_ns() - a);
+    uint64_t a = pt_now_ns();
+    s[i] = (uint32_t)(pt_now_ns() - a);
   }
   qsort(s, 1001, sizeof s[0], cmp_u32);
   return s[500];
@@ -245,10 +239,10 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
       pt_backend_host_complete_markers(&bk_view); /* the device catches up */
     switch (kind) {
     case 'A': {
-      uint64_t t0 = o->time_ops ? now_ns() : 0;
+      uint64_t t0 = o->time_ops ? pt_now_ns() : 0;
       int rc = pt_pool_alloc(pool, op->bytes, op->stream, &ptrs[op->slot]);
       if (o->time_ops) {
-        uint64_t d = now_ns() - t0;
+        uint64_t d = pt_now_ns() - t0;
         ta[na++] = (uint32_t)(d > cost ? (d - cost > UINT32_MAX ? UINT32_MAX : d - cost) : 0);
       }
       if (rc) {
@@ -261,10 +255,10 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
     }
     case 'R': {
       if (!ptrs[op->slot]) break; /* its allocation failed */
-      uint64_t t0 = o->time_ops ? now_ns() : 0;
+      uint64_t t0 = o->time_ops ? pt_now_ns() : 0;
       int rc = pt_pool_free(pool, ptrs[op->slot], op->stream);
       if (o->time_ops) {
-        uint64_t d = now_ns() - t0;
+        uint64_t d = pt_now_ns() - t0;
         tf[nf++] = (uint32_t)(d > cost ? (d - cost > UINT32_MAX ? UINT32_MAX : d - cost) : 0);
       }
       if (!rc) res->frees++;

@@ -35,9 +35,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "allocator/backend_vmm.h"
+#include "allocator/now_ns.h"
 #include "allocator/pool.h"
 #include "allocator/trace.h"
 #include "shim/jsonw.h"
@@ -599,14 +599,6 @@ void pt_route_pool_trim(const void *mempool, size_t keep) {
   if (p) (void)pt_pool_trim(p, keep);
 }
 
-/* Host time of the IPC paths, for the stats: opening a pooled block costs far
- * more than the driver's own IPC (bench/NOTES.md section 11). */
-static uint64_t ipc_now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* IPC on pooled memory (shim/ipc.c has the scheme). The legacy handle
  * names a cudaMalloc allocation of the driver, which VMM-mapped memory is
  * not: with PONYTAIL_IPC=fd the pool's granules are exportable and the
@@ -626,9 +618,9 @@ bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int 
     *err = api == PT_API_RT ? cudaErrorInvalidValue : CUDA_ERROR_INVALID_VALUE;
     return true;
   }
-  uint64_t t0 = ipc_now_ns();
+  uint64_t t0 = pt_now_ns();
   int rc = handle ? pt_ipc_export(pool, pt_pool_device(pool), ptr, handle) : CUDA_ERROR_INVALID_VALUE;
-  RC_ADD(ipc_export_ns, ipc_now_ns() - t0);
+  RC_ADD(ipc_export_ns, pt_now_ns() - t0);
   if (rc) RC_INC(ipc_errors);
   else RC_INC(ipc_exports);
   *err = api == PT_API_RT ? pt_route_rt_err(rc) : rc;
@@ -649,9 +641,9 @@ bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, in
     }
   }
   if (dev >= 0 && ctx) {
-    uint64_t t0 = ipc_now_ns();
+    uint64_t t0 = pt_now_ns();
     rc = pt_ipc_open(handle, ctx, dev, ptr);
-    RC_ADD(ipc_open_ns, ipc_now_ns() - t0);
+    RC_ADD(ipc_open_ns, pt_now_ns() - t0);
   } else {
     PT_LOG_ONCE(PT_LOG_WARN, "cudaIpcOpenMemHandle: no device or context to map a Ponytail handle into");
   }
@@ -662,9 +654,9 @@ bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, in
 }
 
 bool pt_route_ipc_close(void *ptr, int *err) {
-  uint64_t t0 = ipc_now_ns();
+  uint64_t t0 = pt_now_ns();
   if (!pt_ipc_close(ptr, err)) return false;
-  RC_ADD(ipc_close_ns, ipc_now_ns() - t0);
+  RC_ADD(ipc_close_ns, pt_now_ns() - t0);
   RC_INC(ipc_closes);
   return true;
 }
