@@ -20,6 +20,9 @@ What is measured (host clock, time.perf_counter):
     tokens_per_s = batch * new_tokens / total_s. main_thread_cpu_s and
     process_cpu_s: CPU time over the same call (time spent preempted is in
     total_s, not here); involuntary_switches: preemptions meanwhile.
+  * --lockstep (two processes taking turns, one step each; examples/lockstep.py):
+    every figure above counts this process's turns only, and each turn ends
+    with a device synchronize.
   * memory: torch's peak allocated/reserved after a reset following the
     warm-up, NVML's device memory used (whole device, via pynvml when it is
     importable), and a timeline sampled by a thread every --timeline-ms.
@@ -88,6 +91,11 @@ def parse_args(argv=None):
                    help="after the warm-up, wait until N processes given the same DIR reach this "
                         "point, so that concurrent runs (tests/gpu/wall_pair.sh) time their "
                         "generate() calls over the same seconds")
+    p.add_argument("--lockstep", metavar="DIR:ROLE",
+                   help="take turns with one other process (ROLE 0 or 1, the same DIR), one decode "
+                        "step each, through the measured generate() calls, and time only this "
+                        "process's turns (examples/lockstep.py): a paired A/B that both runs see "
+                        "under the same machine conditions (tests/gpu/wall_pair.sh LOCKSTEP=1)")
     p.add_argument("--tp", action="store_true",
                    help="tensor parallelism over the ranks of torchrun (torchrun --nproc-per-node N "
                         "examples/generate.py --tp ...): each rank keeps 1/N of every layer "
@@ -97,7 +105,10 @@ def parse_args(argv=None):
                    help="cap torch's caching allocator at BYTES (24G, 24GiB or 25769803776; binary "
                         "units) with torch.cuda.set_per_process_memory_fraction before the model is "
                         "built: stock torch capacity runs")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.lockstep is not None and not re.fullmatch(r".+:[01]", args.lockstep):
+        p.error("--lockstep takes DIR:ROLE with ROLE 0 or 1, not %r" % args.lockstep)
+    return args
 
 
 def parse_size(text):
@@ -239,6 +250,11 @@ class RunState:
         self.mem_cap = None
         self.tp = None  # (rank, world, local rank) under --tp
         self.dist = None
+        self.lockstep = None  # examples/lockstep.Lockstep under --lockstep
+
+    def now(self):
+        """The clock of the measured call: under --lockstep, this process's turns only."""
+        return self.lockstep.own_now() if self.lockstep else time.perf_counter()
 
     def json_path(self):
         return self.rank_path(self.args.json)
@@ -330,9 +346,11 @@ def run(args, s, extra, st):
         step's forward produced its logits and before the token is chosen."""
 
         def __call__(self, input_ids, scores):
-            if not stamps:
+            if st.lockstep:  # the turn ends with the device idle: the other's starts on it so
+                st.lockstep.hand_over(lambda: torch.cuda.synchronize(device))
+            elif not stamps:
                 torch.cuda.synchronize(device)  # once: prefill_s covers the prefill's GPU work
-            stamps.append(time.perf_counter())
+            stamps.append(st.now())
             st.phase = "decode"  # the prefill's logits exist: what follows is decode
             return scores
 
@@ -358,15 +376,22 @@ def run(args, s, extra, st):
         torch.cuda.reset_peak_memory_stats(device)
         n = s["new_tokens"]
         torch.cuda.synchronize(device)
+        if args.lockstep:
+            import lockstep
+            st.lockstep = lockstep.Lockstep(args.lockstep)
+            st.lockstep.begin()
         st.phase = "prefill"
         cpu0 = (time.thread_time(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF))
-        start = time.perf_counter()
+        start = st.now()
         st.start = start
         out = model.generate(input_ids=ids, attention_mask=mask, min_new_tokens=n, max_new_tokens=n,
                              logits_processor=LogitsProcessorList([StepTimer()]),
                              return_dict_in_generate=True, output_logits=want_logits, **gen)
-        torch.cuda.synchronize(device)
-        end = time.perf_counter()
+        if st.lockstep:
+            st.lockstep.end(lambda: torch.cuda.synchronize(device))
+        else:
+            torch.cuda.synchronize(device)
+        end = st.now()
         cpu1 = (time.thread_time(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF))
     sampler.stop()
 
@@ -400,6 +425,7 @@ def run(args, s, extra, st):
         timeline=sampler.samples,
         oom=False,
         mem_cap_bytes=st.mem_cap,
+        lockstep=st.lockstep.record() if st.lockstep else None,
     )
     if args.json:
         with open(st.json_path(), "w") as f:
@@ -427,7 +453,7 @@ def is_oom(torch, e):
 def ended_early(st, e, oom):
     """JSON and one stderr line for a run that ran out of memory (exit 3) or
     was sent SIGTERM (exit 143)."""
-    torch, now = st.torch, time.perf_counter()
+    torch, now = st.torch, st.now()
     if st.sampler is not None:
         try:
             st.sampler.stop()
@@ -468,6 +494,7 @@ def ended_early(st, e, oom):
         tokens_per_s=None,
         token_ids_sha256=None,
         timeline=st.sampler.samples if st.sampler is not None else [],
+        lockstep=st.lockstep.record() if st.lockstep else None,
     )
     if st.args.json:
         try:
@@ -526,6 +553,9 @@ def main(argv=None):
         if not is_oom(st.torch, e):
             raise
         return ended_early(st, e, oom=True)
+    finally:
+        if st.lockstep:  # the other process runs on alone instead of timing out
+            st.lockstep.close()
 
 
 if __name__ == "__main__":

@@ -124,6 +124,61 @@ class Generate(unittest.TestCase):
         self.assertFalse(r["oom"])
         self.assertIn("interrupted (SIGTERM)", err)
 
+    def lockstep_pair(self, env0, env1, n=8):
+        """Runs roles 0 and 1 of --lockstep at once; returns their exit codes, stderr and JSON."""
+        procs = []
+        for role, extra in ((0, env0), (1, env1)):
+            e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD")}
+            e.update(PYTHONPATH=os.path.join(HERE, "fake"), PYTHONDONTWRITEBYTECODE="1", **extra)
+            procs.append(subprocess.Popen(
+                [sys.executable, GENERATE] + SMALL[:4] + ["--new-tokens", str(n), "--json", self.path("l%d.json" % role),
+                                                          "--lockstep", "%s:%d" % (self.path("turns"), role)],
+                env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        res = []
+        for role, proc in enumerate(procs):
+            _, err = proc.communicate(timeout=60)
+            res.append((proc.returncode, err, load(self.path("l%d.json" % role))))
+        return res
+
+    def test_lockstep_turns(self):
+        # Steps of 10 ms and 30 ms taking turns: each process's clock counts its own turns only
+        # (total ratio ~3, where running freely would also give ~3 but the wall of each is the sum).
+        (c0, e0, r0), (c1, e1, r1) = self.lockstep_pair({"FAKE_GEN_STEP_S": "0.01"}, {"FAKE_GEN_STEP_S": "0.03"})
+        self.assertEqual((c0, c1), (0, 0), e0 + e1)
+        l0, l1 = r0["lockstep"], r1["lockstep"]
+        self.assertEqual((l0["role"], l1["role"]), (0, 1))
+        self.assertEqual(l0["turns"], 9)  # the prefill's, 7 decode steps', the end's
+        self.assertEqual(l1["turns"], 9)
+        self.assertIsNone(l0["alone"])
+        self.assertEqual(l1["alone_from"], 9)  # role 0 finished first: role 1's last turn is alone
+        self.assertAlmostEqual(sum(l0["turn_ms"]) / 1000.0, r0["total_s"], delta=0.01)
+        ratio = r1["total_s"] / r0["total_s"]
+        self.assertGreater(ratio, 2.0)
+        self.assertLess(ratio, 4.0)
+        # Turns alternate: each process waited about as long as the other ran.
+        self.assertGreater(l0["waited_s"], 0.8 * r1["total_s"])
+        self.assertGreater(l0["wall_s"], 0.9 * (r0["total_s"] + r1["total_s"]))
+        self.assertLess(r1["decode_step_ms"]["p50"], 45.0)  # its own steps, not the pair's (40 ms)
+        self.assertGreater(r1["decode_step_ms"]["p50"], 25.0)
+
+    def test_lockstep_partner_fails(self):
+        # Role 1 runs out of memory at its third step: role 0 runs on alone at once, no timeout.
+        t = time.monotonic()
+        (c0, e0, r0), (c1, _, r1) = self.lockstep_pair({"FAKE_GEN_STEP_S": "0.01"},
+                                                        {"FAKE_GEN_STEP_S": "0.01", "FAKE_GEN_OOM_AT": "3"}, n=20)
+        self.assertLess(time.monotonic() - t, 30.0)
+        self.assertEqual((c0, c1), (0, 3), e0)
+        self.assertTrue(r1["oom"])
+        self.assertEqual(r1["lockstep"]["turns"], 3)
+        self.assertEqual(r0["lockstep"]["turns"], 21)
+        self.assertEqual(r0["lockstep"]["alone"], "the other process ended")
+        self.assertLessEqual(r0["lockstep"]["alone_from"], 5)
+
+    def test_lockstep_bad_spec(self):
+        p = run(SMALL + ["--lockstep", self.path("t") + ":2"])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ROLE 0 or 1", p.stderr)
+
     def test_mem_cap_too_large(self):
         p = run(SMALL + ["--mem-cap", "1T"], env={"FAKE_TORCH_TOTAL": str(1 << 30)})
         self.assertNotEqual(p.returncode, 0)

@@ -10,6 +10,9 @@
 #   tests/gpu/run_issue3.sh hot-wall          host cost per allocation, then the wall-time A/B
 #   tests/gpu/run_issue3.sh hot-pair          host cost per allocation, then the paired wall time
 #                                             (tests/gpu/wall_pair.sh: stock and shim at once)
+#   tests/gpu/run_issue3.sh lockstep-trace    the paired wall time, taking turns a step each
+#                                             (tests/gpu/wall_pair.sh LOCKSTEP=1), then the pool's
+#                                             trace and per-phase stats (tests/gpu/pool_trace.sh)
 # Results: $OUT/issue3-<what>.tgz and the tables on stdout.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -42,7 +45,12 @@ case $what in
     step hot 240 bash "$root/tests/gpu/hot_cost.sh"
     step pair $(( 585 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
     names="hot pair" ;;
-  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair"; exit 2 ;;
+  lockstep-trace)
+    step pair $(( ${PAIR_S:-450} - SECONDS )) env LOCKSTEP=1 DEADLINE=$(( ${PAIR_S:-450} - 70 - SECONDS )) \
+      bash "$root/tests/gpu/wall_pair.sh"
+    step trace $(( 585 - SECONDS )) env OUT="$top" bash "$root/tests/gpu/pool_trace.sh"
+    names="pair trace" ;;
+  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair|lockstep-trace"; exit 2 ;;
 esac
 tar czf "$top/issue3-$what.tgz" -C "$w" .
 for f in $names; do echo "==== $f"; tail -n 40 "$w/$f.log"; done

@@ -12,6 +12,16 @@
 # DEADLINE: no round starts after that many seconds of the script (default: no limit).
 # PIN=1 binds each process to its own half of the CPUs (taskset), swapped with the GPUs every
 # round, so the two do not migrate onto each other's cores.
+# LOCKSTEP=1: the two processes take turns instead, one decode step each (generate.py --lockstep,
+# examples/lockstep.py), each timing its own turns only: both runs' steps see the same tens of
+# milliseconds of machine conditions, and neither contends with the other. Which process goes
+# first alternates every round; with PIN=1 both run on the one CPU PIN_CPUS (default 2). Each
+# round also prints the median over steps of the paired step ratio (step i of B over step i of A).
+# FIXED_LAYOUT=1: both processes of a round start without address-space randomisation (setarch -R)
+# and with the same PYTHONHASHSEED (the round's number), so that A/A rounds compare processes laid
+# out alike: a process's layout (heap and library addresses, hash order) can make its Python loop
+# persistently a few percent faster or slower, which no pairing in time removes.
+# Every run's JSON (and the shim's stats) is kept in $OUT/runs.tgz.
 # Shim runs use PONYTAIL_ATTN=off (only the allocator differs) and, like stock, flash SDPA.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -25,23 +35,33 @@ if [ "$gpus" = 2 ] && [ "$(python3 -c 'import torch; print(torch.cuda.device_cou
   echo "wall_pair: GPUS=2 needs two GPUs; running both on one"; gpus=1
 fi
 ncpu=$(nproc); half=$(( ncpu / 2 ))
+norand=""
+if [ "${FIXED_LAYOUT:-0}" = 1 ]; then
+  if setarch "$(uname -m)" -R true 2>/dev/null; then norand="setarch $(uname -m) -R"
+  else echo "wall_pair: setarch -R refused here: layouts stay randomised (hash seed fixed)"; fi
+fi
 cpus=("0-$(( half - 1 ))" "$half-$(( ncpu - 1 ))")
-echo "wall_pair: B=${B:-32} P=${P:-2048} N=${N:-1024}; GPUs $gpus; CPUs $ncpu$([ "${PIN:-0}" = 1 ] && echo ", pinned halves"); shim: PONYTAIL_ATTN=off ${SHIM_ENV:-}" | tee "$table"
-run_one() { # kind tag barrier gpu
+echo "wall_pair: B=${B:-32} P=${P:-2048} N=${N:-1024}; GPUs $gpus; CPUs $ncpu$([ "${PIN:-0}" = 1 ] && echo ", pinned halves")$([ "${LOCKSTEP:-0}" = 1 ] && echo ", lockstep")$([ "${FIXED_LAYOUT:-0}" = 1 ] && echo ", fixed layout${norand:+ (no ASLR)}"); shim: PONYTAIL_ATTN=off ${SHIM_ENV:-}" | tee "$table"
+run_one() { # kind tag barrier-dir gpu lockstep-role round
   local e=(env -u PYTORCH_CUDA_ALLOC_CONF TORCH_CUDNN_SDPA_DEPRIORITIZED=1)
   [ "$gpus" = 2 ] && e+=(CUDA_VISIBLE_DEVICES="$4")
-  [ "${PIN:-0}" = 1 ] && e=(taskset -c "${cpus[$4]}" "${e[@]}")
+  local sync=(--barrier "$3:2") cpuset="${cpus[$4]}"
+  [ "${LOCKSTEP:-0}" = 1 ] && sync=(--lockstep "$3:$5") cpuset="${PIN_CPUS:-2}"
+  [ "${FIXED_LAYOUT:-0}" = 1 ] && e+=(PYTHONHASHSEED="$6") && [ -n "$norand" ] && e=($norand "${e[@]}")
+  [ "${PIN:-0}" = 1 ] && e=(taskset -c "$cpuset" "${e[@]}")
   # Stats are written at exit only: they cost the measured call nothing.
   [ "$1" = shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json
                          PONYTAIL_STATS_FILE="$tmp/$2.stats.json" ${SHIM_ENV:-})
-  "${e[@]}" "${gen[@]}" --barrier "$3:2" --json "$tmp/$2.json" >"$tmp/$2.log" 2>&1 || echo "$2: exit $?"
+  "${e[@]}" "${gen[@]}" "${sync[@]}" --json "$tmp/$2.json" >"$tmp/$2.log" 2>&1 || echo "$2: exit $?"
 }
 pair() { # round kindA kindB
   local r=$1 a=$2 b=$3 bar="$tmp/bar-$1" ga=$(( $1 % 2 )) gb=$(( 1 - $1 % 2 ))
   # Alternate which process starts first (and, with two GPUs, which GPU each gets), so that
   # neither start-up order nor a GPU is on one side.
-  if [ $(( r % 2 )) -eq 0 ]; then run_one "$a" "$r-A" "$bar" $ga & sleep 0.2; run_one "$b" "$r-B" "$bar" $gb & wait
-  else run_one "$b" "$r-B" "$bar" $gb & sleep 0.2; run_one "$a" "$r-A" "$bar" $ga & wait; fi
+  # Under LOCKSTEP the process started first also takes the first turn (role 0).
+  if [ $(( r % 2 )) -eq 0 ]; then run_one "$a" "$r-A" "$bar" $ga 0 $r & sleep 0.2; run_one "$b" "$r-B" "$bar" $gb 1 $r & wait
+  else run_one "$b" "$r-B" "$bar" $gb 0 $r & sleep 0.2; run_one "$a" "$r-A" "$bar" $ga 1 $r & wait; fi
+  (cd "$tmp" && tar czf "$out/runs.tgz" ./*.json 2>/dev/null)
   python3 - "$tmp/$r-A.json" "$tmp/$r-B.json" "$r" "$a" "$b" "$tmp/$r-B.stats.json" <<'PY' | tee -a "$table"
 import json, sys
 try:
@@ -52,6 +72,17 @@ try:
              pa, pb, pb / pa, "same" if a.get("token_ids_sha256") == b.get("token_ids_sha256") else "DIFFER"))
     print("          prefill %.3f %.3f s   decode p99 %.2f %.2f ms"
           % (a["prefill_s"], b["prefill_s"], a["decode_step_ms"]["p99"], b["decode_step_ms"]["p99"]))
+    la, lb = a.get("lockstep"), b.get("lockstep")
+    if la and lb:
+        import statistics
+        ta, tb = la["turn_ms"], lb["turn_ms"]
+        n = min(len(ta), len(tb))
+        steps = [tb[i] / ta[i] for i in range(1, n - 1) if ta[i] > 0]  # decode turns, paired
+        print("          lockstep turns %d %d, paired step ratio median %.3f, prefill ratio %.3f%s"
+              % (len(ta), len(tb), statistics.median(steps) if steps else float("nan"),
+                 b["prefill_s"] / a["prefill_s"],
+                 "" if len(ta) == len(tb) and (la["alone_from"] or n) >= n - 1 and (lb["alone_from"] or n) >= n - 1
+                 else "   BROKEN: %s" % (la["alone"] or lb["alone"])))
     if a.get("main_thread_cpu_s") and b.get("main_thread_cpu_s"):
         print("          main-thread cpu %6.2f %6.2f s ratio %.3f   preemptions %d %d"
               % (a["main_thread_cpu_s"], b["main_thread_cpu_s"], b["main_thread_cpu_s"] / a["main_thread_cpu_s"],
@@ -82,6 +113,7 @@ python3 - "$table" <<'PY' | tee -a "$table"
 import re, statistics, sys
 rows = {"stock": [], "shim": []}
 cpu = {"stock": [], "shim": []}
+paired = {"stock": [], "shim": []}
 kind = None
 for l in open(sys.argv[1]):
     m = re.match(r"round \S+\s+(\w+)\s*/(\w+)\s+total .* ratio ([\d.]+)\s+decode .* ratio ([\d.]+)", l)
@@ -91,12 +123,18 @@ for l in open(sys.argv[1]):
     m = re.match(r"\s+main-thread cpu .* ratio ([\d.]+)", l)
     if m and kind:
         cpu[kind].append(float(m.group(1)))
+    m = re.match(r"\s+lockstep .* paired step ratio median ([\d.]+)", l)
+    if m and kind and "BROKEN" not in l:
+        paired[kind].append(float(m.group(1)))
 for k, name in (("stock", "A/A stock/stock"), ("shim", "A/B shim/stock")):
     v = rows[k]
     if v:
         t = [x[0] for x in v]; p = [x[1] for x in v]
         print("%-16s %d rounds: total ratio median %.3f (min %.3f max %.3f), decode p50 ratio median %.3f"
               % (name, len(v), statistics.median(t), min(t), max(t), statistics.median(p)))
+    c = paired[k]
+    if c:
+        print("%-16s paired step ratio median %.3f (min %.3f max %.3f)" % ("", statistics.median(c), min(c), max(c)))
     c = cpu[k]
     if c:
         print("%-16s main-thread CPU ratio median %.3f (min %.3f max %.3f)" % ("", statistics.median(c), min(c), max(c)))
