@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <string.h>
 
+#include "shim/capture_decl.h"
 #include "shim/cudart_decl.h"
 #include "shim/entry_drv.h"
 #include "shim/launch.h"
@@ -36,6 +37,12 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cudaDeviceEnablePeerAccess] = (void *)cudaDeviceEnablePeerAccess,
     [PT_SYM_cudaMemPoolTrimTo] = (void *)cudaMemPoolTrimTo,
     [PT_SYM_cudaMemPoolSetAccess] = (void *)cudaMemPoolSetAccess,
+    [PT_SYM_cudaStreamBeginCapture] = (void *)cudaStreamBeginCapture,
+    [PT_SYM_cudaStreamBeginCapture_ptsz] = (void *)cudaStreamBeginCapture_ptsz,
+    [PT_SYM_cudaStreamBeginCaptureToGraph] = (void *)cudaStreamBeginCaptureToGraph,
+    [PT_SYM_cudaStreamBeginCaptureToGraph_ptsz] = (void *)cudaStreamBeginCaptureToGraph_ptsz,
+    [PT_SYM_cudaDeviceSetMemPool] = (void *)cudaDeviceSetMemPool,
+    [PT_SYM_cudaMemSetMemPool] = (void *)cudaMemSetMemPool,
     [PT_SYM___cudaRegisterFatBinary] = (void *)__cudaRegisterFatBinary,
     [PT_SYM___cudaRegisterFatBinaryEnd] = (void *)__cudaRegisterFatBinaryEnd,
     [PT_SYM___cudaUnregisterFatBinary] = (void *)__cudaUnregisterFatBinary,
@@ -71,6 +78,14 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cuIpcOpenMemHandle] = (void *)cuIpcOpenMemHandle,
     [PT_SYM_cuIpcOpenMemHandle_v2] = (void *)cuIpcOpenMemHandle_v2,
     [PT_SYM_cuIpcCloseMemHandle] = (void *)cuIpcCloseMemHandle,
+    [PT_SYM_cuStreamBeginCapture] = (void *)cuStreamBeginCapture,
+    [PT_SYM_cuStreamBeginCapture_ptsz] = (void *)cuStreamBeginCapture_ptsz,
+    [PT_SYM_cuStreamBeginCapture_v2] = (void *)cuStreamBeginCapture_v2,
+    [PT_SYM_cuStreamBeginCapture_v2_ptsz] = (void *)cuStreamBeginCapture_v2_ptsz,
+    [PT_SYM_cuStreamBeginCaptureToGraph] = (void *)cuStreamBeginCaptureToGraph,
+    [PT_SYM_cuStreamBeginCaptureToGraph_ptsz] = (void *)cuStreamBeginCaptureToGraph_ptsz,
+    [PT_SYM_cuDeviceSetMemPool] = (void *)cuDeviceSetMemPool,
+    [PT_SYM_cuMemSetMemPool] = (void *)cuMemSetMemPool,
 };
 
 /* ---- exact-variant routing ---------------------------------------------- */
@@ -108,6 +123,14 @@ static const struct {
     {"cuIpcOpenMemHandle", 4010, PT_MODE_ANY, PT_SYM_cuIpcOpenMemHandle},
     {"cuIpcOpenMemHandle", 11000, PT_MODE_ANY, PT_SYM_cuIpcOpenMemHandle_v2},
     {"cuIpcCloseMemHandle", 4010, PT_MODE_ANY, PT_SYM_cuIpcCloseMemHandle},
+    {"cuStreamBeginCapture", 10000, PT_MODE_LEGACY, PT_SYM_cuStreamBeginCapture},
+    {"cuStreamBeginCapture", 10000, PT_MODE_PTDS, PT_SYM_cuStreamBeginCapture_ptsz},
+    {"cuStreamBeginCapture", 10010, PT_MODE_LEGACY, PT_SYM_cuStreamBeginCapture_v2},
+    {"cuStreamBeginCapture", 10010, PT_MODE_PTDS, PT_SYM_cuStreamBeginCapture_v2_ptsz},
+    {"cuStreamBeginCaptureToGraph", 12030, PT_MODE_LEGACY, PT_SYM_cuStreamBeginCaptureToGraph},
+    {"cuStreamBeginCaptureToGraph", 12030, PT_MODE_PTDS, PT_SYM_cuStreamBeginCaptureToGraph_ptsz},
+    {"cuDeviceSetMemPool", 11020, PT_MODE_ANY, PT_SYM_cuDeviceSetMemPool},
+    {"cuMemSetMemPool", 13000, PT_MODE_ANY, PT_SYM_cuMemSetMemPool},
 };
 
 int pt_drv_variant(const char *symbol, int version, uint64_t flags) {

@@ -118,8 +118,10 @@ int pt_route_rt_err(int cu) {
 
 /* ---- devices and contexts ----------------------------------------------- */
 
-static __thread CUcontext tls_ctx; /* last primary context seen on this thread */
-static __thread int tls_dev;
+/* initial-exec: no __tls_get_addr call on the hot path (the shim is preloaded,
+ * so its TLS is in the static block). */
+static __thread CUcontext tls_ctx __attribute__((tls_model("initial-exec"))); /* last primary context seen */
+static __thread int tls_dev __attribute__((tls_model("initial-exec")));
 
 /* dev's primary context, retained once. Unless force, only when it is active
  * already (a context on another GPU is never created for a lookup). */
@@ -220,8 +222,22 @@ int pt_route_current_device(enum pt_route_api api) {
 
 int pt_route_ctx_device(void *ctx) { return have_driver() ? ctx_device((CUcontext)ctx) : -1; }
 
+/* See pt_route_capture_seen: no stream can be capturing before the first
+ * begin-capture call, so until then the query (~25 ns per alloc and per free)
+ * is skipped. Acquire pairs with the release below: a thread that sees the
+ * flag also sees the capture's begin ordered before its own call. */
+static int capture_seen, mempool_set;
+
+void pt_route_capture_seen(void) {
+  if (!__atomic_load_n(&capture_seen, __ATOMIC_RELAXED)) __atomic_store_n(&capture_seen, 1, __ATOMIC_RELEASE);
+}
+void pt_route_mempool_set(void) {
+  if (!__atomic_load_n(&mempool_set, __ATOMIC_RELAXED)) __atomic_store_n(&mempool_set, 1, __ATOMIC_RELEASE);
+}
+
 /* true: the stream is being captured, or that cannot be told (pass through). */
 static bool capturing(enum pt_route_smode sm, uint64_t stream) {
+  if (!__atomic_load_n(&capture_seen, __ATOMIC_ACQUIRE)) return false;
   if (!pt_drv.cuStreamIsCapturing) return true;
   uint64_t h = stream;
   if (!h && sm == PT_SM_PTSZ) h = PT_H_PER_THREAD;
@@ -262,7 +278,8 @@ static bool default_pool_ok(int dev, enum pt_route_mpool mp, const void *mempool
   CUmemoryPool def = default_pool(dev);
   if (!def) return false;
   if (mp == PT_MP_GIVEN) return mempool == (const void *)def;
-  if (!pt_drv.cuDeviceGetMemPool) return true;
+  /* The current pool is the default one until a set-mempool call. */
+  if (!__atomic_load_n(&mempool_set, __ATOMIC_ACQUIRE) || !pt_drv.cuDeviceGetMemPool) return true;
   CUmemoryPool cur = NULL;
   CUdevice d;
   if (pt_drv.cuDeviceGet(&d, dev) != CUDA_SUCCESS || pt_drv.cuDeviceGetMemPool(&cur, d) != CUDA_SUCCESS)

@@ -101,6 +101,14 @@ bool pt_route_ipc_close(void *ptr, int *err);
 /* After a successful peer enable: current device `device` may now access
  * memory of `peer`; grants it access to peer's pool, now and later. */
 void pt_route_peer_enabled(int device, int peer);
+
+/* Sticky flags raised by shim/entry_capture.c before the real call: a stream
+ * capture was begun somewhere in the process (from then on every
+ * stream-ordered alloc and free asks whether its stream is capturing), and a
+ * device's current mempool was set (from then on cudaMallocAsync asks which
+ * pool is current). Until then those driver queries are skipped. */
+void pt_route_capture_seen(void);
+void pt_route_mempool_set(void);
 /* cudaMemPoolSetAccess / cuMemPoolSetAccess succeeded on mempool (descs: count
  * CUmemAccessDesc). When mempool is a device's default pool, whose
  * stream-ordered allocations the pool now holds, each device given read or

@@ -830,6 +830,57 @@ FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *s
   FC_ENTER(cuStreamIsCapturing_ptsz);
   return fc_is_capturing(s, st);
 }
+/* Stream capture: begin marks the stream capturing (the legacy and
+ * per-thread streams cannot be captured), end clears it and returns no graph. */
+static CUresult fc_begin(CUstream s) {
+  struct fc_stream *fs = (struct fc_stream *)s;
+  if (!fs || fs == (struct fc_stream *)CU_STREAM_LEGACY || fs == (struct fc_stream *)CU_STREAM_PER_THREAD)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (fs->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  fs->capturing = 1;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamBeginCapture(CUstream s) {
+  FC_ENTER(cuStreamBeginCapture);
+  return fc_begin(s);
+}
+FC_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  FC_ENTER(cuStreamBeginCapture_ptsz);
+  return fc_begin(s);
+}
+FC_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  FC_ENTER(cuStreamBeginCapture_v2);
+  (void)mode;
+  return fc_begin(s);
+}
+FC_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  FC_ENTER(cuStreamBeginCapture_v2_ptsz);
+  (void)mode;
+  return fc_begin(s);
+}
+FC_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                               const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) {
+  FC_ENTER(cuStreamBeginCaptureToGraph);
+  (void)g, (void)deps, (void)data, (void)n, (void)mode;
+  return fc_begin(s);
+}
+FC_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                    const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) {
+  FC_ENTER(cuStreamBeginCaptureToGraph_ptsz);
+  (void)g, (void)deps, (void)data, (void)n, (void)mode;
+  return fc_begin(s);
+}
+FC_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+  FC_ENTER(cuStreamEndCapture);
+  struct fc_stream *fs = (struct fc_stream *)s;
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  *g = NULL;
+  if (!fs || fs == (struct fc_stream *)CU_STREAM_LEGACY || fs == (struct fc_stream *)CU_STREAM_PER_THREAD ||
+      !fs->capturing)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  fs->capturing = 0;
+  return CUDA_SUCCESS;
+}
 /* Test helper: mark a fake stream as capturing (graph capture). */
 FC_EXPORT void fakecuda_set_capturing(void *s, int on) {
   if (s) ((struct fc_stream *)s)->capturing = on;
@@ -966,6 +1017,13 @@ static const struct {
     FC_ROW(cuStreamDestroy, cuStreamDestroy_v2, 4000, FC_ANY),
     FC_ROW(cuStreamIsCapturing, cuStreamIsCapturing, 10000, FC_LEGACY),
     FC_ROW(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000, FC_PTDS),
+    FC_ROW(cuStreamBeginCapture, cuStreamBeginCapture, 10000, FC_LEGACY),
+    FC_ROW(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, 10000, FC_PTDS),
+    FC_ROW(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010, FC_LEGACY),
+    FC_ROW(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010, FC_PTDS),
+    FC_ROW(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, FC_LEGACY),
+    FC_ROW(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, 12030, FC_PTDS),
+    FC_ROW(cuStreamEndCapture, cuStreamEndCapture, 10000, FC_ANY),
     FC_ROW(cuStreamSynchronize, cuStreamSynchronize, 2000, FC_LEGACY),
     FC_ROW(cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, FC_PTDS),
     FC_ROW(cuStreamQuery, cuStreamQuery, 2000, FC_ANY),

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fakecuda.h"
+#include "shim/capture_decl.h"
 #include "shim/cudart_decl.h"
 
 #define FR_EXPORT __attribute__((visibility("default")))
@@ -318,6 +319,43 @@ FR_EXPORT cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s) {
   FR_ENTER(cudaFreeAsync_ptsz);
   if (!fr_driver()) return cudaErrorInsufficientDriver;
   return fr_err(fr_drv.free_async_ptsz((CUdeviceptr)p, (CUstream)s));
+}
+
+/* ---- stream capture and the current pool ------------------------------------
+ * Like the real runtime, through driver functions got from cuGetProcAddress
+ * (resolved on first use, so other tests' cuGetProcAddress counts stay). */
+static void *fr_proc(const char *name, cuuint64_t flags) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  PFN_cuGetProcAddress_v12000 gpa = h ? (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2") : NULL;
+  void *fn = NULL;
+  CUdriverProcAddressQueryResult st;
+  if (!gpa || gpa(name, &fn, 13000, flags, &st) != CUDA_SUCCESS) return NULL;
+  return fn;
+}
+static cudaError_t fr_begin(cudaStream_t s, enum cudaStreamCaptureMode mode, cuuint64_t flags) {
+  PFN_cuStreamBeginCapture_v10010 fn = (PFN_cuStreamBeginCapture_v10010)fr_proc("cuStreamBeginCapture", flags);
+  if (!fn) return cudaErrorInsufficientDriver;
+  return fr_err(fn((CUstream)s, (CUstreamCaptureMode)mode));
+}
+FR_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  FR_ENTER(cudaStreamBeginCapture);
+  return fr_begin(s, mode, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+}
+FR_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  FR_ENTER(cudaStreamBeginCapture_ptsz);
+  return fr_begin(s, mode, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+}
+FR_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+  FR_ENTER(cudaStreamEndCapture);
+  PFN_cuStreamEndCapture_v10000 fn = (PFN_cuStreamEndCapture_v10000)fr_proc("cuStreamEndCapture", 0);
+  if (!fn) return cudaErrorInsufficientDriver;
+  return fr_err(fn((CUstream)s, (CUgraph *)g));
+}
+FR_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
+  FR_ENTER(cudaDeviceSetMemPool);
+  PFN_cuDeviceSetMemPool_v11020 fn = (PFN_cuDeviceSetMemPool_v11020)fr_proc("cuDeviceSetMemPool", 0);
+  if (!fn) return cudaErrorInsufficientDriver;
+  return fr_err(fn((CUdevice)device, (CUmemoryPool)pool));
 }
 FR_EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s) {
   FR_ENTER(cudaMallocFromPoolAsync);

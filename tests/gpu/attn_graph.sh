@@ -93,8 +93,16 @@ else:
     lines.append("internal errors: %s" % st.get("internal_errors"))
     alloc = st.get("alloc") or {}
     if alloc:
-        lines.append("alloc: capture pass-through %s, capture-deferred frees %s" % (
-            alloc.get("capture_passthrough"), alloc.get("capture_deferred_frees")))
+        calls = st.get("calls") or {}
+        begins = {k: v for k, v in calls.items() if "BeginCapture" in k and v}
+        lines.append("alloc: capture pass-through %s, capture-deferred frees %s; capture begins seen: %s" % (
+            alloc.get("capture_passthrough"), alloc.get("capture_deferred_frees"),
+            ", ".join("%s %s" % kv for kv in sorted(begins.items())) or "none"))
+        # torch allocates inside each capture (SDPA's output): those must reach the driver as
+        # graph allocations, which needs the shim to have seen the capture begin (it skips
+        # the capture query until then).
+        if not alloc.get("capture_passthrough"):
+            bad.append("no allocation passed through during capture")
 
 # Which kernel each captured graph holds (from the graph dumps).
 for tag, res in (("shim", shim_res), ("stock", stock_res)):

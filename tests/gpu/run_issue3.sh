@@ -13,6 +13,11 @@
 #   tests/gpu/run_issue3.sh lockstep-trace    the paired wall time, taking turns a step each
 #                                             (tests/gpu/wall_pair.sh LOCKSTEP=1), then the pool's
 #                                             trace and per-phase stats (tests/gpu/pool_trace.sh)
+#   tests/gpu/run_issue3.sh final             the turn-taking A/B with fixed layouts, pinned: one A/A
+#                                             round (256 tokens), the shim against stock, torch's
+#                                             async backend alone against stock (ARM_B=async), the
+#                                             shim with PONYTAIL_TORCH_ALLOC=keep; then
+#                                             tests/gpu/attn_graph.sh (captures under the shim)
 # Results: $OUT/issue3-<what>.tgz and the tables on stdout.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -50,7 +55,17 @@ case $what in
       bash "$root/tests/gpu/wall_pair.sh"
     step trace $(( 585 - SECONDS )) env OUT="$top" bash "$root/tests/gpu/pool_trace.sh"
     names="pair trace" ;;
-  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair|lockstep-trace"; exit 2 ;;
+  final)
+    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1)
+    step aa 60 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
+    step shim 170 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=110 bash "$root/tests/gpu/wall_pair.sh"
+    step async 110 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 ARM_B=async DEADLINE=55 bash "$root/tests/gpu/wall_pair.sh"
+    step keep $(( 470 - SECONDS )) "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep \
+      DEADLINE=$(( 420 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
+    step graph $(( 585 - SECONDS )) env CASES=b8_s4100,fresh_stream GRAPH_TIMEOUT=$(( 270 - SECONDS / 2 )) \
+      bash "$root/tests/gpu/attn_graph.sh"
+    names="aa shim async keep graph" ;;
+  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair|lockstep-trace|final"; exit 2 ;;
 esac
 tar czf "$top/issue3-$what.tgz" -C "$w" .
 for f in $names; do echo "==== $f"; tail -n 40 "$w/$f.log"; done

@@ -22,6 +22,8 @@
 # out alike: a process's layout (heap and library addresses, hash order) can make its Python loop
 # persistently a few percent faster or slower, which no pairing in time removes.
 # Every run's JSON (and the shim's stats) is kept in $OUT/runs.tgz.
+# ARM_B=async: the B arm is torch's own backend:cudaMallocAsync without Ponytail (what the shim's
+# default PONYTAIL_TORCH_ALLOC=async switches torch to), to split the shim's cost from the backend's.
 # Shim runs use PONYTAIL_ATTN=off (only the allocator differs) and, like stock, flash SDPA.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -50,6 +52,7 @@ run_one() { # kind tag barrier-dir gpu lockstep-role round
   [ "${FIXED_LAYOUT:-0}" = 1 ] && e+=(PYTHONHASHSEED="$6") && [ -n "$norand" ] && e=($norand "${e[@]}")
   [ "${PIN:-0}" = 1 ] && e=(taskset -c "$cpuset" "${e[@]}")
   # Stats are written at exit only: they cost the measured call nothing.
+  [ "$1" = async ] && e+=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)
   [ "$1" = shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json
                          PONYTAIL_STATS_FILE="$tmp/$2.stats.json" ${SHIM_ENV:-})
   "${e[@]}" "${gen[@]}" "${sync[@]}" --json "$tmp/$2.json" >"$tmp/$2.log" 2>&1 || echo "$2: exit $?"
@@ -107,13 +110,12 @@ while [ $(( aa_done + ab_done )) -lt $(( aa + ab )) ]; do
   late && break; r=$((r + 1))
   if [ $aa_done -lt $aa ] && { [ $ab_done -ge $ab ] || [ $(( aa_done * ab )) -le $(( ab_done * aa )) ]; }; then
     pair $r stock stock; aa_done=$((aa_done + 1))
-  else pair $r stock shim; ab_done=$((ab_done + 1)); fi
+  else pair $r stock "${ARM_B:-shim}"; ab_done=$((ab_done + 1)); fi
 done
 python3 - "$table" <<'PY' | tee -a "$table"
 import re, statistics, sys
-rows = {"stock": [], "shim": []}
-cpu = {"stock": [], "shim": []}
-paired = {"stock": [], "shim": []}
+import collections
+rows, cpu, paired = (collections.defaultdict(list) for _ in range(3))
 kind = None
 for l in open(sys.argv[1]):
     m = re.match(r"round \S+\s+(\w+)\s*/(\w+)\s+total .* ratio ([\d.]+)\s+decode .* ratio ([\d.]+)", l)
@@ -126,7 +128,7 @@ for l in open(sys.argv[1]):
     m = re.match(r"\s+lockstep .* paired step ratio median ([\d.]+)", l)
     if m and kind and "BROKEN" not in l:
         paired[kind].append(float(m.group(1)))
-for k, name in (("stock", "A/A stock/stock"), ("shim", "A/B shim/stock")):
+for k, name in [("stock", "A/A stock/stock")] + [(k, "A/B %s/stock" % k) for k in rows if k != "stock"]:
     v = rows[k]
     if v:
         t = [x[0] for x in v]; p = [x[1] for x in v]

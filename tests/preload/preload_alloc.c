@@ -219,13 +219,16 @@ static int sc_capture(void) {
   void *q = NULL, *p = NULL;
   CHECK_EQ(cudaMallocAsync(&q, 4 * MiB, (cudaStream_t)s), cudaSuccess); /* before capture: pooled */
   CHECK(pooled(q));
-  fakecuda_set_capturing(s, 1);
+  /* Before any capture begins the shim does not ask (sticky flag). */
+  CHECK_EQ(fakecuda_count("cuStreamIsCapturing"), 0);
+  CHECK_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
   uint64_t ra = fakecuda_count("cuMemAllocAsync");
   CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, (cudaStream_t)s), cudaSuccess);
   CHECK(p && !pooled(p));
   CHECK_EQ(fakecuda_count("cuMemAllocAsync"), ra + 1);
   CHECK_EQ(cudaFreeAsync(q, (cudaStream_t)s), cudaSuccess); /* pooled, freed in capture: kept */
-  fakecuda_set_capturing(s, 0);
+  CUgraph g = NULL;
+  CHECK_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
   uint64_t rf = fakecuda_count("cuMemFreeAsync");
   CHECK_EQ(cudaFreeAsync(p, (cudaStream_t)s), cudaSuccess); /* after capture: still the real free */
   CHECK_EQ(fakecuda_count("cuMemFreeAsync"), rf + 1);
@@ -235,6 +238,111 @@ static int sc_capture(void) {
   CHECK_EQ(cudaFreeAsync(z, (cudaStream_t)s), cudaSuccess);
   return g_failed;
 }
+/* A capture begun through every other begin-capture path the shim wraps: the
+ * runtime (whose driver call comes back through the shim's cuGetProcAddress
+ * routing), each driver variant by its symbol, and the per-thread variant
+ * handed out by cuGetProcAddress. Each in a child process of its own, since
+ * the flag is sticky: the allocation made while capturing must pass through. */
+enum { BEGIN_RT, BEGIN_RT_PTSZ, BEGIN_V1, BEGIN_V1_PTSZ, BEGIN_V2_PTSZ, BEGIN_TO_GRAPH, BEGIN_TO_GRAPH_PTSZ,
+       BEGIN_PROC_PTDS, BEGIN_N };
+static int begin_via(int how, CUstream s) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void *f = h ? dlsym(h, how == BEGIN_V1            ? "cuStreamBeginCapture"
+                         : how == BEGIN_V1_PTSZ     ? "cuStreamBeginCapture_ptsz"
+                         : how == BEGIN_V2_PTSZ     ? "cuStreamBeginCapture_v2_ptsz"
+                         : how == BEGIN_TO_GRAPH    ? "cuStreamBeginCaptureToGraph"
+                         : how == BEGIN_TO_GRAPH_PTSZ ? "cuStreamBeginCaptureToGraph_ptsz"
+                                                      : "cuGetProcAddress_v2")
+              : NULL;
+  CHECK(f != NULL);
+  if (!f) return -1;
+  switch (how) {
+  case BEGIN_RT: return cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeGlobal);
+  case BEGIN_RT_PTSZ: {
+    typedef cudaError_t (*fn)(cudaStream_t, enum cudaStreamCaptureMode);
+    fn b = (fn)dlsym(RTLD_DEFAULT, "cudaStreamBeginCapture_ptsz");
+    CHECK(b != NULL);
+    return b ? (int)b((cudaStream_t)s, cudaStreamCaptureModeGlobal) : -1;
+  }
+  case BEGIN_V1:
+  case BEGIN_V1_PTSZ: return ((PFN_cuStreamBeginCapture_v10000)f)(s);
+  case BEGIN_V2_PTSZ: return ((PFN_cuStreamBeginCapture_v10010)f)(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  case BEGIN_TO_GRAPH:
+  case BEGIN_TO_GRAPH_PTSZ:
+    return ((PFN_cuStreamBeginCaptureToGraph_v12030)f)(s, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  default: {
+    void *b = NULL;
+    CUdriverProcAddressQueryResult st;
+    CHECK_EQ(((PFN_cuGetProcAddress_v12000)f)("cuStreamBeginCapture", &b, 13000,
+                                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+             CUDA_SUCCESS);
+    Dl_info di;
+    CHECK(b && dladdr(b, &di) && di.dli_fname && strstr(di.dli_fname, "ponytail_shim")); /* the shim's wrapper */
+    return b ? (int)((PFN_cuStreamBeginCapture_v10010)b)(s, CU_STREAM_CAPTURE_MODE_GLOBAL) : -1;
+  }
+  }
+}
+static int begin_child(int how) {
+  CUstream s = NULL;
+  CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  void *p = NULL;
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, (cudaStream_t)s), cudaSuccess);
+  CHECK(pooled(p));
+  CHECK_EQ(cudaFreeAsync(p, (cudaStream_t)s), cudaSuccess);
+  CHECK_EQ(begin_via(how, s), 0);
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, (cudaStream_t)s), cudaSuccess);
+  if (!p || pooled(p)) fprintf(stderr, "begin-capture path %d: allocation in capture was pooled\n", how);
+  CHECK(p && !pooled(p));
+  CHECK(fakecuda_count("cuStreamIsCapturing") > 0);
+  CUgraph g = NULL;
+  CHECK_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  CHECK_EQ(cudaFreeAsync(p, (cudaStream_t)s), cudaSuccess);
+  return g_failed;
+}
+static int sc_capture_paths(void) {
+  for (int how = 0; how < BEGIN_N; how++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(begin_child(how) ? 1 : 0);
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fprintf(stderr, "begin-capture path %d failed\n", how);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  void *p = NULL; /* this process's own use: its exit stats are what the runner reads */
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, 0), cudaSuccess);
+  CHECK(pooled(p));
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  return g_failed;
+}
+
+/* The device's current pool: until a set-mempool call the shim takes it to be
+ * the default one without asking; after one it asks, and a cudaMallocAsync
+ * while another pool is current passes through to it. */
+static int sc_mempool(void) {
+  void *p = NULL;
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, 0), cudaSuccess);
+  CHECK(pooled(p));
+  CHECK_EQ(fakecuda_count("cuDeviceGetMemPool"), 0);
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  static int other_pool;
+  CHECK_EQ(cudaDeviceSetMemPool(0, (cudaMemPool_t)&other_pool), cudaSuccess);
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, 0), cudaSuccess);
+  CHECK(p && !pooled(p));
+  CHECK(fakecuda_count("cuDeviceGetMemPool") > 0);
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  cudaMemPool_t def = NULL;
+  CHECK_EQ(cuDeviceGetDefaultMemPool((CUmemoryPool *)&def, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuDeviceSetMemPool(0, (CUmemoryPool)def), CUDA_SUCCESS); /* the default again: pooled again */
+  CHECK_EQ(cudaMallocAsync(&p, 4 * MiB, 0), cudaSuccess);
+  CHECK(pooled(p));
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  return g_failed;
+}
+static void check_mempool(const char *js) {
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 2);
+  CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 1);
+}
+
 static void check_capture(const char *js) {
   CHECK_EQ(alloc_stat(js, "capture_passthrough"), 1);
   CHECK_EQ(alloc_stat(js, "capture_deferred_frees"), 1);
@@ -949,6 +1057,7 @@ static const struct scenario scenarios[] = {
     {"ipc", sc_ipc, check_ipc, ENV_PLAIN},             {"threads", sc_threads, check_threads, ENV_PLAIN},
     {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"ipcdrv", sc_ipcdrv, check_ipcdrv, ENV_PLAIN},
     {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
+    {"capture_paths", sc_capture_paths, NULL, ENV_PLAIN}, {"mempool", sc_mempool, check_mempool, ENV_PLAIN},
     {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
     {"small", sc_small, check_small, ENV_SMALL_DEFAULT},
     {"small_kvmin", sc_small, check_small, ENV_SMALL_KVMIN_1M},

@@ -1,0 +1,155 @@
+/* Stream-capture and current-mempool entry points. Nothing is routed here:
+ * each one only raises a sticky flag (shim/route_alloc.h) before the real
+ * call, so that the allocation hot path can skip two driver queries per call
+ * until the process does either thing:
+ *  - cuStreamIsCapturing on every stream-ordered alloc and free (~25 ns
+ *    each): no stream can be capturing before some begin-capture call;
+ *  - cuDeviceGet + cuDeviceGetMemPool on every cudaMallocAsync (~30 ns): a
+ *    device's current pool is its default pool until a set-mempool call.
+ * Every variant is wrapped, runtime and driver (exported and handed out by
+ * cuGetProcAddress), so that a capture begun through any of them is seen;
+ * the runtime's own calls reach the driver wrappers too (harmless: the flag
+ * only ever goes up). */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include "shim/capture_decl.h"
+#include "shim/route_alloc.h"
+#include "shim/shim.h"
+
+#define PT_REAL(sym, type) ((type)pt_real(PT_SYM_##sym))
+#define PT_RT_CALL(var, call) \
+  do {                        \
+    pt_tls_in_rt++;           \
+    var = call;               \
+    pt_tls_in_rt--;           \
+  } while (0)
+
+/* ---- runtime ------------------------------------------------------------- */
+
+typedef cudaError_t (*pt_begin_fn)(cudaStream_t, enum cudaStreamCaptureMode);
+typedef cudaError_t (*pt_begin_graph_fn)(cudaStream_t, cudaGraph_t, const cudaGraphNode_t *,
+                                         const cudaGraphEdgeData *, size_t, enum cudaStreamCaptureMode);
+
+static cudaError_t rt_begin(enum pt_sym sym, cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  pt_route_capture_seen(); /* before the real call, whatever happens next */
+  pt_begin_fn real = (pt_begin_fn)pt_real(sym);
+  if (!real) return cudaErrorInsufficientDriver;
+  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  cudaError_t r;
+  PT_RT_CALL(r, real(s, mode));
+  return r;
+}
+PT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  return rt_begin(PT_SYM_cudaStreamBeginCapture, stream, mode);
+}
+PT_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  return rt_begin(PT_SYM_cudaStreamBeginCapture_ptsz, stream, mode);
+}
+
+static cudaError_t rt_begin_graph(enum pt_sym sym, cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                  const cudaGraphEdgeData *data, size_t n, enum cudaStreamCaptureMode mode) {
+  pt_route_capture_seen();
+  pt_begin_graph_fn real = (pt_begin_graph_fn)pt_real(sym);
+  if (!real) return cudaErrorInsufficientDriver;
+  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  cudaError_t r;
+  PT_RT_CALL(r, real(s, g, deps, data, n, mode));
+  return r;
+}
+PT_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                                    const cudaGraphNode_t *dependencies,
+                                                    const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                                                    enum cudaStreamCaptureMode mode) {
+  return rt_begin_graph(PT_SYM_cudaStreamBeginCaptureToGraph, stream, graph, dependencies, dependencyData,
+                        numDependencies, mode);
+}
+PT_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                                         const cudaGraphNode_t *dependencies,
+                                                         const cudaGraphEdgeData *dependencyData,
+                                                         size_t numDependencies, enum cudaStreamCaptureMode mode) {
+  return rt_begin_graph(PT_SYM_cudaStreamBeginCaptureToGraph_ptsz, stream, graph, dependencies, dependencyData,
+                        numDependencies, mode);
+}
+
+PT_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
+  pt_route_mempool_set();
+  typedef cudaError_t (*fn_t)(int, cudaMemPool_t);
+  fn_t real = PT_REAL(cudaDeviceSetMemPool, fn_t);
+  if (!real) return cudaErrorInsufficientDriver;
+  if (pt_active()) PT_COUNT(cudaDeviceSetMemPool);
+  cudaError_t r;
+  PT_RT_CALL(r, real(device, memPool));
+  return r;
+}
+PT_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type,
+                                        cudaMemPool_t memPool) {
+  pt_route_mempool_set();
+  typedef cudaError_t (*fn_t)(struct cudaMemLocation *, enum cudaMemAllocationType, cudaMemPool_t);
+  fn_t real = PT_REAL(cudaMemSetMemPool, fn_t);
+  if (!real) return cudaErrorInsufficientDriver;
+  if (pt_active()) PT_COUNT(cudaMemSetMemPool);
+  cudaError_t r;
+  PT_RT_CALL(r, real(location, type, memPool));
+  return r;
+}
+
+/* ---- driver -------------------------------------------------------------- */
+
+static CUresult drv_begin(enum pt_sym sym, CUstream s, CUstreamCaptureMode mode, bool with_mode) {
+  pt_route_capture_seen();
+  void *real = pt_real(sym);
+  if (!real) return PT_DRV_NO_DRIVER;
+  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  return with_mode ? ((PFN_cuStreamBeginCapture_v10010)real)(s, mode) : ((PFN_cuStreamBeginCapture_v10000)real)(s);
+}
+PT_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+  return drv_begin(PT_SYM_cuStreamBeginCapture, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+PT_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  return drv_begin(PT_SYM_cuStreamBeginCapture_ptsz, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+PT_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  return drv_begin(PT_SYM_cuStreamBeginCapture_v2, hStream, mode, true);
+}
+PT_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  return drv_begin(PT_SYM_cuStreamBeginCapture_v2_ptsz, hStream, mode, true);
+}
+
+static CUresult drv_begin_graph(enum pt_sym sym, CUstream s, CUgraph g, const CUgraphNode *deps,
+                                const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) {
+  pt_route_capture_seen();
+  PFN_cuStreamBeginCaptureToGraph_v12030 real = (PFN_cuStreamBeginCaptureToGraph_v12030)pt_real(sym);
+  if (!real) return PT_DRV_NO_DRIVER;
+  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  return real(s, g, deps, data, n, mode);
+}
+PT_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                               const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                               CUstreamCaptureMode mode) {
+  return drv_begin_graph(PT_SYM_cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies, dependencyData,
+                         numDependencies, mode);
+}
+PT_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                                    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                    CUstreamCaptureMode mode) {
+  return drv_begin_graph(PT_SYM_cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies, dependencyData,
+                         numDependencies, mode);
+}
+
+PT_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  pt_route_mempool_set();
+  PFN_cuDeviceSetMemPool_v11020 real = PT_REAL(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020);
+  if (!real) return PT_DRV_NO_DRIVER;
+  if (pt_active()) PT_COUNT(cuDeviceSetMemPool);
+  return real(dev, pool);
+}
+PT_EXPORT CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool) {
+  pt_route_mempool_set();
+  PFN_cuMemSetMemPool_v13000 real = PT_REAL(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000);
+  if (!real) return PT_DRV_NO_DRIVER;
+  if (pt_active()) PT_COUNT(cuMemSetMemPool);
+  return real(location, type, pool);
+}
