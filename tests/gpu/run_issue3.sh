@@ -16,8 +16,8 @@
 #   tests/gpu/run_issue3.sh final             the turn-taking A/B with fixed layouts, pinned: one A/A
 #                                             round (256 tokens), the shim against stock, torch's
 #                                             async backend alone against stock (ARM_B=async), the
-#                                             shim with PONYTAIL_TORCH_ALLOC=keep; then
-#                                             tests/gpu/attn_graph.sh (captures under the shim)
+#                                             shim with PONYTAIL_TORCH_ALLOC=keep; after the shim's
+#                                             rounds, tests/gpu/attn_graph.sh (captures under it)
 # Results: $OUT/issue3-<what>.tgz and the tables on stdout.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -59,12 +59,11 @@ case $what in
     ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1)
     step aa 60 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
     step shim 170 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=110 bash "$root/tests/gpu/wall_pair.sh"
+    step graph 130 env CASES=b8_s4100,fresh_stream GRAPH_TIMEOUT=55 bash "$root/tests/gpu/attn_graph.sh"
     step async 110 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 ARM_B=async DEADLINE=55 bash "$root/tests/gpu/wall_pair.sh"
-    step keep $(( 470 - SECONDS )) "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep \
-      DEADLINE=$(( 420 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
-    step graph $(( 585 - SECONDS )) env CASES=b8_s4100,fresh_stream GRAPH_TIMEOUT=$(( 270 - SECONDS / 2 )) \
-      bash "$root/tests/gpu/attn_graph.sh"
-    names="aa shim async keep graph" ;;
+    step keep $(( 580 - SECONDS )) "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep \
+      DEADLINE=$(( 530 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
+    names="aa shim graph async keep" ;;
   *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair|lockstep-trace|final"; exit 2 ;;
 esac
 tar czf "$top/issue3-$what.tgz" -C "$w" .
