@@ -57,7 +57,7 @@ case $what in
     names="pair trace" ;;
   final)
     ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1)
-    step aa 60 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
+    step aa 140 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
     step shim 170 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=110 bash "$root/tests/gpu/wall_pair.sh"
     step graph 130 env CASES=b8_s4100,fresh_stream GRAPH_TIMEOUT=55 bash "$root/tests/gpu/attn_graph.sh"
     step async 110 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 ARM_B=async DEADLINE=55 bash "$root/tests/gpu/wall_pair.sh"
