@@ -41,7 +41,7 @@ struct pt_jw;
 /* Requests of at least this many granules are rounded up to whole granules. */
 #define PT_POOL_ROUND_GRANULES 4u
 /* The default of PONYTAIL_POOL_KEEP, for callers without the options table. */
-#define PT_POOL_KEEP_DEFAULT ((uint64_t)1 << 30)
+#define PT_POOL_KEEP_DEFAULT ((uint64_t)2 << 30)
 /* Physical memory per handle when the pool grows (chunk_bytes 0). The
  * driver's VMM calls cost about the same per handle whatever its size (H200:
  * create + map + set access + unmap + release ~58 us for 2 MiB, ~68 us for

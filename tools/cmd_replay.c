@@ -21,7 +21,7 @@ static void replay_usage(FILE *f) {
           "trims, and nanoseconds per alloc and per free (p50, p99).\n"
           "\n"
           "  --json        print one JSON object instead of text\n"
-          "  --keep SIZE   free physical memory the pool keeps mapped (default 1G,\n"
+          "  --keep SIZE   free physical memory the pool keeps mapped (default 2G,\n"
           "                as PONYTAIL_POOL_KEEP); SIZE takes K/M/G/T suffixes\n"
           "  --limit SIZE  cap on pool plus pass-through bytes, like PONYTAIL_MEM_LIMIT\n"
           "                (default 0 = none)\n"

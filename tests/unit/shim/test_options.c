@@ -103,11 +103,11 @@ static void test_env(void **state) {
   assert_int_equal(pt_opt_enum(PT_OPT_LOG), PT_LOG_DEBUG);
   assert_int_equal(pt_opt_enum(PT_OPT_STATS), PT_STATS_JSON);
   assert_string_equal(pt_opt_str(PT_OPT_TRACE), "/x/%p.trace");
-  assert_int_equal(pt_opt_size(PT_OPT_POOL_KEEP), 1ull << 30);
+  assert_int_equal(pt_opt_size(PT_OPT_POOL_KEEP), 2ull << 30);
   assert_false(pt_opt_is_set(PT_OPT_POOL_KEEP));
   char buf[64];
   assert_string_equal(pt_opt_value_text(PT_OPT_KV_MIN, buf, sizeof buf), "2M");
-  assert_string_equal(pt_opt_value_text(PT_OPT_POOL_KEEP, buf, sizeof buf), "1G");
+  assert_string_equal(pt_opt_value_text(PT_OPT_POOL_KEEP, buf, sizeof buf), "2G");
   assert_string_equal(pt_opt_value_text(PT_OPT_LOG, buf, sizeof buf), "debug");
   assert_string_equal(pt_opt_value_text(PT_OPT_ENABLE, buf, sizeof buf), "0");
   /* the application changing its environment later does not matter */
