@@ -283,6 +283,9 @@ int pt_replay_run(const struct pt_replay_trace *t, const struct pt_replay_opts *
     }
   }
   pt_pool_stats(pool, &res->pool);
+  struct pt_host_counters hc;
+  pt_backend_host_counters(&bk_view, &hc);
+  res->creates = hc.creates, res->maps = hc.maps, res->unmaps = hc.unmaps, res->releases = hc.releases;
   res->peak_live_bytes = peak_live;
   res->peak_physical_bytes = res->pool.peak_physical_bytes;
   res->overhead = peak_live ? (double)res->peak_physical_bytes / (double)peak_live - 1.0 : 0.0;

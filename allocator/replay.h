@@ -40,6 +40,11 @@ struct pt_replay_result {
   double overhead;                    /* peak physical / peak live - 1 */
   /* ns per operation, timer overhead subtracted (0 when not timed) */
   double alloc_p50, alloc_p99, free_p50, free_p99, op_p50, op_p99;
+  /* The pool's calls to the backend's physical-memory API: on the GPU each is
+   * a driver call (cuMemCreate, cuMemMap + cuMemSetAccess, cuMemUnmap,
+   * cuMemRelease) that costs tens of microseconds of host time, and the
+   * mapping changes also update the GPU's page tables. */
+  uint64_t creates, maps, unmaps, releases;
   struct pt_pool_stats pool;
 };
 

@@ -18,7 +18,9 @@ static void replay_usage(FILE *f) {
           "through Ponytail's pool on the host backend: the trace's pointers are keys,\n"
           "addresses come from the pool, no memory is written. Prints peak live bytes,\n"
           "peak physical bytes, overhead (peak physical / peak live - 1), stitches,\n"
-          "trims, and nanoseconds per alloc and per free (p50, p99).\n"
+          "trims, the driver calls the pool would make (creates, maps, unmaps,\n"
+          "releases of physical memory), and nanoseconds per alloc and per free\n"
+          "(p50, p99).\n"
           "\n"
           "  --json        print one JSON object instead of text\n"
           "  --keep SIZE   free physical memory the pool keeps mapped (default 2G,\n"
@@ -80,6 +82,12 @@ static void replay_json(const char *file, const struct pt_replay_result *r) {
   pt_jw_u64(&w, "trims", r->pool.trims);
   pt_jw_u64(&w, "grows", r->pool.grows);
   pt_jw_u64(&w, "syncs", r->pool.syncs);
+  pt_jw_obj_begin(&w, "driver_calls");
+  pt_jw_u64(&w, "creates", r->creates);
+  pt_jw_u64(&w, "maps", r->maps);
+  pt_jw_u64(&w, "unmaps", r->unmaps);
+  pt_jw_u64(&w, "releases", r->releases);
+  pt_jw_obj_end(&w);
   pt_jw_dbl(&w, "ns_per_op_p50", r->op_p50);
   pt_jw_dbl(&w, "ns_per_op_p99", r->op_p99);
   pt_jw_dbl(&w, "ns_per_alloc_p50", r->alloc_p50);
@@ -109,6 +117,8 @@ static void replay_text(const char *file, const struct pt_replay_result *r) {
          (unsigned long long)r->pool.grows, (unsigned long long)r->pool.trims,
          (double)r->pool.trimmed_bytes / mib);
   printf("syncs          %llu\n", (unsigned long long)r->pool.syncs);
+  printf("driver calls   creates %llu, maps %llu, unmaps %llu, releases %llu\n", (unsigned long long)r->creates,
+         (unsigned long long)r->maps, (unsigned long long)r->unmaps, (unsigned long long)r->releases);
   printf("ns per alloc   p50 %.0f  p99 %.0f\n", r->alloc_p50, r->alloc_p99);
   printf("ns per free    p50 %.0f  p99 %.0f\n", r->free_p50, r->free_p99);
   printf("ns per op      p50 %.0f  p99 %.0f\n", r->op_p50, r->op_p99);
