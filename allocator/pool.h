@@ -40,6 +40,9 @@ struct pt_jw;
 #define PT_POOL_ALIGN 256u
 /* Requests of at least this many granules are rounded up to whole granules. */
 #define PT_POOL_ROUND_GRANULES 4u
+/* Requests of at least this many granules that grow a free block's tail get
+ * the rest of the last new handle as free slack after them (pool_grow.c). */
+#define PT_POOL_SLACK_MIN_GRANULES 4u
 /* The default of PONYTAIL_POOL_KEEP, for callers without the options table. */
 #define PT_POOL_KEEP_DEFAULT ((uint64_t)2 << 30)
 /* Physical memory per handle when the pool grows (chunk_bytes 0). The

@@ -270,6 +270,27 @@ static void count_free_granules(struct pt_pool *p, struct pt_blk **c, uint64_t n
   }
 }
 
+/* New memory for a free block's tail, for a large request, comes in whole
+ * handles: what the last handle has beyond the request stays free right after
+ * the new block. A KV-cache tensor that torch.cat re-allocates one token
+ * longer every step needs one more granule every few dozen steps, all layers
+ * at the same step; without slack each such step costs every layer a create
+ * and a map, which on the H200 made those steps ~6 ms slower than stock's
+ * (bench/NOTES.md section 12); with it most of them find the granule mapped.
+ * Only within the headroom (so never above the pool's peak), without a limit
+ * (there one-granule handles and stitching keep memory tight), and where the
+ * arena's slots after the tail are free. Returns the extra granules. */
+static uint64_t tail_slack(struct pt_pool *p, const struct pt_blk *tail, uint64_t r, uint64_t k, uint64_t want_new,
+                           uint64_t headroom) {
+  if (!tail || !want_new || p->limit || p->chunk < 2 || r < PT_POOL_SLACK_MIN_GRANULES * p->gran) return 0;
+  uint64_t extra = (p->chunk - want_new % p->chunk) % p->chunk;
+  if (want_new + extra > headroom) extra = headroom > want_new ? headroom - want_new : 0;
+  struct pt_arena *ar;
+  uint64_t s;
+  if (extra && (pt_arena_slot(p, tail->addr + tail->size, &ar, &s) || !slots_free(ar, s, k + extra))) extra = 0;
+  return extra;
+}
+
 int pt_grow(struct pt_pool *p, uint64_t r) {
   const uint64_t G = p->gran;
   pt_streams_refresh(p);
@@ -315,8 +336,9 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     p->st.limit_rejections++;
     goto fail;
   }
-  /* k may rise to all of r (below): room for that many handles. */
-  if (!(h = malloc(((r + G - 1) / G) * sizeof *h))) goto fail;
+  /* k may rise to all of r (below), or by a tail's slack: room for that
+   * many handles. */
+  if (!(h = malloc(((r + G - 1) / G + p->chunk) * sizeof *h))) goto fail;
   /* New physical memory only for what free granules whose work is done
    * cannot cover: stitching those costs about what creating does, and keeps
    * the pool's physical memory close to its live memory. */
@@ -338,8 +360,16 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
     want_new -= wait;
   }
   if (want_new > room) want_new = room;
+  /* At most once per call: the slack of a tail that gets new memory, here
+   * or in the gather's pass 1 (h has room for one chunk beyond r). It is
+   * best effort: on out-of-memory the request is what it was. */
+  uint64_t slack = tail_slack(p, tail, r, k, want_new, headroom);
+  bool slack_done = slack > 0;
+  want_new += slack;
+  k += slack;
   uint64_t grown = 0;
   rc = create_upto(p, want_new, room, h, &nh, &ng, &grown);
+  if (rc == p->bk.ops->err_oom && slack) k -= slack, slack = 0;
   if (rc && (rc != p->bk.ops->err_oom || ng + done + pending < k)) goto fail;
   rc = 0;
   /* Stitch: whole handles whose work is done first, then pending ones after
@@ -352,7 +382,15 @@ gather:
      * it leaves missing is created now, within the headroom, rather than
      * waited for (in a decode, the free memory is pending after every step
      * and in large handles: waiting for it stalled the host for nothing). */
-    if (pass == 1) rc = create_upto(p, k, headroom < room ? headroom : room, h, &nh, &ng, &grown);
+    if (pass == 1) {
+      if (!slack_done && ng < k) {
+        slack = tail_slack(p, tail, r, k, k - ng, headroom > grown ? headroom - grown : 0);
+        slack_done = slack > 0;
+        k += slack;
+      }
+      rc = create_upto(p, k, headroom < room ? headroom : room, h, &nh, &ng, &grown);
+      if (rc == p->bk.ops->err_oom && slack) k -= slack, slack = 0;
+    }
     /* What stitching could not cover: new memory, within the limit. */
     if (pass == 2) rc = create_upto(p, k, room, h, &nh, &ng, &grown);
     if (rc && rc != p->bk.ops->err_oom) goto fail;
