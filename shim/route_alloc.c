@@ -763,6 +763,9 @@ static void route_stats_json(struct pt_jw *w) {
   pt_jw_u64(w, "kv_min_async", R.kv_min_async);
   pt_jw_u64(w, "limit_bytes", R.limit);
   pt_jw_u64(w, "chunk_bytes", R.chunk);
+  /* Whether the hot path asks the driver about captures / the current pool. */
+  pt_jw_bool(w, "capture_seen", __atomic_load_n(&capture_seen, __ATOMIC_ACQUIRE) != 0);
+  pt_jw_bool(w, "mempool_set", __atomic_load_n(&mempool_set, __ATOMIC_ACQUIRE) != 0);
   pt_pool_stats_json(&sum, w);
 #define PT_RC_JSON(n) pt_jw_u64(w, #n, __atomic_load_n(&rc_.n, __ATOMIC_RELAXED));
   PT_ROUTE_COUNTERS(PT_RC_JSON)

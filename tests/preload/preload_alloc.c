@@ -339,11 +339,15 @@ static int sc_mempool(void) {
   return g_failed;
 }
 static void check_mempool(const char *js) {
+  CHECK(strstr(js, "\"capture_seen\":false") != NULL);
+  CHECK(strstr(js, "\"mempool_set\":true") != NULL);
   CHECK_EQ(alloc_stat(js, "pooled_allocs"), 2);
   CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 1);
 }
 
 static void check_capture(const char *js) {
+  CHECK(strstr(js, "\"capture_seen\":true") != NULL);
+  CHECK(strstr(js, "\"mempool_set\":false") != NULL);
   CHECK_EQ(alloc_stat(js, "capture_passthrough"), 1);
   CHECK_EQ(alloc_stat(js, "capture_deferred_frees"), 1);
   CHECK_EQ(alloc_stat(js, "pooled_allocs"), 2);
