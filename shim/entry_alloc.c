@@ -17,16 +17,6 @@
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
 
-#define PT_REAL(sym, type) ((type)pt_real(PT_SYM_##sym))
-
-/* Runtime real call with the in-runtime flag set around it. */
-#define PT_RT_CALL(var, call) \
-  do {                        \
-    pt_tls_in_rt++;           \
-    var = call;               \
-    pt_tls_in_rt--;           \
-  } while (0)
-
 typedef cudaError_t (*pt_malloc_fn)(void **, size_t);
 typedef cudaError_t (*pt_free_fn)(void *);
 typedef cudaError_t (*pt_malloc_async_fn)(void **, size_t, cudaStream_t);

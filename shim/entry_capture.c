@@ -19,14 +19,6 @@
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
 
-#define PT_REAL(sym, type) ((type)pt_real(PT_SYM_##sym))
-#define PT_RT_CALL(var, call) \
-  do {                        \
-    pt_tls_in_rt++;           \
-    var = call;               \
-    pt_tls_in_rt--;           \
-  } while (0)
-
 /* ---- runtime ------------------------------------------------------------- */
 
 typedef cudaError_t (*pt_begin_fn)(cudaStream_t, enum cudaStreamCaptureMode);

@@ -105,9 +105,8 @@ static inline cudaError_t pt_rt_launch(enum pt_sym sym, int ptsz, const void *fu
       if (pt_launch_hooked(k, &c, &st)) return (cudaError_t)st;
     }
   }
-  pt_tls_in_rt++;
-  cudaError_t r = pt_rt_call(sym, real, func, g, b, args, smem, s);
-  pt_tls_in_rt--;
+  cudaError_t r;
+  PT_RT_CALL(r, pt_rt_call(sym, real, func, g, b, args, smem, s));
   return r;
 }
 
@@ -132,9 +131,8 @@ static inline cudaError_t pt_rt_launch_ex(enum pt_sym sym, int ptsz, const cudaL
       if (pt_launch_hooked(k, &c, &st)) return (cudaError_t)st;
     }
   }
-  pt_tls_in_rt++;
-  cudaError_t r = real(config, func, args);
-  pt_tls_in_rt--;
+  cudaError_t r;
+  PT_RT_CALL(r, real(config, func, args));
   return r;
 }
 

@@ -171,9 +171,8 @@ static int rt_device(void) {
   get_fn get = (get_fn)pt_real(PT_SYM_cudaGetDevice);
   int d = -1;
   if (!get) return -1;
-  pt_tls_in_rt++;
-  cudaError_t e = get(&d);
-  pt_tls_in_rt--;
+  cudaError_t e;
+  PT_RT_CALL(e, get(&d));
   return e == cudaSuccess && d >= 0 && d < PT_ROUTE_MAX_DEV ? d : -1;
 }
 

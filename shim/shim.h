@@ -71,6 +71,16 @@ void *pt_real_libcuda(void);
  * count the call but neither re-count the kernel launch nor route again. */
 extern __thread int pt_tls_in_rt __attribute__((tls_model("initial-exec")));
 
+/* The real function of an exported wrapper, as its own type. */
+#define PT_REAL(sym, type) ((type)pt_real(PT_SYM_##sym))
+/* Runtime real call with the in-runtime flag set around it. */
+#define PT_RT_CALL(var, call) \
+  do {                        \
+    pt_tls_in_rt++;           \
+    var = call;               \
+    pt_tls_in_rt--;           \
+  } while (0)
+
 /* Error codes returned when the real function cannot be found: what the
  * runtime returns without a driver, and what the driver stub returns. */
 #define PT_RT_NO_DRIVER 35  /* cudaErrorInsufficientDriver */
