@@ -106,8 +106,12 @@ def parse_args(argv=None):
                         "units) with torch.cuda.set_per_process_memory_fraction before the model is "
                         "built: stock torch capacity runs")
     args = p.parse_args(argv)
-    if args.lockstep is not None and not re.fullmatch(r".+:[01]", args.lockstep):
-        p.error("--lockstep takes DIR:ROLE with ROLE 0 or 1, not %r" % args.lockstep)
+    if args.lockstep is not None:
+        import lockstep
+        try:
+            lockstep.parse_spec(args.lockstep)
+        except ValueError as e:
+            p.error(str(e))
     return args
 
 

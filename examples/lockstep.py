@@ -23,12 +23,17 @@ import sys
 import time
 
 
+def parse_spec(spec):
+    """DIR:ROLE -> (DIR, ROLE); ValueError unless ROLE is 0 or 1 and DIR is given."""
+    d, _, role = spec.rpartition(":")
+    if not d or role not in ("0", "1"):
+        raise ValueError("--lockstep takes DIR:ROLE with ROLE 0 or 1, not %r" % spec)
+    return d, int(role)
+
+
 class Lockstep:
     def __init__(self, spec, timeout_s=120.0, first_timeout_s=600.0):
-        d, _, role = spec.rpartition(":")
-        if not d or role not in ("0", "1"):
-            raise ValueError("--lockstep takes DIR:ROLE with ROLE 0 or 1, not %r" % spec)
-        self.role = int(role)
+        d, self.role = parse_spec(spec)
         os.makedirs(d, exist_ok=True)
         paths = [os.path.join(d, "turn%d" % i) for i in (0, 1)]
         for p in paths:
@@ -58,10 +63,9 @@ class Lockstep:
         self.wall0 = time.perf_counter()
         if self.role == 1:
             self._give(b"r")
+            self._wait(self.first_timeout_s)  # role 0's first turn is over
         else:
             self._wait(self.first_timeout_s)  # role 1 is ready
-        if self.role == 1:
-            self._wait(self.first_timeout_s)  # role 0's first turn is over
         self.waited = time.perf_counter() - self.wall0
         self.on = time.perf_counter()
 
