@@ -134,10 +134,7 @@ for k, name in [("stock", "A/A stock/stock")] + [(k, "A/B %s/stock" % k) for k i
         t = [x[0] for x in v]; p = [x[1] for x in v]
         print("%-16s %d rounds: total ratio median %.3f (min %.3f max %.3f), decode p50 ratio median %.3f"
               % (name, len(v), statistics.median(t), min(t), max(t), statistics.median(p)))
-    c = paired[k]
-    if c:
-        print("%-16s paired step ratio median %.3f (min %.3f max %.3f)" % ("", statistics.median(c), min(c), max(c)))
-    c = cpu[k]
-    if c:
-        print("%-16s main-thread CPU ratio median %.3f (min %.3f max %.3f)" % ("", statistics.median(c), min(c), max(c)))
+    for what, c in (("paired step ratio", paired[k]), ("main-thread CPU ratio", cpu[k])):
+        if c:
+            print("%-16s %s median %.3f (min %.3f max %.3f)" % ("", what, statistics.median(c), min(c), max(c)))
 PY
