@@ -18,6 +18,16 @@
 const char *pt_tool_argv0 = "ponytail";
 static int ntraces;
 static char **traces;
+static struct pt_replay_trace **loaded; /* traces[i] parsed, on first use */
+
+/* traces[i], parsed once for every test that replays it. */
+static const struct pt_replay_trace *trace_at(int i) {
+  if (!loaded[i]) {
+    char err[512];
+    if (pt_replay_load(traces[i], &loaded[i], err, sizeof err)) fail_msg("%s", err);
+  }
+  return loaded[i];
+}
 
 /* Runs `ponytail replay args...` in this process; captures stdout and
  * stderr into out/err (NUL-terminated, truncated to n). */
@@ -58,13 +68,11 @@ static void test_shared_traces(void **state) {
   (void)state;
   assert_true(ntraces >= 2);
   for (int i = 0; i < ntraces; i++) {
-    struct pt_replay_trace *t;
+    const struct pt_replay_trace *t = trace_at(i);
     char err[512];
-    if (pt_replay_load(traces[i], &t, err, sizeof err)) fail_msg("%s", err);
     struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .time_ops = true};
     struct pt_replay_result r;
     assert_int_equal(pt_replay_run(t, &o, &r, err, sizeof err), 0);
-    pt_replay_free(t);
     print_message("%s: peak live %.1f MiB, peak physical %.1f MiB, overhead %.3f%%, stitches %llu, "
                   "trims %llu, ns/op p50 %.0f p99 %.0f\n",
                   strrchr(traces[i], '/') ? strrchr(traces[i], '/') + 1 : traces[i],
@@ -87,15 +95,13 @@ static void test_keep_default(void **state) {
   (void)state;
   int seen_b32 = 0;
   for (int i = 0; i < ntraces; i++) {
-    struct pt_replay_trace *t;
+    const struct pt_replay_trace *t = trace_at(i);
     char err[512];
-    if (pt_replay_load(traces[i], &t, err, sizeof err)) fail_msg("%s", err);
     struct pt_replay_result d, g1;
     struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .lag_ops = 100};
     assert_int_equal(pt_replay_run(t, &o, &d, err, sizeof err), 0);
     o.keep_bytes = 1ull << 30;
     assert_int_equal(pt_replay_run(t, &o, &g1, err, sizeof err), 0);
-    pt_replay_free(t);
     print_message("%s --lag 100: keep default / 1G: peak physical %.1f / %.1f MiB, trims %llu / %llu, grows %llu / "
                   "%llu, stitches %llu / %llu\n",
                   strrchr(traces[i], '/') ? strrchr(traces[i], '/') + 1 : traces[i], d.peak_physical_bytes / 1048576.0,
@@ -158,8 +164,7 @@ static void test_min_lag(void **state) {
     assert_int_equal(run_cli(out, err, sizeof out, 4, a), 2);
   }
   for (int i = 0; i < ntraces; i++) {
-    struct pt_replay_trace *t;
-    if (pt_replay_load(traces[i], &t, err, sizeof err)) fail_msg("%s", err);
+    const struct pt_replay_trace *t = trace_at(i);
     /* Handles of 32 MiB (the default) and of one granule (--chunk 2M): whole
      * handles strand some free memory under small blocks, within the goal. */
     for (uint64_t lag = 0, chunk = 0; lag <= 100; chunk = !chunk, lag += chunk ? 0 : 100) {
@@ -187,7 +192,6 @@ static void test_min_lag(void **state) {
       if (lag) assert_true(r.pool.syncs > 0 && r.pool.syncs <= r.pool.grows);
       else assert_int_equal(r.pool.syncs, 0);
     }
-    pt_replay_free(t);
   }
 }
 
@@ -260,6 +264,8 @@ static void test_cli_limit(void **state) {
 int main(int argc, char **argv) {
   ntraces = argc - 1;
   traces = argv + 1;
+  loaded = calloc((size_t)(ntraces ? ntraces : 1), sizeof *loaded);
+  if (!loaded) return 1;
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_traces),
       cmocka_unit_test(test_keep_default),
@@ -268,5 +274,9 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_cli_limit),
     cmocka_unit_test(test_min_lag),
   };
-  return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
+  int rc = cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
+  for (int i = 0; i < ntraces; i++)
+    if (loaded[i]) pt_replay_free(loaded[i]);
+  free(loaded);
+  return rc;
 }
