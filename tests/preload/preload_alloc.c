@@ -245,17 +245,23 @@ static int sc_capture(void) {
  * the flag is sticky: the allocation made while capturing must pass through. */
 enum { BEGIN_RT, BEGIN_RT_PTSZ, BEGIN_V1, BEGIN_V1_PTSZ, BEGIN_V2_PTSZ, BEGIN_TO_GRAPH, BEGIN_TO_GRAPH_PTSZ,
        BEGIN_PROC_PTDS, BEGIN_N };
+/* The driver symbol each path starts from (none: the runtime's). */
+static const char *const begin_drv_sym[BEGIN_N] = {
+    [BEGIN_V1] = "cuStreamBeginCapture",
+    [BEGIN_V1_PTSZ] = "cuStreamBeginCapture_ptsz",
+    [BEGIN_V2_PTSZ] = "cuStreamBeginCapture_v2_ptsz",
+    [BEGIN_TO_GRAPH] = "cuStreamBeginCaptureToGraph",
+    [BEGIN_TO_GRAPH_PTSZ] = "cuStreamBeginCaptureToGraph_ptsz",
+    [BEGIN_PROC_PTDS] = "cuGetProcAddress_v2",
+};
 static int begin_via(int how, CUstream s) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  void *f = h ? dlsym(h, how == BEGIN_V1            ? "cuStreamBeginCapture"
-                         : how == BEGIN_V1_PTSZ     ? "cuStreamBeginCapture_ptsz"
-                         : how == BEGIN_V2_PTSZ     ? "cuStreamBeginCapture_v2_ptsz"
-                         : how == BEGIN_TO_GRAPH    ? "cuStreamBeginCaptureToGraph"
-                         : how == BEGIN_TO_GRAPH_PTSZ ? "cuStreamBeginCaptureToGraph_ptsz"
-                                                      : "cuGetProcAddress_v2")
-              : NULL;
-  CHECK(f != NULL);
-  if (!f) return -1;
+  void *f = NULL;
+  if (begin_drv_sym[how]) {
+    f = h ? dlsym(h, begin_drv_sym[how]) : NULL;
+    CHECK(f != NULL);
+    if (!f) return -1;
+  }
   switch (how) {
   case BEGIN_RT: return cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeGlobal);
   case BEGIN_RT_PTSZ: {
