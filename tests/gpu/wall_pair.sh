@@ -24,6 +24,11 @@
 # Every run's JSON (and the shim's stats) is kept in $OUT/runs.tgz.
 # ARM_B=async: the B arm is torch's own backend:cudaMallocAsync without Ponytail (what the shim's
 # default PONYTAIL_TORCH_ALLOC=async switches torch to), to split the shim's cost from the backend's.
+# ARM_A=off: the A arm (and both arms of the control rounds) is the shim loaded but switched off
+# (PONYTAIL_ENABLE=0: every call passes straight through), so both processes map the same
+# libraries at the same addresses under FIXED_LAYOUT and the ratio is the shim's work alone, not
+# the layout change that preloading any library makes. ARM_B=off with the default A (stock)
+# measures that layout change plus bare interposition.
 # Shim runs use PONYTAIL_ATTN=off (only the allocator differs) and, like stock, flash SDPA.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -55,6 +60,7 @@ run_one() { # kind tag barrier-dir gpu lockstep-role round
   [ "$1" = async ] && e+=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)
   [ "$1" = shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json
                          PONYTAIL_STATS_FILE="$tmp/$2.stats.json" ${SHIM_ENV:-})
+  [ "$1" = off ] && e+=(LD_PRELOAD="$shim" PONYTAIL_ENABLE=0)
   "${e[@]}" "${gen[@]}" "${sync[@]}" --json "$tmp/$2.json" >"$tmp/$2.log" 2>&1 || echo "$2: exit $?"
 }
 pair() { # round kindA kindB
@@ -109,8 +115,8 @@ aa=${AA_ROUNDS:-2} ab=${ROUNDS:-4} aa_done=0 ab_done=0
 while [ $(( aa_done + ab_done )) -lt $(( aa + ab )) ]; do
   late && break; r=$((r + 1))
   if [ $aa_done -lt $aa ] && { [ $ab_done -ge $ab ] || [ $(( aa_done * ab )) -le $(( ab_done * aa )) ]; }; then
-    pair $r stock stock; aa_done=$((aa_done + 1))
-  else pair $r stock "${ARM_B:-shim}"; ab_done=$((ab_done + 1)); fi
+    pair $r "${ARM_A:-stock}" "${ARM_A:-stock}"; aa_done=$((aa_done + 1))
+  else pair $r "${ARM_A:-stock}" "${ARM_B:-shim}"; ab_done=$((ab_done + 1)); fi
 done
 python3 - "$table" <<'PY' | tee -a "$table"
 import re, statistics, sys
@@ -120,7 +126,7 @@ kind = None
 for l in open(sys.argv[1]):
     m = re.match(r"round \S+\s+(\w+)\s*/(\w+)\s+total .* ratio ([\d.]+)\s+decode .* ratio ([\d.]+)", l)
     if m:
-        kind = m.group(1)
+        kind = (m.group(1), m.group(2))
         rows[kind].append((float(m.group(3)), float(m.group(4))))
     m = re.match(r"\s+main-thread cpu .* ratio ([\d.]+)", l)
     if m and kind:
@@ -128,7 +134,8 @@ for l in open(sys.argv[1]):
     m = re.match(r"\s+lockstep .* paired step ratio median ([\d.]+)", l)
     if m and kind and "BROKEN" not in l:
         paired[kind].append(float(m.group(1)))
-for k, name in [("stock", "A/A stock/stock")] + [(k, "A/B %s/stock" % k) for k in rows if k != "stock"]:
+for k in sorted(rows, key=lambda k: k[0] != k[1]):
+    name = "%s %s/%s" % ("A/A" if k[0] == k[1] else "A/B", k[0], k[1])
     v = rows[k]
     if v:
         t = [x[0] for x in v]; p = [x[1] for x in v]
