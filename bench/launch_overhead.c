@@ -8,12 +8,16 @@
  *   - "shim": the same fakes in the main namespace, reached through the shim
  *     (the PLT for runtime calls; cuGetProcAddress for the driver).
  * The same fake work runs in both, so the difference is the shim's cost.
- * Each arm: 10^6 launches, 5 alternating runs, median ns/launch. */
+ * Each arm: 10^6 launches, 5 alternating runs, median ns/launch. With
+ * THREADS=T (T > 1) it then runs both runtime arms again in T threads at once
+ * (ns per launch per thread): what the shim's counters cost when several
+ * threads launch the same kernel, as a server with a thread per GPU does. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +82,38 @@ static double run_drv(const struct arm *a) {
   return (bench_now_ns() - t0) / N;
 }
 
+struct par {
+  const struct arm *a;
+  pthread_barrier_t *go;
+  double ns;
+};
+
+static void *par_run(void *arg) {
+  struct par *p = arg;
+  pthread_barrier_wait(p->go);
+  p->ns = run_rt(p->a);
+  return NULL;
+}
+
+/* Mean ns/launch over T threads launching at once through arm a. */
+static double run_rt_threads(const struct arm *a, int t) {
+  pthread_t th[64];
+  struct par p[64];
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, (unsigned)t);
+  for (int i = 0; i < t; i++) {
+    p[i] = (struct par){.a = a, .go = &go};
+    pthread_create(&th[i], NULL, par_run, &p[i]);
+  }
+  double sum = 0;
+  for (int i = 0; i < t; i++) {
+    pthread_join(th[i], NULL);
+    sum += p[i].ns;
+  }
+  pthread_barrier_destroy(&go);
+  return sum / t;
+}
+
 int main(void) {
   /* bare: fresh namespace */
   void *rt2 = dlmopen(LM_ID_NEWLM, "libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
@@ -119,5 +155,14 @@ int main(void) {
   printf("launch overhead, %d launches x %d runs, median ns/launch%s\n", N, RUNS, shimmed ? "" : " (NOT SHIMMED)");
   printf("  runtime  __cudaLaunchKernel: bare %6.1f  shim %6.1f  added %6.1f\n", mrb, mrs, mrs - mrb);
   printf("  driver   cuLaunchKernel:     bare %6.1f  shim %6.1f  added %6.1f\n", mdb, mds, mds - mdb);
+  int t = getenv("THREADS") ? atoi(getenv("THREADS")) : 1;
+  if (t > 1 && t <= 64) {
+    for (int r = 0; r < RUNS; r++) {
+      rt_b[r] = run_rt_threads(&bare, t);
+      rt_s[r] = run_rt_threads(&shim, t);
+    }
+    mrb = bench_median(rt_b, RUNS), mrs = bench_median(rt_s, RUNS);
+    printf("  runtime, %2d threads at once:  bare %6.1f  shim %6.1f  added %6.1f\n", t, mrb, mrs, mrs - mrb);
+  }
   return 0;
 }

@@ -118,7 +118,7 @@ PT_EXPORT cudaError_t cudaFree(void *devPtr) {
 static inline cudaError_t pt_malloc_async(enum pt_sym sym, void **devPtr, size_t size, cudaStream_t s) {
   pt_malloc_async_fn real = (pt_malloc_async_fn)pt_real(sym);
   if (!pt_active()) return real ? real(devPtr, size, s) : cudaErrorInsufficientDriver;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: stream-ordered pool allocation or pass through. */
   struct pt_rt_alloc_args a = {.fn = (void *)real, .size = size, .s = s};
@@ -137,7 +137,7 @@ PT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStrea
 static inline cudaError_t pt_free_async(enum pt_sym sym, void *devPtr, cudaStream_t s) {
   pt_free_async_fn real = (pt_free_async_fn)pt_real(sym);
   if (!pt_active()) return real ? real(devPtr, s) : cudaErrorInsufficientDriver;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: stream-ordered free of a pooled pointer, or pass through. */
   struct pt_rt_free_args a = {.fn = (void *)real, .s = s};
@@ -156,7 +156,7 @@ static inline cudaError_t pt_malloc_pool(enum pt_sym sym, void **ptr, size_t siz
                                          cudaStream_t s) {
   pt_malloc_pool_fn real = (pt_malloc_pool_fn)pt_real(sym);
   if (!pt_active()) return real ? real(ptr, size, pool, s) : cudaErrorInsufficientDriver;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (!real) return cudaErrorInsufficientDriver;
   /* ROUTE: only the device's default pool is adopted; others pass through. */
   struct pt_rt_alloc_args a = {.fn = (void *)real, .size = size, .s = s, .pool = pool};
@@ -320,7 +320,7 @@ PT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 static inline CUresult pt_cu_alloc_async(enum pt_sym sym, CUdeviceptr *dptr, size_t bytesize, CUstream s) {
   PFN_cuMemAllocAsync_v11020 real = (PFN_cuMemAllocAsync_v11020)pt_real(sym);
   if (!pt_active()) return real ? real(dptr, bytesize, s) : PT_DRV_NO_DRIVER;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_tls_in_rt) {
     /* ROUTE: stream-ordered driver allocation from the application. */
@@ -342,7 +342,7 @@ PT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
 static inline CUresult pt_cu_free_async(enum pt_sym sym, CUdeviceptr dptr, CUstream s) {
   PFN_cuMemFreeAsync_v11020 real = (PFN_cuMemFreeAsync_v11020)pt_real(sym);
   if (!pt_active()) return real ? real(dptr, s) : PT_DRV_NO_DRIVER;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_tls_in_rt) {
     /* ROUTE: stream-ordered free of a pooled pointer. */
@@ -404,7 +404,7 @@ PT_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) 
 static CUresult pt_cu_ipc_open(enum pt_sym sym, CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags) {
   PFN_cuIpcOpenMemHandle_v11000 real = (PFN_cuIpcOpenMemHandle_v11000)pt_real(sym);
   if (!pt_active()) return real ? real(pdptr, handle, flags) : PT_DRV_NO_DRIVER;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (!real) return PT_DRV_NO_DRIVER;
   /* ROUTE: handles exported from a pool are opened by the allocator. */
   int err;

@@ -29,7 +29,7 @@ static cudaError_t rt_begin(enum pt_sym sym, cudaStream_t s, enum cudaStreamCapt
   pt_route_capture_seen(); /* before the real call, whatever happens next */
   pt_begin_fn real = (pt_begin_fn)pt_real(sym);
   if (!real) return cudaErrorInsufficientDriver;
-  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  if (pt_active()) pt_count_call(sym);
   cudaError_t r;
   PT_RT_CALL(r, real(s, mode));
   return r;
@@ -46,7 +46,7 @@ static cudaError_t rt_begin_graph(enum pt_sym sym, cudaStream_t s, cudaGraph_t g
   pt_route_capture_seen();
   pt_begin_graph_fn real = (pt_begin_graph_fn)pt_real(sym);
   if (!real) return cudaErrorInsufficientDriver;
-  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  if (pt_active()) pt_count_call(sym);
   cudaError_t r;
   PT_RT_CALL(r, real(s, g, deps, data, n, mode));
   return r;
@@ -94,7 +94,7 @@ static CUresult drv_begin(enum pt_sym sym, CUstream s, CUstreamCaptureMode mode,
   pt_route_capture_seen();
   void *real = pt_real(sym);
   if (!real) return PT_DRV_NO_DRIVER;
-  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  if (pt_active()) pt_count_call(sym);
   return with_mode ? ((PFN_cuStreamBeginCapture_v10010)real)(s, mode) : ((PFN_cuStreamBeginCapture_v10000)real)(s);
 }
 PT_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
@@ -115,7 +115,7 @@ static CUresult drv_begin_graph(enum pt_sym sym, CUstream s, CUgraph g, const CU
   pt_route_capture_seen();
   PFN_cuStreamBeginCaptureToGraph_v12030 real = (PFN_cuStreamBeginCaptureToGraph_v12030)pt_real(sym);
   if (!real) return PT_DRV_NO_DRIVER;
-  if (pt_active()) __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  if (pt_active()) pt_count_call(sym);
   return real(s, g, deps, data, n, mode);
 }
 PT_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,

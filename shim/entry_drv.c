@@ -240,13 +240,13 @@ static inline CUresult pt_drv_launch(enum pt_sym sym, int ptsz, CUfunction f, un
                                      void **params, void **extra) {
   PFN_cuLaunchKernel_v4000 real = (PFN_cuLaunchKernel_v4000)pt_real(sym);
   if (!pt_active()) return real ? real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra) : PT_DRV_NO_DRIVER;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (PT_UNLIKELY(!real)) return PT_DRV_NO_DRIVER;
   /* Forwarded by libcudart: the runtime entry point counted and hooked it. */
   if (pt_tls_in_rt) return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
   struct pt_kernel *k = pt_kernel_drv(f);
   if (PT_LIKELY(k != NULL)) {
-    __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED);
+    pt_count_launch(k);
     if (PT_UNLIKELY(k->hook_id > 0)) {
       struct pt_launch_ctx c = {
           .l = {.path = PT_PATH_DRIVER, .func = f, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem,
@@ -263,12 +263,12 @@ static inline CUresult pt_drv_launch_ex(enum pt_sym sym, int ptsz, const CUlaunc
                                         void **params, void **extra) {
   PFN_cuLaunchKernelEx_v11060 real = (PFN_cuLaunchKernelEx_v11060)pt_real(sym);
   if (!pt_active()) return real ? real(config, f, params, extra) : PT_DRV_NO_DRIVER;
-  __atomic_fetch_add(&pt_calls[sym].n, 1, __ATOMIC_RELAXED);
+  pt_count_call(sym);
   if (PT_UNLIKELY(!real)) return PT_DRV_NO_DRIVER;
   if (pt_tls_in_rt) return real(config, f, params, extra);
   struct pt_kernel *k = pt_kernel_drv(f);
   if (PT_LIKELY(k != NULL)) {
-    __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED);
+    pt_count_launch(k);
     if (PT_UNLIKELY(k->hook_id > 0) && config) {
       struct pt_launch_ctx c = {
           .l = {.path = PT_PATH_DRIVER, .func = f, .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},

@@ -23,8 +23,6 @@ typedef cudaError_t (*pt_stub_launch_fn)(const void *, dim3, dim3, void **, size
 typedef cudaError_t (*pt_launch_ex_fn)(const cudaLaunchConfig_t *, const void *, void **);
 typedef cudaError_t (*pt_graph_launch_fn)(cudaGraphExec_t, cudaStream_t);
 
-#define PT_COUNT_SYM(s) __atomic_fetch_add(&pt_calls[s].n, 1, __ATOMIC_RELAXED)
-
 /* ---- registration ------------------------------------------------------- */
 
 PT_EXPORT void **__cudaRegisterFatBinary(void *fatCubin) {
@@ -90,11 +88,11 @@ static inline cudaError_t pt_rt_launch(enum pt_sym sym, int ptsz, const void *fu
                                        size_t smem, cudaStream_t s) {
   void *real = pt_real(sym);
   if (!pt_active()) return real ? pt_rt_call(sym, real, func, g, b, args, smem, s) : cudaErrorInsufficientDriver;
-  PT_COUNT_SYM(sym);
+  pt_count_call(sym);
   if (PT_UNLIKELY(!real)) return cudaErrorInsufficientDriver;
   struct pt_kernel *k = pt_kernel_rt(func);
   if (PT_LIKELY(k != NULL)) {
-    __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED);
+    pt_count_launch(k);
     if (PT_UNLIKELY(k->hook_id > 0)) {
       struct pt_launch_ctx c = {
           .l = {.path = PT_PATH_RUNTIME, .func = func, .grid = {g.x, g.y, g.z}, .block = {b.x, b.y, b.z},
@@ -114,11 +112,11 @@ static inline cudaError_t pt_rt_launch_ex(enum pt_sym sym, int ptsz, const cudaL
                                           const void *func, void **args) {
   pt_launch_ex_fn real = (pt_launch_ex_fn)pt_real(sym);
   if (!pt_active()) return real ? real(config, func, args) : cudaErrorInsufficientDriver;
-  PT_COUNT_SYM(sym);
+  pt_count_call(sym);
   if (PT_UNLIKELY(!real)) return cudaErrorInsufficientDriver;
   struct pt_kernel *k = pt_kernel_rt(func);
   if (PT_LIKELY(k != NULL)) {
-    __atomic_fetch_add(&k->launches, 1, __ATOMIC_RELAXED);
+    pt_count_launch(k);
     if (PT_UNLIKELY(k->hook_id > 0) && config) {
       struct pt_launch_ctx c = {
           .l = {.path = PT_PATH_RUNTIME, .func = func,
@@ -184,7 +182,7 @@ PT_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config,
 /* Graph launches: counted only (the kernels inside were captured earlier). */
 static inline cudaError_t pt_graph_launch(enum pt_sym sym, cudaGraphExec_t exec, cudaStream_t s) {
   pt_graph_launch_fn real = (pt_graph_launch_fn)pt_real(sym);
-  if (pt_active()) PT_COUNT_SYM(sym);
+  if (pt_active()) pt_count_call(sym);
   if (!real) return cudaErrorInsufficientDriver;
   pt_tls_in_rt++;
   cudaError_t r = real(exec, s);

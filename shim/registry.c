@@ -136,6 +136,7 @@ struct pt_kernel *pt_registry_kernel(const char *name) {
       free(nk);
       return k;
     }
+  nk->index = (uint32_t)__atomic_load_n(&pt_reg_count, __ATOMIC_RELAXED);
   nk->next_by_name = pt_reg_names[b];
   pt_reg_names[b] = nk;
   nk->next_all = pt_reg_all;

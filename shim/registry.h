@@ -13,11 +13,13 @@ enum pt_kernel_action { PT_ACTION_PASSTHROUGH, PT_ACTION_SWAPPED, PT_ACTION_FALL
 
 struct pt_kernel {
   const char *name;      /* mangled name (owned copy); "" when unknown */
-  uint64_t launches;     /* atomic */
+  uint64_t launches;     /* atomic; only launches not counted per thread (shim/counters.h):
+                          * read totals with pt_launches_total */
   uint64_t swapped;      /* atomic: launches a hook replaced */
   uint64_t skipped;      /* atomic: launches a hook dropped */
   uint64_t fallbacks;    /* atomic: hooked launches that fell back */
   int hook_id;           /* pt_hooks_match(name), computed once */
+  uint32_t index;        /* dense, in order of creation: the per-thread launch counters' slot */
   int logged_swap;       /* atomic once-flags for the info logs */
   int logged_fallback;
   size_t param_bytes;    /* atomic; PT_PARAM_UNSET until the first hooked launch */

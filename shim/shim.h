@@ -39,12 +39,9 @@ static inline bool pt_active(void) {
 }
 
 /* ---- call counters ------------------------------------------------------ */
-/* One cache line each: launch counters are bumped by many threads. */
-struct pt_counter {
-  uint64_t n;
-} __attribute__((aligned(64)));
-extern struct pt_counter pt_calls[PT_SYM_COUNT];
-#define PT_COUNT(sym) __atomic_fetch_add(&pt_calls[PT_SYM_##sym].n, 1, __ATOMIC_RELAXED)
+/* Per thread, without locked instructions: shim/counters.h (included at the
+ * end of this header, since it needs the definitions above). */
+#define PT_COUNT(sym) pt_count_call(PT_SYM_##sym)
 
 /* Internal failures (counted, logged once, passed through). */
 extern uint64_t pt_internal_errors;
@@ -88,5 +85,7 @@ extern __thread int pt_tls_in_rt __attribute__((tls_model("initial-exec")));
 
 /* Expands %p to the pid (log and stats file names). 0 or -1 if too long. */
 int pt_path_expand(const char *pattern, char *out, size_t len);
+
+#include "shim/counters.h"
 
 #endif

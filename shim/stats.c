@@ -18,7 +18,6 @@
 void (*pt_stats_alloc_json)(struct pt_jw *w);
 void (*pt_stats_alloc_text)(FILE *f);
 
-struct pt_counter pt_calls[PT_SYM_COUNT];
 uint64_t pt_internal_errors;
 
 /* Fallback reasons: static strings, so a slot is claimed by pointer with a
@@ -50,32 +49,37 @@ void pt_stats_fallback(const char *reason) {
   __atomic_fetch_add(&pt_reasons_dropped, 1, __ATOMIC_RELAXED);
 }
 
+/* Kernels with their launch totals, summed once (a total walks every
+ * thread's counters). */
+struct pt_kcount {
+  struct pt_kernel *k;
+  uint64_t n;
+};
 struct pt_klist {
-  struct pt_kernel **v;
+  struct pt_kcount *v;
   size_t n, cap;
   uint64_t launches;
 };
 
 static void pt_collect(struct pt_kernel *k, void *arg) {
   struct pt_klist *l = arg;
-  uint64_t n = __atomic_load_n(&k->launches, __ATOMIC_RELAXED);
+  uint64_t n = pt_launches_total(k);
   l->launches += n;
   if (!n) return;
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 256;
-    struct pt_kernel **v = realloc(l->v, cap * sizeof *v);
+    struct pt_kcount *v = realloc(l->v, cap * sizeof *v);
     if (!v) return;
     l->v = v;
     l->cap = cap;
   }
-  l->v[l->n++] = k;
+  l->v[l->n++] = (struct pt_kcount){k, n};
 }
 
 static int pt_by_launches(const void *a, const void *b) {
-  const struct pt_kernel *x = *(struct pt_kernel *const *)a, *y = *(struct pt_kernel *const *)b;
-  uint64_t nx = __atomic_load_n(&x->launches, __ATOMIC_RELAXED), ny = __atomic_load_n(&y->launches, __ATOMIC_RELAXED);
-  if (nx != ny) return nx > ny ? -1 : 1;
-  return strcmp(x->name, y->name);
+  const struct pt_kcount *x = a, *y = b;
+  if (x->n != y->n) return x->n > y->n ? -1 : 1;
+  return strcmp(x->k->name, y->k->name);
 }
 
 static void pt_top(struct pt_klist *l) {
@@ -94,7 +98,7 @@ void pt_stats_write_json(FILE *f) {
   pt_jw_i64(&w, "pid", (int64_t)getpid());
   pt_jw_obj_begin(&w, "calls");
   for (int i = 0; i < PT_SYM_COUNT; i++) {
-    uint64_t n = __atomic_load_n(&pt_calls[i].n, __ATOMIC_RELAXED);
+    uint64_t n = pt_calls_total((enum pt_sym)i);
     if (n) pt_jw_u64(&w, pt_sym_name[i], n);
   }
   pt_jw_obj_end(&w);
@@ -106,10 +110,10 @@ void pt_stats_write_json(FILE *f) {
   pt_jw_u64(&w, "launches", l.launches);
   pt_jw_arr_begin(&w, "top");
   for (size_t i = 0; i < l.n && i < PT_STATS_TOP; i++) {
-    struct pt_kernel *k = l.v[i];
+    struct pt_kernel *k = l.v[i].k;
     pt_jw_obj_begin(&w, NULL);
     pt_jw_str(&w, "name", pt_kname(k));
-    pt_jw_u64(&w, "launches", __atomic_load_n(&k->launches, __ATOMIC_RELAXED));
+    pt_jw_u64(&w, "launches", l.v[i].n);
     pt_jw_str(&w, "action", pt_kernel_action_name(k));
     if (k->hook_id > 0) {
       pt_jw_u64(&w, "swapped", __atomic_load_n(&k->swapped, __ATOMIC_RELAXED));
@@ -150,7 +154,7 @@ void pt_stats_write_text(FILE *f) {
   fprintf(f, "ponytail[%d]: stats\n", pid);
   fprintf(f, "  %-36s %14s\n", "call", "count");
   for (int i = 0; i < PT_SYM_COUNT; i++) {
-    uint64_t n = __atomic_load_n(&pt_calls[i].n, __ATOMIC_RELAXED);
+    uint64_t n = pt_calls_total((enum pt_sym)i);
     if (n) fprintf(f, "  %-36s %14" PRIu64 "\n", pt_sym_name[i], n);
   }
   struct pt_klist l;
@@ -158,8 +162,7 @@ void pt_stats_write_text(FILE *f) {
   fprintf(f, "  kernels: %zu registered, %" PRIu64 " launches\n", pt_registry_count(), l.launches);
   if (l.n) fprintf(f, "  %14s  %-11s  %s\n", "launches", "action", "kernel");
   for (size_t i = 0; i < l.n && i < PT_STATS_TOP; i++)
-    fprintf(f, "  %14" PRIu64 "  %-11s  %s\n", __atomic_load_n(&l.v[i]->launches, __ATOMIC_RELAXED),
-            pt_kernel_action_name(l.v[i]), pt_kname(l.v[i]));
+    fprintf(f, "  %14" PRIu64 "  %-11s  %s\n", l.v[i].n, pt_kernel_action_name(l.v[i].k), pt_kname(l.v[i].k));
   free(l.v);
   for (int i = 0; i < PT_REASONS; i++) {
     const char *r = __atomic_load_n(&pt_reasons[i].reason, __ATOMIC_ACQUIRE);
