@@ -18,6 +18,18 @@
 #                                             async backend alone against stock (ARM_B=async), the
 #                                             shim with PONYTAIL_TORCH_ALLOC=keep; after the shim's
 #                                             rounds, tests/gpu/attn_graph.sh (captures under it)
+#   tests/gpu/run_issue3.sh control           as final, but the A arm is the shim loaded and switched
+#                                             off (wall_pair.sh ARM_A=off: same libraries, same
+#                                             layout): one A/A round (256 tokens), the shim, the
+#                                             shim with keep; then the switched-off shim against
+#                                             stock (what loading it alone does to the layout)
+#   tests/gpu/run_issue3.sh split             the allocator stress, then against the switched-off shim:
+#                                             the shim with keep and PONYTAIL_POOL=0 (no pool, only
+#                                             the interception of launches and calls), and an A/A
+#                                             round of the whole length
+#   tests/gpu/run_issue3.sh counters          against the switched-off shim: the shim (defaults), then
+#                                             the shim with keep and PONYTAIL_POOL=0 (after the
+#                                             per-thread counters, shim/counters.c)
 # Results: $OUT/issue3-<what>.tgz and the tables on stdout.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -64,7 +76,30 @@ case $what in
     step keep $(( 580 - SECONDS )) "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep \
       DEADLINE=$(( 530 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
     names="aa shim graph async keep" ;;
-  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair|lockstep-trace|final"; exit 2 ;;
+  control)
+    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_A=off)
+    step aa 100 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
+    step shim 240 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=170 bash "$root/tests/gpu/wall_pair.sh"
+    step keep 160 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep DEADLINE=85 \
+      bash "$root/tests/gpu/wall_pair.sh"
+    step layout $(( 580 - SECONDS )) env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_B=off AA_ROUNDS=0 ROUNDS=2 \
+      DEADLINE=$(( 520 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
+    names="aa shim keep layout" ;;
+  split)
+    step stress 150 bash "$root/tests/gpu/alloc_stress.sh"
+    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_A=off)
+    step nopool 170 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 DEADLINE=90 \
+      SHIM_ENV="PONYTAIL_TORCH_ALLOC=keep PONYTAIL_POOL=0" bash "$root/tests/gpu/wall_pair.sh"
+    step aa $(( 560 - SECONDS )) "${ls_env[@]}" AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
+    names="stress nopool aa" ;;
+  counters)
+    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_A=off)
+    step shim 250 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=165 bash "$root/tests/gpu/wall_pair.sh"
+    step nopool $(( ${LIMIT_S:-410} - SECONDS )) "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 \
+      DEADLINE=$(( ${LIMIT_S:-410} - 75 - SECONDS )) SHIM_ENV="PONYTAIL_TORCH_ALLOC=keep PONYTAIL_POOL=0" \
+      bash "$root/tests/gpu/wall_pair.sh"
+    names="shim nopool" ;;
+  *) echo "usage: $0 stress-capacity|wall|diag|hot-stress|hot-wall|hot-pair|lockstep-trace|final|control|split|counters"; exit 2 ;;
 esac
 tar czf "$top/issue3-$what.tgz" -C "$w" .
 for f in $names; do echo "==== $f"; tail -n 40 "$w/$f.log"; done
