@@ -36,6 +36,10 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 top="${OUT:-$root/gpu-out}"; what="${1:-stress-capacity}"; w="$top/issue3-$what"; mkdir -p "$w"
 . "$root/tests/gpu/build.sh"
 step() { pt_gpu_step "$w" "$@"; }
+# The turn-taking method of bench/NOTES.md section 12 (wall_pair.sh), and the same against the
+# switched-off shim.
+ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1)
+off_env=("${ls_env[@]}" ARM_A=off)
 case $what in
   stress-capacity)
     step stress 150 bash "$root/tests/gpu/alloc_stress.sh"
@@ -68,7 +72,6 @@ case $what in
     step trace $(( 585 - SECONDS )) env OUT="$top" bash "$root/tests/gpu/pool_trace.sh"
     names="pair trace" ;;
   final)
-    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1)
     step aa 140 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
     step shim 170 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=110 bash "$root/tests/gpu/wall_pair.sh"
     step graph 130 env CASES=b8_s4100,fresh_stream GRAPH_TIMEOUT=55 bash "$root/tests/gpu/attn_graph.sh"
@@ -77,25 +80,22 @@ case $what in
       DEADLINE=$(( 530 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
     names="aa shim graph async keep" ;;
   control)
-    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_A=off)
-    step aa 100 "${ls_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
-    step shim 240 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=170 bash "$root/tests/gpu/wall_pair.sh"
-    step keep 160 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep DEADLINE=85 \
+    step aa 100 "${off_env[@]}" N=256 AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
+    step shim 240 "${off_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=170 bash "$root/tests/gpu/wall_pair.sh"
+    step keep 160 "${off_env[@]}" AA_ROUNDS=0 ROUNDS=2 SHIM_ENV=PONYTAIL_TORCH_ALLOC=keep DEADLINE=85 \
       bash "$root/tests/gpu/wall_pair.sh"
-    step layout $(( 580 - SECONDS )) env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_B=off AA_ROUNDS=0 ROUNDS=2 \
+    step layout $(( 580 - SECONDS )) "${ls_env[@]}" ARM_B=off AA_ROUNDS=0 ROUNDS=2 \
       DEADLINE=$(( 520 - SECONDS )) bash "$root/tests/gpu/wall_pair.sh"
     names="aa shim keep layout" ;;
   split)
     step stress 150 bash "$root/tests/gpu/alloc_stress.sh"
-    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_A=off)
-    step nopool 170 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 DEADLINE=90 \
+    step nopool 170 "${off_env[@]}" AA_ROUNDS=0 ROUNDS=2 DEADLINE=90 \
       SHIM_ENV="PONYTAIL_TORCH_ALLOC=keep PONYTAIL_POOL=0" bash "$root/tests/gpu/wall_pair.sh"
-    step aa $(( 560 - SECONDS )) "${ls_env[@]}" AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
+    step aa $(( 560 - SECONDS )) "${off_env[@]}" AA_ROUNDS=1 ROUNDS=0 bash "$root/tests/gpu/wall_pair.sh"
     names="stress nopool aa" ;;
   counters)
-    ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1 ARM_A=off)
-    step shim 250 "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=165 bash "$root/tests/gpu/wall_pair.sh"
-    step nopool $(( ${LIMIT_S:-410} - SECONDS )) "${ls_env[@]}" AA_ROUNDS=0 ROUNDS=2 \
+    step shim 250 "${off_env[@]}" AA_ROUNDS=0 ROUNDS=3 DEADLINE=165 bash "$root/tests/gpu/wall_pair.sh"
+    step nopool $(( ${LIMIT_S:-410} - SECONDS )) "${off_env[@]}" AA_ROUNDS=0 ROUNDS=2 \
       DEADLINE=$(( ${LIMIT_S:-410} - 75 - SECONDS )) SHIM_ENV="PONYTAIL_TORCH_ALLOC=keep PONYTAIL_POOL=0" \
       bash "$root/tests/gpu/wall_pair.sh"
     names="shim nopool" ;;
