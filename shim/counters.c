@@ -53,7 +53,7 @@ static struct pt_tblock *pt_tb_attach(void) {
 }
 
 void pt_count_call_slow(enum pt_sym s) {
-  struct pt_tblock *b = pt_tb ? pt_tb : pt_tb_attach();
+  struct pt_tblock *b = pt_tb_attach(); /* only called while this thread has none */
   if (b) pt_count_bump(&b->calls[s]);
   else __atomic_fetch_add(&pt_calls_shared[s], 1, __ATOMIC_RELAXED);
 }
