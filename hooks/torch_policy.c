@@ -12,9 +12,20 @@
 
 /* SDPA prefers cuDNN on torch 2.11 + Hopper; this makes it pick FA2. */
 #define PT_ENV_CUDNN_DEPRIO "TORCH_CUDNN_SDPA_DEPRIORITIZED"
-/* With this backend every tensor is a cudaMallocAsync the pool can route. */
+/* PyTorch's allocator configuration, set only when the user has none. */
 #define PT_ENV_ALLOC_CONF "PYTORCH_CUDA_ALLOC_CONF"
-#define PT_ALLOC_ASYNC "backend:cudaMallocAsync"
+
+/* The PYTORCH_CUDA_ALLOC_CONF value of each PONYTAIL_TORCH_ALLOC choice
+ * (options.h order), with why, for the log. keep sets nothing: PyTorch's
+ * caching allocator is the only one every PyTorch feature works with (the
+ * async backend refuses CUDA-graph trees, private graph pools and IPC). */
+static const struct {
+  const char *conf, *why;
+} alloc_policy[] = {
+    [PT_TORCH_ALLOC_KEEP] = {NULL, NULL},
+    [PT_TORCH_ALLOC_EXPANDABLE] = {"expandable_segments:True", "PyTorch maps its segments in place: less fragmentation"},
+    [PT_TORCH_ALLOC_ASYNC] = {"backend:cudaMallocAsync", "every tensor reaches the pool"},
+};
 
 void pt_hooks_policy_apply(void) {
   if (!pt_opt_bool(PT_OPT_ENABLE)) return;
@@ -28,14 +39,18 @@ void pt_hooks_policy_apply(void) {
     }
   }
 
-  if (pt_opt_enum(PT_OPT_TORCH_ALLOC) == PT_TORCH_ALLOC_ASYNC && pt_opt_bool(PT_OPT_POOL)) {
-    const char *cur = getenv(PT_ENV_ALLOC_CONF);
-    if (!cur) {
-      if (setenv(PT_ENV_ALLOC_CONF, PT_ALLOC_ASYNC, 0) == 0)
-        pt_info("policy: set " PT_ENV_ALLOC_CONF "=" PT_ALLOC_ASYNC " (every tensor reaches the pool)");
-    } else if (!strstr(cur, "cudaMallocAsync")) {
-      pt_info("policy: " PT_ENV_ALLOC_CONF "=%s set by the user: allocation routing sees only "
-              "the segments PyTorch's allocator asks for", cur);
-    }
+  int choice = pt_opt_enum(PT_OPT_TORCH_ALLOC);
+  const char *conf = choice >= 0 && choice < (int)(sizeof alloc_policy / sizeof alloc_policy[0])
+                         ? alloc_policy[choice].conf
+                         : NULL;
+  /* The async backend only makes sense with the pool to route its tensors to. */
+  if (!conf || (choice == PT_TORCH_ALLOC_ASYNC && !pt_opt_bool(PT_OPT_POOL))) return;
+  const char *cur = getenv(PT_ENV_ALLOC_CONF);
+  if (!cur) {
+    if (setenv(PT_ENV_ALLOC_CONF, conf, 0) == 0)
+      pt_info("policy: set " PT_ENV_ALLOC_CONF "=%s (%s)", conf, alloc_policy[choice].why);
+  } else if (strcmp(cur, conf) != 0) {
+    pt_info("policy: " PT_ENV_ALLOC_CONF "=%s set by the user, left alone (PONYTAIL_TORCH_ALLOC "
+            "would set %s)", cur, conf);
   }
 }

@@ -48,7 +48,7 @@ int pt_parse_enum(const char *s, const char *choices, int *out);
 /* Enum indices, in the order of options.def's CHOICES. */
 enum { PT_LOG_ERROR, PT_LOG_WARN, PT_LOG_INFO, PT_LOG_DEBUG };
 enum { PT_STATS_OFF, PT_STATS_TEXT, PT_STATS_JSON };
-enum { PT_TORCH_ALLOC_ASYNC, PT_TORCH_ALLOC_KEEP };
+enum { PT_TORCH_ALLOC_KEEP, PT_TORCH_ALLOC_EXPANDABLE, PT_TORCH_ALLOC_ASYNC };
 enum { PT_ATTN_ON, PT_ATTN_OFF, PT_ATTN_VERIFY };
 enum { PT_TORCH_SDPA_FLASH, PT_TORCH_SDPA_KEEP };
 

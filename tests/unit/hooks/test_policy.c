@@ -59,32 +59,52 @@ static const char *log_text(void) {
   return buf;
 }
 
-static void test_defaults_set_both(void **st) {
+/* The default leaves PyTorch's caching allocator alone: every PyTorch
+ * feature (graph trees, private pools, IPC) works only with it. */
+static void test_defaults_set_sdpa_only(void **st) {
   (void)st;
   apply();
   assert_string_equal(getenv(DEPRIO), "1");
-  assert_string_equal(getenv(ALLOC), "backend:cudaMallocAsync");
+  assert_null(getenv(ALLOC));
   assert_non_null(strstr(log_text(), "set " DEPRIO "=1"));
+  assert_null(strstr(log_text(), ALLOC));
+}
+
+static void test_async_sets_backend(void **st) {
+  (void)st;
+  setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
+  apply();
+  assert_string_equal(getenv(ALLOC), "backend:cudaMallocAsync");
   assert_non_null(strstr(log_text(), "set " ALLOC "=backend:cudaMallocAsync"));
+}
+
+static void test_expandable_sets_segments(void **st) {
+  (void)st;
+  setenv("PONYTAIL_TORCH_ALLOC", "expandable", 1);
+  apply();
+  assert_string_equal(getenv(ALLOC), "expandable_segments:True");
+  assert_non_null(strstr(log_text(), "set " ALLOC "=expandable_segments:True"));
 }
 
 static void test_user_values_respected(void **st) {
   (void)st;
   setenv(DEPRIO, "0", 1);
   setenv(ALLOC, "expandable_segments:True", 1);
+  setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
   apply();
   assert_string_equal(getenv(DEPRIO), "0");
   assert_string_equal(getenv(ALLOC), "expandable_segments:True");
-  assert_non_null(strstr(log_text(), "only the segments PyTorch's allocator asks for"));
+  assert_non_null(strstr(log_text(), "set by the user, left alone"));
   assert_null(strstr(log_text(), "set " DEPRIO));
 }
 
-static void test_user_async_no_note(void **st) {
+static void test_user_same_value_no_note(void **st) {
   (void)st;
   setenv(ALLOC, "backend:cudaMallocAsync", 1);
+  setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
   apply();
   assert_string_equal(getenv(ALLOC), "backend:cudaMallocAsync");
-  assert_null(strstr(log_text(), "only the segments"));
+  assert_null(strstr(log_text(), "left alone"));
 }
 
 static void test_keep_options(void **st) {
@@ -99,6 +119,7 @@ static void test_keep_options(void **st) {
 static void test_pool_off_leaves_alloc(void **st) {
   (void)st;
   setenv("PONYTAIL_POOL", "0", 1);
+  setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
   apply();
   assert_string_equal(getenv(DEPRIO), "1");
   assert_null(getenv(ALLOC));
@@ -107,6 +128,7 @@ static void test_pool_off_leaves_alloc(void **st) {
 static void test_disabled_does_nothing(void **st) {
   (void)st;
   setenv("PONYTAIL_ENABLE", "0", 1);
+  setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
   apply();
   assert_null(getenv(DEPRIO));
   assert_null(getenv(ALLOC));
@@ -115,9 +137,11 @@ static void test_disabled_does_nothing(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_defaults_set_both, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_defaults_set_sdpa_only, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_async_sets_backend, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_expandable_sets_segments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_user_values_respected, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_user_async_no_note, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_user_same_value_no_note, setup, teardown),
       cmocka_unit_test_setup_teardown(test_keep_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pool_off_leaves_alloc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_disabled_does_nothing, setup, teardown),
