@@ -318,6 +318,21 @@ static struct pt_pool *pool_get(int dev) {
   return p;
 }
 
+void pt_route_stream_retire(uint64_t stream) {
+  if (!explicit_stream(stream)) return;
+  int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
+  for (int d = 0; d < n; d++) {
+    struct pt_pool *p = pool_at(d);
+    int rc = p ? pt_pool_stream_retire(p, stream) : 0;
+    if (rc) {
+      /* The wait for the stream failed: the context is broken (sticky
+       * error) and so will every later call on it be. */
+      PT_INTERNAL_ERROR();
+      PT_LOG_ONCE(PT_LOG_WARN, "retiring a destroyed stream failed with CUDA error %d", rc);
+    }
+  }
+}
+
 /* The pool whose address space holds ptr (no lock). */
 static struct pt_pool *pool_of_ptr(const void *ptr) {
   int n = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
@@ -512,6 +527,12 @@ int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint
     bool any;
     rc = sm == PT_SM_SYNC ? pt_pool_free_sync(pool, ptr) : pt_pool_free(pool, ptr, pool_stream(sm, stream, &any));
     if (rc == 0) pt_ipc_block_freed(ptr); /* its export record goes with it */
+    /* cudaFree gives the memory back to the device, and programs rely on it:
+     * a caching allocator above us (PyTorch's empty_cache, its out-of-memory
+     * retry) frees synchronously exactly when it wants the memory released.
+     * So a synchronous free does not wait for PONYTAIL_POOL_KEEP (which is for
+     * stream-ordered churn): every wholly free handle goes back now. */
+    if (rc == 0 && sm == PT_SM_SYNC) (void)pt_pool_trim(pool, 0);
     return api == PT_API_RT ? pt_route_rt_err(rc) : rc;
   }
   if (ptr) pt_trace_free(R.trace, false, ptr, stream);
