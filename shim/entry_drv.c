@@ -86,6 +86,8 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cuStreamBeginCaptureToGraph_ptsz] = (void *)cuStreamBeginCaptureToGraph_ptsz,
     [PT_SYM_cuDeviceSetMemPool] = (void *)cuDeviceSetMemPool,
     [PT_SYM_cuMemSetMemPool] = (void *)cuMemSetMemPool,
+    [PT_SYM_cuStreamDestroy] = (void *)cuStreamDestroy,
+    [PT_SYM_cuStreamDestroy_v2] = (void *)cuStreamDestroy_v2,
 };
 
 /* ---- exact-variant routing ---------------------------------------------- */
@@ -131,6 +133,8 @@ static const struct {
     {"cuStreamBeginCaptureToGraph", 12030, PT_MODE_PTDS, PT_SYM_cuStreamBeginCaptureToGraph_ptsz},
     {"cuDeviceSetMemPool", 11020, PT_MODE_ANY, PT_SYM_cuDeviceSetMemPool},
     {"cuMemSetMemPool", 13000, PT_MODE_ANY, PT_SYM_cuMemSetMemPool},
+    {"cuStreamDestroy", 2000, PT_MODE_ANY, PT_SYM_cuStreamDestroy},
+    {"cuStreamDestroy", 4000, PT_MODE_ANY, PT_SYM_cuStreamDestroy_v2},
 };
 
 int pt_drv_variant(const char *symbol, int version, uint64_t flags) {

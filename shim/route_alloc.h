@@ -109,6 +109,11 @@ void pt_route_peer_enabled(int device, int peer);
  * pool is current). Until then those driver queries are skipped. */
 void pt_route_capture_seen(void);
 void pt_route_mempool_set(void);
+/* Before the application destroys stream (a CUstream / cudaStream_t): every
+ * pool waits for the stream's pending frees and forgets it, so that no marker
+ * is ever recorded on the dead handle (shim/entry_stream.c). Default-stream
+ * handles and streams no pool knows are ignored. */
+void pt_route_stream_retire(uint64_t stream);
 /* cudaMemPoolSetAccess / cuMemPoolSetAccess succeeded on mempool (descs: count
  * CUmemAccessDesc). When mempool is a device's default pool, whose
  * stream-ordered allocations the pool now holds, each device given read or
