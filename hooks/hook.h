@@ -48,6 +48,13 @@ int pt_hooks_match(const char *mangled_name);
  * it is not defined.) */
 const char *pt_hooks_name(int id);
 
+/* Ids from PT_HOOK_REPORT_FIRST on belong to report-only hooks (attention
+ * Ponytail recognises but does not swap): their verdict is always PASS, with
+ * a reason, and they read nothing of the launch, so the shim skips the
+ * parameter-size query (cuFuncGetParamInfo) for them and param_bytes is 0. */
+#define PT_HOOK_REPORT_FIRST 64
+static inline int pt_hook_reads_launch(int hook_id) { return hook_id < PT_HOOK_REPORT_FIRST; }
+
 /* The hook's verdict for one launch of a kernel that matched with hook_id. */
 struct pt_hook_outcome pt_hooks_launch(int hook_id, const char *mangled_name,
                                        const struct pt_launch *l);

@@ -1,15 +1,29 @@
-/* hook.h for the shim: dispatch to the recognised kernel families. Only the
- * FA2 family (torch_flash.c) exists so far; a new family adds its match here
- * with its own id range. */
+/* hook.h for the shim: dispatch to the recognised kernel families, each with
+ * its own id range.
+ *  - torch_flash.c: torch's (and upstream) FlashAttention-2 forward kernels,
+ *    swapped for Ponytail's decode kernel when eligible (ids 1..3);
+ *  - attn_report.c: report-only (ids >= PT_HOOK_REPORT_FIRST): cuDNN SDPA and
+ *    torch's mem-efficient SDPA, forward and backward. They are never
+ *    swapped; each launch passes through with a fallback reason, so the log
+ *    (`fallback <name>: <reason>`, once per name) and the exit stats say why
+ *    that attention was not accelerated. Backward kernels are recognised on
+ *    purpose, with the reason "training backward: not swapped" (FA2's backward
+ *    stays unmatched). PONYTAIL_ATTN=off makes every reason "disabled", as
+ *    for FA2. */
 #include "hooks/hook.h"
 
+#include "hooks/attn_report.h"
 #include "hooks/torch_flash.h"
 
-int pt_hooks_match(const char *mangled_name) { return pt_flash_match(mangled_name); }
+int pt_hooks_match(const char *mangled_name) {
+  int id = pt_flash_match(mangled_name);
+  return id ? id : pt_attn_report_match(mangled_name);
+}
 
 struct pt_hook_outcome pt_hooks_launch(int hook_id, const char *mangled_name,
                                        const struct pt_launch *l) {
   (void)mangled_name;
+  if (!pt_hook_reads_launch(hook_id)) return pt_attn_report_launch(hook_id);
   return pt_flash_launch(hook_id, l);
 }
 
@@ -18,6 +32,10 @@ const char *pt_hooks_name(int id) {
   case PT_HOOK_FLASH_SPLITKV: return "torch_flash/splitkv";
   case PT_HOOK_FLASH_COMBINE: return "torch_flash/combine";
   case PT_HOOK_FLASH_FWD: return "torch_flash/fwd";
+  case PT_HOOK_CUDNN_SDPA: return "cudnn_sdpa";
+  case PT_HOOK_CUDNN_SDPA_BWD: return "cudnn_sdpa/bwd";
+  case PT_HOOK_MEM_EFF: return "torch_mem_eff";
+  case PT_HOOK_MEM_EFF_BWD: return "torch_mem_eff/bwd";
   default: return NULL;
   }
 }

@@ -91,10 +91,14 @@ bool pt_launch_hooked(struct pt_kernel *k, struct pt_launch_ctx *c, int *status)
   /* Hooks and kernels call the driver through pt_drv: resolve it before the
    * first hooked launch (once; a cheap check afterwards). */
   (void)pt_real_driver();
-  size_t pb = __atomic_load_n(&k->param_bytes, __ATOMIC_RELAXED);
-  if (pb == PT_PARAM_UNSET) {
-    pb = pt_param_bytes(&c->l);
-    __atomic_store_n(&k->param_bytes, pb, __ATOMIC_RELAXED);
+  size_t pb = 0;
+  /* Report-only hooks read nothing of the launch: no parameter-size query. */
+  if (pt_hook_reads_launch(k->hook_id)) {
+    pb = __atomic_load_n(&k->param_bytes, __ATOMIC_RELAXED);
+    if (pb == PT_PARAM_UNSET) {
+      pb = pt_param_bytes(&c->l);
+      __atomic_store_n(&k->param_bytes, pb, __ATOMIC_RELAXED);
+    }
   }
   c->l.param_bytes = pb;
   struct pt_hook_outcome o = pt_hooks_launch(k->hook_id, k->name, &c->l);
