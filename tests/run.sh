@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/cuda/bin:$PATH"
+# meson, ninja, pkg-config and cmocka from PATH, pip or apt (as root), else a message
+# with the command to run (exit 2).
+source tools/ensure_build_tools.sh
+pt_ensure_build_tools --tests || exit
 [ -d build ] || meson setup build
 meson test -C build --print-errorlogs
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dkernels=disabled

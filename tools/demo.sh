@@ -9,6 +9,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export PATH="/usr/local/cuda/bin:$PATH"
+# meson and ninja from PATH, pip or apt, else a message with the command to run (exit 2).
+source tools/ensure_build_tools.sh
+pt_ensure_build_tools || exit
 build="${PONYTAIL_BUILD:-build}"
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
 ninja -C "$build" >/dev/null
