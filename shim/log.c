@@ -52,10 +52,20 @@ static void pt_write_all(int fd, const char *buf, size_t n) {
   }
 }
 
+/* The process that opened pt_log_fd. A forked child that logs before any
+ * fork handler could run (the shim registers them at its lazy init, but the
+ * policy logs from the constructor) would otherwise write into the parent's
+ * %p file. */
+static int pt_log_pid;
+
 static int pt_log_open(void) {
   int fd = __atomic_load_n(&pt_log_fd, __ATOMIC_ACQUIRE);
-  if (fd >= 0) return fd;
   const char *pattern = pt_opt_str(PT_OPT_LOG_FILE);
+  if (fd >= 0 && __atomic_load_n(&pt_log_pid, __ATOMIC_RELAXED) != (int)getpid() && strstr(pattern, "%p")) {
+    pt_log_reopen();
+    fd = -1;
+  }
+  if (fd >= 0) return fd;
   int nfd = 2;
   if (pattern[0]) {
     char path[4096];
@@ -74,6 +84,7 @@ static int pt_log_open(void) {
     errno = saved;
   }
   int expected = -1;
+  __atomic_store_n(&pt_log_pid, (int)getpid(), __ATOMIC_RELAXED);
   if (!__atomic_compare_exchange_n(&pt_log_fd, &expected, nfd, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     if (nfd > 2) close(nfd); /* another thread won */
     return expected;

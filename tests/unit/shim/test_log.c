@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -91,11 +92,58 @@ static void test_file_and_levels(void **state) {
   pt_opts_reload();
 }
 
+/* The contents of path (empty when missing). */
+static const char *slurp(const char *path) {
+  static char buf[1024];
+  buf[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return buf;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* A child forked after the parent opened its %p log writes its own file,
+ * even when no fork handler ran (the shim registers them lazily). */
+static void test_fork_child_own_file(void **state) {
+  (void)state;
+  char dir[] = "/tmp/pt_logf_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char pattern[128], ppath[128], cpath[128];
+  snprintf(pattern, sizeof pattern, "%s/log.%%p", dir);
+  snprintf(ppath, sizeof ppath, "%s/log.%d", dir, (int)getpid());
+  setenv("PONYTAIL_LOG_FILE", pattern, 1);
+  setenv("PONYTAIL_LOG", "info", 1);
+  pt_opts_reload();
+  pt_info("parent line");
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) {
+    pt_info("child line");
+    _exit(0);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  snprintf(cpath, sizeof cpath, "%s/log.%d", dir, (int)c);
+  assert_null(strstr(slurp(ppath), "child line"));
+  assert_non_null(strstr(slurp(ppath), "parent line"));
+  assert_non_null(strstr(slurp(cpath), "child line"));
+  unlink(ppath);
+  unlink(cpath);
+  rmdir(dir);
+  unsetenv("PONYTAIL_LOG_FILE");
+  unsetenv("PONYTAIL_LOG");
+  pt_opts_reload();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_format),
       cmocka_unit_test(test_path_expand),
       cmocka_unit_test(test_file_and_levels),
+      cmocka_unit_test(test_fork_child_own_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
