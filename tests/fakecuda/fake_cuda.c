@@ -794,7 +794,15 @@ FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
 struct fc_stream {
   int capturing;
   int dev;
+  int destroyed; /* kept, not freed: a later stream gets another handle, as on the GPU */
 };
+/* A destroyed stream used again (the driver would read freed memory). */
+static int fc_dead_stream(CUstream s, const char *fn) {
+  struct fc_stream *fs = (struct fc_stream *)s;
+  if (!fs || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !fs->destroyed) return 0;
+  fprintf(stderr, "fakecuda: %s on destroyed stream %p\n", fn, (void *)s);
+  return 1;
+}
 struct fc_event {
   int recorded;
 };
@@ -810,7 +818,9 @@ FC_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
 }
 FC_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   FC_ENTER(cuStreamDestroy_v2);
-  free(s);
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || fc_dead_stream(s, "cuStreamDestroy_v2"))
+    return CUDA_ERROR_INVALID_HANDLE;
+  ((struct fc_stream *)s)->destroyed = 1;
   return CUDA_SUCCESS;
 }
 static CUresult fc_is_capturing(CUstream s, CUstreamCaptureStatus *st) {
@@ -899,7 +909,7 @@ FC_EXPORT CUresult cuStreamQuery(CUstream s) {
 }
 FC_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   FC_ENTER(cuStreamWaitEvent);
-  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return e && !fc_dead_stream(s, "cuStreamWaitEvent") ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 FC_EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
   FC_ENTER(cuStreamGetCtx);
@@ -920,7 +930,7 @@ FC_EXPORT CUresult cuEventCreate(CUevent *e, unsigned int flags) {
 }
 FC_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
   FC_ENTER(cuEventRecord);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (!e || fc_dead_stream(s, "cuEventRecord")) return CUDA_ERROR_INVALID_HANDLE;
   ((struct fc_event *)e)->recorded = 1;
   return CUDA_SUCCESS;
 }

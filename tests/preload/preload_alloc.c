@@ -408,7 +408,14 @@ static int sc_trim(void) {
   CHECK_EQ(cudaMalloc(&p, 12 * MiB), cudaSuccess);
   CHECK(pooled(p));
   CHECK_EQ(cudaFree(p), cudaSuccess);
-  CHECK_EQ(fakecuda_device_bytes(0), 12 * MiB); /* kept mapped for reuse */
+  /* A synchronous free gives the memory back at once, whatever the keep
+   * (PyTorch's empty_cache must show on the device, as with cudaFree). */
+  CHECK_EQ(fakecuda_device_bytes(0), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  CHECK_EQ(cudaMallocAsync(&p, 12 * MiB, 0), cudaSuccess);
+  CHECK(pooled(p));
+  CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+  CHECK_EQ(fakecuda_device_bytes(0), 12 * MiB); /* a stream-ordered free: kept mapped for reuse */
   cudaMemPool_t other = (cudaMemPool_t)&q;
   CHECK_EQ(cudaMallocFromPoolAsync(&q, 8 * MiB, other, 0), cudaSuccess); /* passes through; device full */
   CHECK(q && !pooled(q));
@@ -424,8 +431,10 @@ static int sc_trim(void) {
 }
 static void check_trim(const char *js) {
   CHECK_EQ(alloc_stat(js, "trim_retries"), 1);
-  CHECK(alloc_stat(js, "trims") >= 1);
-  CHECK_EQ(alloc_stat(js, "trimmed_bytes"), 12 * MiB);
+  CHECK(alloc_stat(js, "trims") >= 2);
+  /* 12 MiB at the first synchronous free, 12 MiB for the pass-through
+   * retry, 8 MiB at the last synchronous free */
+  CHECK_EQ(alloc_stat(js, "trimmed_bytes"), 32 * MiB);
   CHECK(alloc_stat(js, "wait_ns") > 0); /* cudaFree of a pooled block waits for the device */
 }
 
@@ -1004,6 +1013,42 @@ static void check_threads(const char *js) {
   CHECK(alloc_stat(js, "pooled_allocs") > TT * TOPS / 3);
 }
 
+/* ---- a stream the application destroys ------------------------------------- */
+/* cuda-samples' streamOrderedAllocation (tests/gpu/progs/mempool_threshold.cu):
+ * blocks freed on a non-blocking stream that is then destroyed, the same
+ * sizes allocated on a new stream. The pool must never record a marker on the
+ * dead stream nor make a stream wait through it (on the GPU: cuEventRecord on
+ * freed driver memory, SIGSEGV); the fake answers CUDA_ERROR_INVALID_HANDLE. */
+static int sc_stream_destroy(void) {
+  for (int phase = 0; phase < 2; phase++) {
+    CUstream s = NULL;
+    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    if (phase) {
+      cudaMemPool_t mp = NULL;
+      uint64_t thr = UINT64_MAX;
+      CHECK_EQ(cudaDeviceGetDefaultMemPool(&mp, 0), cudaSuccess);
+      CHECK_EQ(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &thr), cudaSuccess);
+    }
+    for (int it = 0; it < (phase ? 20 : 1); it++) {
+      void *b[3] = {0};
+      for (int i = 0; i < 3; i++) {
+        CHECK_EQ(cudaMallocAsync(&b[i], 4 * MiB, (cudaStream_t)s), cudaSuccess);
+        CHECK(b[i] && pooled(b[i]) && touch(b[i], 4 * MiB, 16 * phase + i));
+      }
+      for (int i = 0; i < 3; i++)
+        if (b[i]) CHECK_EQ(cudaFreeAsync(b[i], (cudaStream_t)s), cudaSuccess);
+    }
+    CHECK_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  }
+  return g_failed;
+}
+static void check_stream_destroy(const char *js) {
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 3 + 20 * 3);
+  CHECK_EQ(alloc_stat(js, "live_bytes"), 0);
+  CHECK_EQ(stat_call(js, "cuStreamDestroy_v2"), 2); /* seen by the shim, which retires the stream */
+}
+
 /* ---- a KV cache grown by torch.cat, through the shim ---------------------- */
 /* HF's DynamicCache: each step every layer allocates its K and V one key
  * longer and frees the old ones (cudaMallocAsync / cudaFreeAsync on the
@@ -1067,6 +1112,7 @@ static const struct scenario scenarios[] = {
     {"ipc", sc_ipc, check_ipc, ENV_PLAIN},             {"threads", sc_threads, check_threads, ENV_PLAIN},
     {"ipcoff", sc_ipcoff, check_ipcoff, ENV_PLAIN},    {"ipcdrv", sc_ipcdrv, check_ipcdrv, ENV_PLAIN},
     {"kvgrow", sc_kvgrow, check_kvgrow, ENV_PLAIN},
+    {"stream_destroy", sc_stream_destroy, check_stream_destroy, ENV_PLAIN},
     {"capture_paths", sc_capture_paths, NULL, ENV_PLAIN}, {"mempool", sc_mempool, check_mempool, ENV_PLAIN},
     {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
     {"small", sc_small, check_small, ENV_SMALL_DEFAULT},

@@ -590,6 +590,72 @@ static void check_wspool(const char *js) {
   if (log) CHECK(strstr(log, "info: fallback _Z4wsmev: workspace not pooled\n") != NULL);
 }
 
+/* ---- scenario: attention Ponytail does not swap says so --------------------
+ * The real hooks (hooks/attn_report.c): a cuDNN SDPA kernel through the
+ * driver and torch's mem-efficient forward through the runtime, twice each,
+ * run unchanged, each counted as a fallback with its reason and logged once;
+ * a cuDNN kernel that is not attention stays pass-through. attn_report_off
+ * runs with PONYTAIL_ATTN=off: the reason reads "disabled". */
+#define AR_CUDNN "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+#define AR_MEFF "_Z40fmha_cutlassF_bf16_aligned_64x128_rf_sm80N22PyTorchMemEffAttention15AttentionKernelIN7cutlass10bfloat16_tENS1_4arch4Sm80ELb1ELi64ELi128ELi128ELb1ELb1EE6ParamsE"
+#define AR_LEAN "_ZN5cudnn6fusion21lean_reduction_kernelIfLi256EEEvv"
+#define AR_R_CUDNN "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)"
+#define AR_R_MEFF "mem-efficient SDPA (attention mask or unsupported shape): not swappable yet"
+static void stub_meff(void) {}
+static int sc_attn_report(void) {
+  void **h = __cudaRegisterFatBinary((void *)"fatbin");
+  __cudaRegisterFunction(h, (const char *)stub_meff, (char *)AR_MEFF, AR_MEFF, -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFatBinaryEnd(h);
+  uint64_t v = 7;
+  void *args[] = {&v};
+  dim3 g = {1, 1, 1};
+  CUmodule m;
+  CUfunction fc, fl;
+  CHECK_EQ(cuModuleLoadData(&m, AR_CUDNN "\n" AR_LEAN), CUDA_SUCCESS);
+  CHECK_EQ(cuModuleGetFunction(&fc, m, AR_CUDNN), CUDA_SUCCESS);
+  CHECK_EQ(cuModuleGetFunction(&fl, m, AR_LEAN), CUDA_SUCCESS);
+  CUlaunchConfig dc = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+  CHECK_EQ(cuLaunchKernel(fc, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL), CUDA_SUCCESS);
+  CHECK_EQ(cuLaunchKernelEx(&dc, fc, args, NULL), CUDA_SUCCESS);
+  CHECK_EQ(cuLaunchKernel(fl, 1, 1, 1, 1, 1, 1, 0, 0, args, NULL), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) CHECK_EQ(cudaLaunchKernel((const void *)stub_meff, g, g, args, 0, 0), cudaSuccess);
+  CHECK_EQ(cudaGetLastError(), cudaSuccess);
+  /* the originals ran with their arguments; no parameter query was made */
+  CHECK_EQ(fakecuda_launches(AR_CUDNN), 2);
+  CHECK_EQ(fakecuda_launches(AR_MEFF), 2);
+  CHECK_EQ(fakecuda_launches(AR_LEAN), 1);
+  CHECK_EQ(fakecuda_arg_sum(), 7 * 5);
+  CHECK_EQ(fakecuda_count("cuFuncGetParamInfo"), 0);
+  CHECK_EQ(fakecuda_count("cudaFuncGetParamInfo"), 0);
+  return g_failed;
+}
+static void check_attn_report(const char *js) {
+  int off = !strcmp(g_scenario, "attn_report_off");
+  const char *rc = off ? "disabled" : AR_R_CUDNN, *rm = off ? "disabled" : AR_R_MEFF;
+  char act[32] = "", want[512];
+  CHECK_EQ(stat_kernel(js, AR_CUDNN, act, sizeof act), 2);
+  CHECK(!strcmp(act, "fallback"));
+  CHECK_EQ(stat_kernel(js, AR_MEFF, act, sizeof act), 2);
+  CHECK(!strcmp(act, "fallback"));
+  CHECK_EQ(stat_kernel(js, AR_LEAN, act, sizeof act), 1);
+  CHECK(!strcmp(act, "passthrough"));
+  if (off) snprintf(want, sizeof want, "\"fallback_reasons\":{\"disabled\":4}");
+  else snprintf(want, sizeof want, "\"fallback_reasons\":{\"%s\":2,\"%s\":2}", rc, rm);
+  CHECK(strstr(js, want) != NULL);
+  const char *pid = strstr(js, "\"pid\":");
+  char *log = read_log(g_dir, pid ? atoi(pid + 6) : 0);
+  if (!log) log = read_log(g_dir, getpid()); /* opened at load in the parent, inherited */
+  CHECK(log != NULL);
+  if (!log) return;
+  int falls = 0;
+  for (const char *p = log; (p = strstr(p, ": fallback ")); p++) falls++;
+  CHECK_EQ(falls, 2);
+  snprintf(want, sizeof want, "info: fallback %s: %s\n", AR_CUDNN, rc);
+  CHECK(strstr(log, want) != NULL);
+  snprintf(want, sizeof want, "info: fallback %s: %s\n", AR_MEFF, rm);
+  CHECK(strstr(log, want) != NULL);
+}
+
 struct scenario {
   const char *name;
   int (*run)(void);
@@ -608,6 +674,8 @@ static const struct scenario scenarios[] = {
     {"hooks", sc_hooks, check_hooks, 1},
     {"wspool", sc_wspool, check_wspool, 1},
     {"wspool_nopool", sc_wspool, check_wspool, 1},
+    {"attn_report", sc_attn_report, check_attn_report, 1},
+    {"attn_report_off", sc_attn_report, check_attn_report, 1},
 };
 
 char pt_test_marker(void) { return 'A'; }
