@@ -78,6 +78,11 @@ def parse_args(argv=None):
     p.add_argument("--config", help="Hugging Face config.json whose keys override the defaults "
                                     "(explicit flags still win)")
     p.add_argument("--warmup", action="store_true", help="a short generate() first")
+    p.add_argument("--cache", choices=["dynamic", "static"], default="dynamic",
+                   help="HF KV cache: dynamic (eager), or static (transformers then compiles the "
+                        "forward itself: inductor with CUDA-graph trees; the first generate() "
+                        "compiles, so prefill_s includes compilation unless --warmup ran the "
+                        "same shapes first)")
     p.add_argument("--json", metavar="OUT", help="write the result JSON here")
     p.add_argument("--timeline-ms", type=int, default=0,
                    help="sample memory every N ms (0 = no timeline)")
@@ -276,7 +281,7 @@ class RunState:
 
 def settings_record(st):
     s, args, torch = st.s, st.args, st.torch
-    rec = dict(s, warmup=args.warmup, timeline_ms=args.timeline_ms, config=args.config,
+    rec = dict(s, warmup=args.warmup, cache=args.cache, timeline_ms=args.timeline_ms, config=args.config,
                tp_world=st.tp[1] if st.tp else 1,
                attn_implementation=getattr(getattr(st.model, "config", None), "_attn_implementation", None),
                device=None, torch=None, transformers=None)
@@ -359,6 +364,8 @@ def run(args, s, extra, st):
             return scores
 
     gen = dict(do_sample=False, pad_token_id=0)
+    if args.cache == "static":
+        gen["cache_implementation"] = "static"
     want_logits = bool(args.logits_out)
     import contextlib
     sdpa_ctx = contextlib.nullcontext()
@@ -368,7 +375,13 @@ def run(args, s, extra, st):
                                 "efficient": SDPBackend.EFFICIENT_ATTENTION,
                                 "cudnn": SDPBackend.CUDNN_ATTENTION}[args.sdpa])
     with torch.inference_mode(), sdpa_ctx:
-        if args.warmup:
+        if args.warmup and args.cache == "static":
+            # A static cache is sized by prompt + new tokens and its compiled graphs by the
+            # batch: only the measured call's own shapes warm it up (compile + graph capture).
+            model.generate(input_ids=ids, attention_mask=mask, min_new_tokens=s["new_tokens"],
+                           max_new_tokens=s["new_tokens"], **gen)
+            torch.cuda.synchronize(device)
+        elif args.warmup:
             wp = min(s["prompt"], 64)
             model.generate(input_ids=ids[:, -wp:], attention_mask=mask[:, -wp:], min_new_tokens=4,
                            max_new_tokens=4, **gen)
