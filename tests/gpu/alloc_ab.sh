@@ -27,8 +27,9 @@ run() { # name, env...
 run default
 run expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 run async PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
-# PONYTAIL_TORCH_ALLOC=async (the default) sets backend:cudaMallocAsync itself.
-run shim LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/shim.stats.json"
+# The pool under every tensor: PONYTAIL_TORCH_ALLOC=async sets backend:cudaMallocAsync itself
+# (the default since the eighth session is keep: see docs/compatibility.md).
+run shim LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/shim.stats.json"
 
 "$py" - "$out" <<'PY'
 import json, sys

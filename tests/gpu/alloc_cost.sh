@@ -14,8 +14,9 @@ run() { local n=$1; shift
   env TORCH_CUDNN_SDPA_DEPRIORITIZED=1 "$@" "${gen[@]}" --json "$tmp/$n.json" >"$tmp/$n.log" 2>&1 || tail -3 "$tmp/$n.log"; }
 run async PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 run shim_pool0 LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL=0 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
-run shim LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/shim.stats.json"
-run shim_keep16g LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_KEEP=16G PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/shim_keep16g.stats.json"
+# shim arms: the pool under every tensor (PONYTAIL_TORCH_ALLOC=async; the default is keep)
+run shim LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/shim.stats.json"
+run shim_keep16g LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_POOL_KEEP=16G PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/shim_keep16g.stats.json"
 python3 - "$tmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]

@@ -27,8 +27,8 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     e=(env -u PYTORCH_CUDA_ALLOC_CONF)
     case $c in
       async) e+=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) ;;
-      shim) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off) ;;
-      shim-kv1M) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=1M) ;;
+      shim) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async) ;;
+      shim-kv1M) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_KV_MIN=1M) ;;
       shim-keep) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=keep) ;;
     esac
     "${e[@]}" python3 "$root/tests/gpu/pair_cost.py" "py-$c" 5 >>"$raw" 2>"$tmp/py-$c.err" || tail -3 "$tmp/py-$c.err"

@@ -13,15 +13,17 @@ line and exits 0/1. Run it under the shim and without:
 --mode torch: torch.multiprocessing sends the tensor through a queue (torch
   calls cudaIpcGetMemHandle on the allocation base, the child
   cudaIpcOpenMemHandle). Torch refuses this with its cudaMallocAsync backend
-  ("cudaMallocAsync does not yet support shareIpcHandle"), which the shim
-  selects by default (PONYTAIL_TORCH_ALLOC=async), so this mode forces
-  PYTORCH_CUDA_ALLOC_CONF=backend:native before torch loads: the allocator's
-  segments come from cudaMalloc, which the shim pools (>= PONYTAIL_KV_MIN).
+  ("cudaMallocAsync does not yet support shareIpcHandle"), which
+  PONYTAIL_TORCH_ALLOC=async selects, so this mode forces
+  PYTORCH_CUDA_ALLOC_CONF=backend:native (the shim's default leaves it so)
+  before torch loads: the allocator's segments come from cudaMalloc, which
+  the shim pools (>= PONYTAIL_KV_MIN).
 --mode raw: what vLLM's custom all-reduce does: cudaIpcGetMemHandle on the
   tensor's pointer through ctypes, the 64 bytes to the child, which calls
   cudaIpcOpenMemHandle and wraps the pointer (__cuda_array_interface__).
-  Leaves the allocator configuration as it is (cudaMallocAsync under the
-  shim by default: every tensor is its own pooled block).
+  Leaves the allocator configuration as it is (under the shim's default,
+  PyTorch's segments are pooled; with PONYTAIL_TORCH_ALLOC=async every
+  tensor is its own pooled block).
 """
 import argparse
 import ctypes

@@ -10,6 +10,8 @@
 #   shim-kv0   the same with PONYTAIL_KV_MIN=0: every allocation, small synchronous ones too
 #   shim-kv1M  PONYTAIL_KV_MIN=1M: small stream-ordered requests pass through to the driver's
 #              pool (the defaults before PONYTAIL_KV_MIN_ASYNC)
+#   (every shim-* arm but shim-keep sets PONYTAIL_TORCH_ALLOC=async: the pool under every tensor,
+#   the default of the sessions that wrote this script)
 #   shim-keep  PONYTAIL_TORCH_ALLOC=keep: torch's caching allocator, its segments into the pool
 #   shim-keep4g the shim's defaults with PONYTAIL_POOL_KEEP=4G (fewer trims and regrowths)
 #   shim-c2m   the shim's defaults with PONYTAIL_POOL_CHUNK=2M (one granule per physical handle)
@@ -28,13 +30,13 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     case $c in
       stock) ;;
       async) e+=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) ;;
-      shim) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off) ;;
-      shim-nokv) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=1099511627776) ;;
-      shim-kv0) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=0) ;;
-      shim-kv1M) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_KV_MIN=1M) ;;
+      shim) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async) ;;
+      shim-nokv) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_KV_MIN=1099511627776) ;;
+      shim-kv0) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_KV_MIN=0) ;;
+      shim-kv1M) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_KV_MIN=1M) ;;
       shim-keep) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=keep) ;;
-      shim-keep4g) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_KEEP=4G) ;;
-      shim-c2m) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_POOL_CHUNK=2M) ;;
+      shim-keep4g) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_POOL_KEEP=4G) ;;
+      shim-c2m) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN=off PONYTAIL_TORCH_ALLOC=async PONYTAIL_POOL_CHUNK=2M) ;;
     esac
     case $c in shim*) e+=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/$c-$r.stats.json") ;; esac
     "${e[@]}" "${gen[@]}" --json "$tmp/$c-$r.json" >"$tmp/$c-$r.log" 2>&1 || echo "$c round $r: exit $?"

@@ -22,8 +22,10 @@
 # out alike: a process's layout (heap and library addresses, hash order) can make its Python loop
 # persistently a few percent faster or slower, which no pairing in time removes.
 # Every run's JSON (and the shim's stats) is kept in $OUT/runs.tgz.
-# ARM_B=async: the B arm is torch's own backend:cudaMallocAsync without Ponytail (what the shim's
-# default PONYTAIL_TORCH_ALLOC=async switches torch to), to split the shim's cost from the backend's.
+# ARM_B=async: the B arm is torch's own backend:cudaMallocAsync without Ponytail (what
+# PONYTAIL_TORCH_ALLOC=async switches torch to), to split the shim's cost from the backend's. The
+# shim arm runs the shim's defaults (PONYTAIL_TORCH_ALLOC=keep since the eighth session); add
+# SHIM_ENV=PONYTAIL_TORCH_ALLOC=async for the pool under every tensor.
 # ARM_A=off: the A arm (and both arms of the control rounds) is the shim loaded but switched off
 # (PONYTAIL_ENABLE=0: every call passes straight through), so both processes map the same
 # libraries at the same addresses under FIXED_LAYOUT and the ratio is the shim's work alone, not
