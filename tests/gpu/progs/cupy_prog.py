@@ -8,7 +8,6 @@ stream, then, where CuPy has it, with cupy.cuda.MemoryAsyncPool
 Inputs are small integers or binary fractions, so every result is exact and
 is compared with numpy bit for bit. Last line: RESULT cupy_prog <digest>
 phases=N. Exit 3 on a mismatch, 77 when CuPy or a device is missing."""
-import hashlib
 import sys
 
 try:
@@ -18,13 +17,11 @@ except Exception as e:  # noqa: BLE001 - any import failure is a skip
     print(f"SKIP cupy: {e!r}")
     sys.exit(77)
 
-H = hashlib.blake2b(digest_size=8)
+from result import Result
+
+H = Result("cupy_prog")
+fail = H.fail
 RNG = np.random.default_rng(1234)
-
-
-def fail(msg):
-    print(f"FAIL cupy_prog: {msg}", file=sys.stderr)
-    sys.exit(3)
 
 
 def check_equal(what, got, ref):

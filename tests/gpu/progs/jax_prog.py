@@ -10,7 +10,6 @@ compared with numpy's int64 results exactly; the digest hashes the results
 (as float64). Last line: RESULT jax_prog <digest> rounds=40. Exit 3 on a
 mismatch, 77 when JAX or its GPU backend is missing (JAX_PROG_ALLOW_CPU=1
 runs on the CPU instead, to test this script without a GPU)."""
-import hashlib
 import os
 import sys
 
@@ -22,12 +21,10 @@ except Exception as e:  # noqa: BLE001 - any import failure is a skip
     print(f"SKIP jax: {e!r}")
     sys.exit(77)
 
-H = hashlib.blake2b(digest_size=8)
+from result import Result
 
-
-def fail(msg):
-    print(f"FAIL jax_prog: {msg}", file=sys.stderr)
-    sys.exit(3)
+H = Result("jax_prog")
+fail = H.fail
 
 
 @jax.jit

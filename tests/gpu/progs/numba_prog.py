@@ -7,7 +7,6 @@ stream, 30 rounds of allocate / launch / copy back / free.
 Integer data, compared with numpy exactly. Last line: RESULT numba_prog
 <digest> rounds=30. Exit 3 on a mismatch, 77 ("SKIP numba") when numba-cuda
 cannot be imported or sees no device."""
-import hashlib
 import sys
 
 try:
@@ -25,12 +24,10 @@ except Exception as e:  # noqa: BLE001
     print(f"SKIP numba: {e!r}")
     sys.exit(77)
 
-H = hashlib.blake2b(digest_size=8)
+from result import Result
 
-
-def fail(msg):
-    print(f"FAIL numba_prog: {msg}", file=sys.stderr)
-    sys.exit(3)
+H = Result("numba_prog")
+fail = H.fail
 
 
 @cuda.jit

@@ -6,7 +6,6 @@ stream, every output compared with numpy's float32 x + y bit for bit.
 
 Last line: RESULT triton_prog <digest> rounds=10 frontend=torch-tensors.
 Exit 3 on a mismatch, 77 when triton, torch or a device is missing."""
-import hashlib
 import sys
 
 try:
@@ -18,12 +17,10 @@ except Exception as e:  # noqa: BLE001 - any import failure is a skip
     print(f"SKIP triton: {e!r}")
     sys.exit(77)
 
-H = hashlib.blake2b(digest_size=8)
+from result import Result
 
-
-def fail(msg):
-    print(f"FAIL triton_prog: {msg}", file=sys.stderr)
-    sys.exit(3)
+H = Result("triton_prog")
+fail = H.fail
 
 
 @triton.jit
