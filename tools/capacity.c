@@ -3,20 +3,12 @@
 
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "tools/json.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
+#include "tools/util.h"
 
 unsigned pt_cap_dtype_bytes(const char *name, const char **canon) {
   static const struct { const char *name, *canon; unsigned bytes; } tab[] = {
@@ -86,7 +78,7 @@ static int cfg_u64(const struct pt_json *cfg, const char *key, uint64_t *out, ch
   *out = 0;
   if (!v || pt_json_type(v) == PT_JSON_NULL) return 0;
   if (pt_json_u64(v, out) || *out == 0) {
-    seterr(err, errlen, "model config: \"%s\" is not a positive integer", key);
+    pt_seterr(err, errlen, "model config: \"%s\" is not a positive integer", key);
     *out = 0;
     return -1;
   }
@@ -96,7 +88,7 @@ static int cfg_u64(const struct pt_json *cfg, const char *key, uint64_t *out, ch
 int pt_cap_from_hf_config(const struct pt_json *cfg, struct pt_cap_in *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   if (pt_json_type(cfg) != PT_JSON_OBJ) {
-    seterr(err, errlen, "model config: not a JSON object");
+    pt_seterr(err, errlen, "model config: not a JSON object");
     return -1;
   }
   if (!pt_json_get(cfg, "num_hidden_layers") && pt_json_type(pt_json_get(cfg, "text_config")) == PT_JSON_OBJ) {
@@ -108,7 +100,7 @@ int pt_cap_from_hf_config(const struct pt_json *cfg, struct pt_cap_in *out, char
       const char *d = pt_json_str(pt_json_get(top, "torch_dtype"));
       if (!d) d = pt_json_str(pt_json_get(top, "dtype"));
       if (d && !(out->elem_bytes = pt_cap_dtype_bytes(d, &out->dtype))) {
-        seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
+        pt_seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
         return -1;
       }
     }
@@ -123,7 +115,7 @@ int pt_cap_from_hf_config(const struct pt_json *cfg, struct pt_cap_in *out, char
   const char *d = pt_json_str(pt_json_get(cfg, "torch_dtype"));
   if (!d) d = pt_json_str(pt_json_get(cfg, "dtype"));
   if (d && !(out->elem_bytes = pt_cap_dtype_bytes(d, &out->dtype))) {
-    seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
+    pt_seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
     return -1;
   }
   return 0;
@@ -142,19 +134,19 @@ int pt_cap_resolve(const struct pt_cap_in *flags, const struct pt_cap_in *cfg, s
   if (f->elem_bytes) { out->elem_bytes = f->elem_bytes; out->dtype = f->dtype; }
   else if (c->elem_bytes) { out->elem_bytes = c->elem_bytes; out->dtype = c->dtype; }
   else { out->elem_bytes = 2; out->dtype = "fp16"; }
-  if (!out->layers) { seterr(err, errlen, "the number of layers is missing (--layers or --model-config)"); return -1; }
-  if (!out->seq) { seterr(err, errlen, "the sequence length is missing (--seq)"); return -1; }
+  if (!out->layers) { pt_seterr(err, errlen, "the number of layers is missing (--layers or --model-config)"); return -1; }
+  if (!out->seq) { pt_seterr(err, errlen, "the sequence length is missing (--seq)"); return -1; }
 
   /* head_dim: an explicit flag, then one derived from flag values, then the
    * config's own, then one derived from the config. */
   uint64_t hd = f->head_dim, hidden_f = f->hidden, hidden = PICK(hidden);
   if (!hd && hidden_f && heads) {
-    if (hidden_f % heads) { seterr(err, errlen, "hidden %llu is not a multiple of %llu heads", (unsigned long long)hidden_f, (unsigned long long)heads); return -1; }
+    if (hidden_f % heads) { pt_seterr(err, errlen, "hidden %llu is not a multiple of %llu heads", (unsigned long long)hidden_f, (unsigned long long)heads); return -1; }
     hd = hidden_f / heads;
   }
   if (!hd) hd = c->head_dim;
   if (!hd && hidden && heads) {
-    if (hidden % heads) { seterr(err, errlen, "hidden %llu is not a multiple of %llu heads", (unsigned long long)hidden, (unsigned long long)heads); return -1; }
+    if (hidden % heads) { pt_seterr(err, errlen, "hidden %llu is not a multiple of %llu heads", (unsigned long long)hidden, (unsigned long long)heads); return -1; }
     hd = hidden / heads;
   }
   uint64_t kvh = PICK(kv_heads);
@@ -163,7 +155,7 @@ int pt_cap_resolve(const struct pt_cap_in *flags, const struct pt_cap_in *cfg, s
   if (kvh && hd) {
     out->kv_heads = kvh;
     out->head_dim = hd;
-    if (__builtin_mul_overflow(kvh, hd, &out->kv_dim)) { seterr(err, errlen, "KV heads × head_dim overflows"); return -1; }
+    if (__builtin_mul_overflow(kvh, hd, &out->kv_dim)) { pt_seterr(err, errlen, "KV heads × head_dim overflows"); return -1; }
     return 0;
   }
   if (hidden && !kvh && !hd) {
@@ -171,11 +163,11 @@ int pt_cap_resolve(const struct pt_cap_in *flags, const struct pt_cap_in *cfg, s
     return 0;
   }
   if (kvh && !hd)
-    seterr(err, errlen, "head_dim is missing (--head-dim, or --hidden with --heads)");
+    pt_seterr(err, errlen, "head_dim is missing (--head-dim, or --hidden with --heads)");
   else if (hd && !kvh)
-    seterr(err, errlen, "the number of KV heads is missing (--kv-heads or --heads)");
+    pt_seterr(err, errlen, "the number of KV heads is missing (--kv-heads or --heads)");
   else
-    seterr(err, errlen, "the head geometry is missing (--hidden, or --kv-heads with --head-dim)");
+    pt_seterr(err, errlen, "the head geometry is missing (--hidden, or --kv-heads with --head-dim)");
   return -1;
 }
 

@@ -290,49 +290,67 @@ int pt_cmd_bench(int argc, char **argv) {
   const char *envs[64], *stock_envs[64];
   bn.shim_env = envs;
   bn.stock_env = stock_envs;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(a, "--no-warmup")) {
-      bn.warmup = 0;
-      continue;
-    }
-    if (i + 1 >= argc) return bad(a[0] == '-' ? "missing value after (or unknown option)" : "unexpected argument", a);
-    const char *v = argv[++i];
-    size_t k = 0;
-    while (k < PT_NFWD && strcmp(a, pt_fwd[k].flag)) k++;
-    if (k < PT_NFWD) {
-      if (!pt_bench_check(pt_fwd[k].check, v)) return bad("bad value", a);
-      bn.fwd_val[k] = v;
-    } else if (!strcmp(a, "--repeats") || !strcmp(a, "--timeline-ms")) {
-      char *end;
-      long x = strtol(v, &end, 10);
-      if (*end || end == v || x < (a[2] == 'r' ? 1 : 0) || x > 100000) return bad("bad value", a);
-      if (a[2] == 'r') bn.repeats = (int)x;
+  /* The workload flags (pt_fwd[k]) are O_FWD + k. */
+  enum { O_NO_WARMUP = 256, O_REPEATS, O_TIMELINE_MS, O_SHIM_ENV, O_STOCK_ENV, O_OUT, O_PYTHON, O_SCRIPT,
+         O_SHIM, O_FWD };
+  static const struct option own[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"no-warmup", no_argument, NULL, O_NO_WARMUP},
+      {"repeats", required_argument, NULL, O_REPEATS},
+      {"timeline-ms", required_argument, NULL, O_TIMELINE_MS},
+      {"shim-env", required_argument, NULL, O_SHIM_ENV},
+      {"stock-env", required_argument, NULL, O_STOCK_ENV},
+      {"out", required_argument, NULL, O_OUT},
+      {"python", required_argument, NULL, O_PYTHON},
+      {"script", required_argument, NULL, O_SCRIPT},
+      {"shim", required_argument, NULL, O_SHIM},
+  };
+  struct option opts[sizeof own / sizeof own[0] + PT_NFWD + 1];
+  memcpy(opts, own, sizeof own);
+  for (size_t k = 0; k < PT_NFWD; k++)
+    opts[sizeof own / sizeof own[0] + k] = (struct option){pt_fwd[k].flag + 2, required_argument, NULL, O_FWD + (int)k};
+  opts[sizeof opts / sizeof opts[0] - 1] = (struct option){NULL, 0, NULL, 0};
+  const char *w;
+  int c;
+  optind = 0;
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    const char *v = optarg;
+    char *end;
+    long x;
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case O_NO_WARMUP: bn.warmup = 0; break;
+    case O_REPEATS:
+    case O_TIMELINE_MS:
+      x = strtol(v, &end, 10);
+      if (*end || end == v || x < (c == O_REPEATS ? 1 : 0) || x > 100000)
+        return bad("bad value", c == O_REPEATS ? "--repeats" : "--timeline-ms");
+      if (c == O_REPEATS) bn.repeats = (int)x;
       else bn.timeline_ms = (int)x;
-    } else if (!strcmp(a, "--shim-env")) {
+      break;
+    case O_SHIM_ENV:
       if (!strchr(v, '=') || v[0] == '=') return bad("--shim-env takes KEY=VALUE", v);
       if (bn.nshim_env >= sizeof envs / sizeof envs[0]) return bad("too many --shim-env", v);
       envs[bn.nshim_env++] = v;
-    } else if (!strcmp(a, "--stock-env")) {
+      break;
+    case O_STOCK_ENV:
       if (!strchr(v, '=') || v[0] == '=') return bad("--stock-env takes KEY=VALUE", v);
       if (bn.nstock_env >= sizeof stock_envs / sizeof stock_envs[0]) return bad("too many --stock-env", v);
       stock_envs[bn.nstock_env++] = v;
-    } else if (!strcmp(a, "--out")) {
-      bn.out = v;
-    } else if (!strcmp(a, "--python")) {
-      bn.python = v;
-    } else if (!strcmp(a, "--script")) {
-      bn.script_arg = v;
-    } else if (!strcmp(a, "--shim")) {
-      bn.shim_arg = v;
-    } else {
-      return bad("unknown option", a);
+      break;
+    case O_OUT: bn.out = v; break;
+    case O_PYTHON: bn.python = v; break;
+    case O_SCRIPT: bn.script_arg = v; break;
+    case O_SHIM: bn.shim_arg = v; break;
+    case ':': return bad("missing value after", w);
+    case '?': return bad("unknown option", w);
+    default: /* O_FWD + k */
+      if (!pt_bench_check(pt_fwd[c - O_FWD].check, v)) return bad("bad value", pt_fwd[c - O_FWD].flag);
+      bn.fwd_val[c - O_FWD] = v;
+      break;
     }
   }
+  if (optind < argc) return bad("unexpected argument", argv[optind]);
 
   char why[PATH_MAX * 3];
   if (!pt_gpu_probe(why, sizeof why)) {

@@ -102,38 +102,60 @@ static void row(const char *label, uint64_t bytes, const char *note) {
 static double gib(uint64_t v) { return (double)v / (1024.0 * 1024.0 * 1024.0); }
 
 int pt_cmd_capacity(int argc, char **argv) {
+  enum { O_JSON = 256, O_LAYERS, O_HIDDEN, O_HEADS, O_KV_HEADS, O_HEAD_DIM, O_BATCH, O_SEQ,
+         O_DTYPE, O_MODEL_CONFIG, O_GPU_MEM, O_WEIGHTS, O_HEADROOM };
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"json", no_argument, NULL, O_JSON},
+      {"layers", required_argument, NULL, O_LAYERS},
+      {"hidden", required_argument, NULL, O_HIDDEN},
+      {"heads", required_argument, NULL, O_HEADS},
+      {"kv-heads", required_argument, NULL, O_KV_HEADS},
+      {"head-dim", required_argument, NULL, O_HEAD_DIM},
+      {"batch", required_argument, NULL, O_BATCH},
+      {"seq", required_argument, NULL, O_SEQ},
+      {"dtype", required_argument, NULL, O_DTYPE},
+      {"model-config", required_argument, NULL, O_MODEL_CONFIG},
+      {"gpu-mem", required_argument, NULL, O_GPU_MEM},
+      {"weights", required_argument, NULL, O_WEIGHTS},
+      {"headroom", required_argument, NULL, O_HEADROOM},
+      {NULL, 0, NULL, 0},
+  };
   struct pt_cap_in fl = {0};
-  const char *cfg_path = NULL, *gpu_s = NULL, *weights_s = NULL, *headroom_s = NULL;
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    if (!strcmp(a, "--json")) { json = 1; continue; }
-    if (strncmp(a, "--", 2)) return bad("unexpected argument '%s'", a);
-    /* --flag=value or --flag value */
-    char name[32];
-    const char *eq = strchr(a, '=');
-    size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-    if (nl >= sizeof name) return bad("unknown flag '%s'", a);
-    memcpy(name, a, nl);
-    name[nl] = 0;
-    if (eq) val = eq + 1;
-    else if (i + 1 < argc) val = argv[++i];
-    else return bad("%s needs a value", a);
-    uint64_t *count = !strcmp(name, "--layers") ? &fl.layers : !strcmp(name, "--hidden") ? &fl.hidden
-                    : !strcmp(name, "--heads") ? &fl.heads : !strcmp(name, "--kv-heads") ? &fl.kv_heads
-                    : !strcmp(name, "--head-dim") ? &fl.head_dim : !strcmp(name, "--batch") ? &fl.batch
-                    : !strcmp(name, "--seq") ? &fl.seq : NULL;
-    if (count) {
-      if (parse_count(val, count)) return bad("bad value '%s': a positive integer is expected", val);
-    } else if (!strcmp(name, "--dtype")) {
-      if (!(fl.elem_bytes = pt_cap_dtype_bytes(val, &fl.dtype))) return bad("unknown dtype '%s'", val);
-    } else if (!strcmp(name, "--model-config")) cfg_path = val;
-    else if (!strcmp(name, "--gpu-mem")) gpu_s = val;
-    else if (!strcmp(name, "--weights")) weights_s = val;
-    else if (!strcmp(name, "--headroom")) headroom_s = val;
-    else return bad("unknown flag '%s'", name);
+  const char *cfg_path = NULL, *gpu_s = NULL, *weights_s = NULL, *headroom_s = NULL, *w;
+  int json = 0, c;
+  optind = 0;
+  /* --flag=value or --flag value */
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    uint64_t *count = NULL;
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case O_JSON: json = 1; break;
+    case O_LAYERS: count = &fl.layers; break;
+    case O_HIDDEN: count = &fl.hidden; break;
+    case O_HEADS: count = &fl.heads; break;
+    case O_KV_HEADS: count = &fl.kv_heads; break;
+    case O_HEAD_DIM: count = &fl.head_dim; break;
+    case O_BATCH: count = &fl.batch; break;
+    case O_SEQ: count = &fl.seq; break;
+    case O_DTYPE:
+      if (!(fl.elem_bytes = pt_cap_dtype_bytes(optarg, &fl.dtype))) return bad("unknown dtype '%s'", optarg);
+      break;
+    case O_MODEL_CONFIG: cfg_path = optarg; break;
+    case O_GPU_MEM: gpu_s = optarg; break;
+    case O_WEIGHTS: weights_s = optarg; break;
+    case O_HEADROOM: headroom_s = optarg; break;
+    case ':': return bad("%s needs a value", w);
+    default: {
+      if (strncmp(w, "--", 2)) return bad("unexpected argument '%s'", w);
+      char name[64]; /* the flag without its =value */
+      snprintf(name, sizeof name, "%.*s", (int)strcspn(w, "="), w);
+      return bad("unknown flag '%s'", name);
+    }
+    }
+    if (count && parse_count(optarg, count)) return bad("bad value '%s': a positive integer is expected", optarg);
   }
+  if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
 
   uint64_t gpu_mem = 0, weights = 0;
   double headroom = 0.1;

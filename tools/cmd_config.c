@@ -33,18 +33,32 @@ static void usage(FILE *f) {
 }
 
 int pt_cmd_config(int argc, char **argv) {
-  int json = 0, md = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--markdown")) md = 1;
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+  enum { O_JSON = 256, O_MARKDOWN };
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"json", no_argument, NULL, O_JSON},
+      {"markdown", no_argument, NULL, O_MARKDOWN},
+      {NULL, 0, NULL, 0},
+  };
+  int json = 0, md = 0, c;
+  const char *w;
+  optind = 0;
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    if (c == 'h') {
       usage(stdout);
       return 0;
+    } else if (c == O_JSON) {
+      json = 1;
+    } else if (c == O_MARKDOWN) {
+      md = 1;
     } else {
-      fprintf(stderr, "ponytail config: unknown argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
+      break;
     }
+  }
+  if (c != -1 || optind < argc) {
+    fprintf(stderr, "ponytail config: unknown argument '%s'\n", c != -1 ? w : argv[optind]);
+    usage(stderr);
+    return 2;
   }
   if (json && md) {
     fprintf(stderr, "ponytail config: --json and --markdown are exclusive\n");

@@ -61,22 +61,31 @@ static const char *hook_name(const char *mangled, char *buf, size_t len) {
 }
 
 int pt_cmd_kernels(int argc, char **argv) {
-  const char *path = NULL;
-  int json = 0, dem = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--demangle")) dem = 1;
-    else if (!strcmp(argv[i], "--")) { if (i + 1 < argc && !path) path = argv[++i]; else goto bad; }
-    else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "ponytail kernels: unknown flag '%s'\n\n", argv[i]);
+  enum { O_JSON = 256, O_DEMANGLE };
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"json", no_argument, NULL, O_JSON},
+      {"demangle", no_argument, NULL, O_DEMANGLE},
+      {NULL, 0, NULL, 0},
+  };
+  const char *path = NULL, *w;
+  int json = 0, dem = 0, files = 0, c;
+  optind = 0;
+  /* '-': FILE may come before or after the flags; after "--" it may start with '-'. */
+  while ((c = pt_getopt(argc, argv, "-:h", opts, &w)) != -1) {
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case O_JSON: json = 1; break;
+    case O_DEMANGLE: dem = 1; break;
+    case 1: path = optarg, files++; break;
+    default:
+      fprintf(stderr, "ponytail kernels: unknown flag '%s'\n\n", w);
       usage(stderr);
       return 2;
-    } else if (!path) path = argv[i];
-    else goto bad;
+    }
   }
-  if (!path) {
-  bad:
+  for (; optind < argc; optind++) path = argv[optind], files++;
+  if (files != 1) {
     fprintf(stderr, "ponytail kernels: exactly one FILE is expected\n\n");
     usage(stderr);
     return 2;
@@ -101,7 +110,7 @@ int pt_cmd_kernels(int argc, char **argv) {
     pt_jw_str(&w, "file", path);
     pt_jw_arr_begin(&w, "kernels");
     for (size_t i = 0; i < l.n; i++) {
-      const struct pt_kernel *k = &l.k[i];
+      const struct pt_fatbin_kernel *k = &l.k[i];
       char hb[32], *d = demangle(dfn, k->name);
       pt_jw_obj_begin(&w, NULL);
       pt_jw_str(&w, "name", k->name);
@@ -136,7 +145,7 @@ int pt_cmd_kernels(int argc, char **argv) {
     printf("%s: %zu kernels in %u cubin/PTX entries\n\n", path, l.n, l.entries);
     printf("%-12s %11s  %-14s %s\n", "ARCH", "PARAM BYTES", "HOOK", "KERNEL  [offset:size ...]");
     for (size_t i = 0; i < l.n; i++) {
-      const struct pt_kernel *k = &l.k[i];
+      const struct pt_fatbin_kernel *k = &l.k[i];
       char hb[32], bytes[24], *d = demangle(dfn, k->name);
       const char *h = hook_name(k->name, hb, sizeof hb);
       if (k->params_known) snprintf(bytes, sizeof bytes, "%" PRIu64, k->param_bytes);

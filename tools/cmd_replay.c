@@ -65,6 +65,17 @@ static int replay_parse_size(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* Options of pt_cmd_replay (the size flags in size_flag's order). */
+enum { O_JSON = 256, O_KEEP, O_LIMIT, O_MIN, O_CHUNK, O_LAG };
+
+/* A bad or missing value of option c: exit status 2. */
+static int replay_bad_value(int c) {
+  static const char *const size_flag[] = {"--keep", "--limit", "--min", "--chunk"};
+  if (c == O_LAG) fprintf(stderr, "ponytail replay: --lag needs a count of events (e.g. 100)\n");
+  else fprintf(stderr, "ponytail replay: %s needs a size (e.g. 512M)\n", size_flag[c - O_KEEP]);
+  return 2;
+}
+
 static void replay_json(const char *file, const struct pt_replay_result *r) {
   struct pt_jw w;
   pt_jw_init(&w, stdout, true);
@@ -125,45 +136,48 @@ static void replay_text(const char *file, const struct pt_replay_result *r) {
 }
 
 int pt_cmd_replay(int argc, char **argv) {
-  const char *file = NULL;
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"json", no_argument, NULL, O_JSON},
+      {"keep", required_argument, NULL, O_KEEP},
+      {"limit", required_argument, NULL, O_LIMIT},
+      {"min", required_argument, NULL, O_MIN},
+      {"chunk", required_argument, NULL, O_CHUNK},
+      {"lag", required_argument, NULL, O_LAG},
+      {NULL, 0, NULL, 0},
+  };
+  const char *file = NULL, *w;
   bool json = false;
+  int c, files = 0;
   struct pt_replay_opts o = {.keep_bytes = PT_POOL_KEEP_DEFAULT, .time_ops = true};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      replay_usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--json")) {
-      json = true;
-    } else if (!strcmp(a, "--keep") || !strcmp(a, "--limit") || !strcmp(a, "--min") || !strcmp(a, "--chunk")) {
-      uint64_t *dst = a[2] == 'k' ? &o.keep_bytes
-                      : a[2] == 'l' ? &o.limit_bytes
-                      : a[2] == 'm' ? &o.min_bytes
-                                    : &o.chunk_bytes;
-      if (i + 1 >= argc || replay_parse_size(argv[i + 1], dst)) {
-        fprintf(stderr, "ponytail replay: %s needs a size (e.g. 512M)\n", a);
-        return 2;
-      }
-      i++;
-    } else if (!strcmp(a, "--lag")) {
-      char *end;
+  uint64_t *const size_dst[] = {&o.keep_bytes, &o.limit_bytes, &o.min_bytes, &o.chunk_bytes};
+  optind = 0;
+  /* '-': FILE may come before or after the flags. */
+  while ((c = pt_getopt(argc, argv, "-:h", opts, &w)) != -1) {
+    char *end;
+    switch (c) {
+    case 'h': replay_usage(stdout); return 0;
+    case O_JSON: json = true; break;
+    case O_KEEP: case O_LIMIT: case O_MIN: case O_CHUNK:
+      if (replay_parse_size(optarg, size_dst[c - O_KEEP])) return replay_bad_value(c);
+      break;
+    case O_LAG:
       errno = 0;
-      if (i + 1 >= argc || argv[i + 1][0] < '0' || argv[i + 1][0] > '9' ||
-          (o.lag_ops = strtoull(argv[i + 1], &end, 10), errno || *end)) {
-        fprintf(stderr, "ponytail replay: --lag needs a count of events (e.g. 100)\n");
-        return 2;
-      }
-      i++;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "ponytail replay: unknown flag '%s'\n\n", a);
+      if (optarg[0] < '0' || optarg[0] > '9' || (o.lag_ops = strtoull(optarg, &end, 10), errno || *end))
+        return replay_bad_value(c);
+      break;
+    case 1: file = optarg, files++; break;
+    case ':': return replay_bad_value(optopt); /* a size flag or --lag without its value */
+    default:
+      fprintf(stderr, "ponytail replay: unknown flag '%s'\n\n", w);
       replay_usage(stderr);
       return 2;
-    } else if (file) {
-      fprintf(stderr, "ponytail replay: one trace file only\n");
-      return 2;
-    } else {
-      file = a;
     }
+  }
+  for (; optind < argc; optind++) file = argv[optind], files++;
+  if (files > 1) {
+    fprintf(stderr, "ponytail replay: one trace file only\n");
+    return 2;
   }
   if (!file) {
     replay_usage(stderr);

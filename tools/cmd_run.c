@@ -34,36 +34,34 @@ static void usage(FILE *f) {
 static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("run", usage, msg, arg); }
 
 int pt_cmd_run(int argc, char **argv) {
-  const char *stats = NULL, *stats_file = NULL, *log = NULL, *shim_arg = NULL;
-  int off = 0, i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--")) {
-      i++;
+  enum { O_STATS = 256, O_STATS_FILE, O_LOG, O_OFF, O_SHIM };
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},      {"stats", optional_argument, NULL, O_STATS},
+      {"stats-file", required_argument, NULL, O_STATS_FILE}, {"log", required_argument, NULL, O_LOG},
+      {"off", no_argument, NULL, O_OFF},     {"shim", required_argument, NULL, O_SHIM},
+      {NULL, 0, NULL, 0},
+  };
+  const char *stats = NULL, *stats_file = NULL, *log = NULL, *shim_arg = NULL, *w;
+  int off = 0, c;
+  optind = 0;
+  /* '+': options end at "--" or at CMD, whose own flags stay untouched. */
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case O_STATS:
+      if (!optarg || !strcmp(optarg, "1") || !strcmp(optarg, "text")) stats = "1";
+      else if (!strcmp(optarg, "json")) stats = "json";
+      else return bad("--stats takes =json (or nothing)", w);
       break;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--stats")) {
-      stats = "1";
-    } else if (!strncmp(a, "--stats=", 8)) {
-      if (!strcmp(a + 8, "json")) stats = "json";
-      else if (!strcmp(a + 8, "1") || !strcmp(a + 8, "text")) stats = "1";
-      else return bad("--stats takes =json (or nothing)", a);
-    } else if (!strcmp(a, "--stats-file") || !strcmp(a, "--log") || !strcmp(a, "--shim")) {
-      if (i + 1 >= argc) return bad("missing value after", a);
-      const char *v = argv[++i];
-      if (!strcmp(a, "--stats-file")) stats_file = v;
-      else if (!strcmp(a, "--shim")) shim_arg = v;
-      else log = v;
-    } else if (!strcmp(a, "--off")) {
-      off = 1;
-    } else if (a[0] == '-') {
-      return bad("unknown option", a);
-    } else {
-      break; /* CMD without "--" */
+    case O_STATS_FILE: stats_file = optarg; break;
+    case O_LOG: log = optarg; break;
+    case O_OFF: off = 1; break;
+    case O_SHIM: shim_arg = optarg; break;
+    case ':': return bad("missing value after", w);
+    default: return bad("unknown option", w);
     }
   }
+  int i = optind;
   if (i >= argc) return bad("no command given", NULL);
   if (log && strcmp(log, "error") && strcmp(log, "warn") && strcmp(log, "info") && strcmp(log, "debug"))
     return bad("--log takes error|warn|info|debug", log);

@@ -64,33 +64,41 @@ static const char *pt_tl_ext(const char *path) {
 }
 
 int pt_cmd_timeline(int argc, char **argv) {
-  const char *in = NULL, *out = NULL, *title = NULL, *metric = "auto";
-  int width = 1200, height = 700;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--title") ||
-               !strcmp(a, "--metric") || !strcmp(a, "--size")) {
-      if (i + 1 >= argc) return bad("missing value after", a);
-      const char *v = argv[++i];
-      if (!strcmp(a, "--title")) title = v;
-      else if (!strcmp(a, "--metric")) metric = v;
-      else if (!strcmp(a, "--size")) {
-        char tail;
-        if (sscanf(v, "%dx%d%c", &width, &height, &tail) != 2 || width < 320 || height < 240 ||
-            width > 8000 || height > 8000)
-          return bad("--size takes WxH between 320x240 and 8000x8000", v);
-      } else out = v;
-    } else if (a[0] == '-' && a[1]) {
-      return bad("unknown option", a);
-    } else if (!in) {
-      in = a;
-    } else {
-      return bad("more than one input file", a);
+  enum { O_TITLE = 256, O_METRIC, O_SIZE };
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"out", required_argument, NULL, 'o'},
+      {"title", required_argument, NULL, O_TITLE},
+      {"metric", required_argument, NULL, O_METRIC},
+      {"size", required_argument, NULL, O_SIZE},
+      {NULL, 0, NULL, 0},
+  };
+  const char *in = NULL, *out = NULL, *title = NULL, *metric = "auto", *w;
+  int width = 1200, height = 700, c;
+  char tail;
+  optind = 0;
+  /* '-': RESULT.json may come before or after the flags. */
+  while ((c = pt_getopt(argc, argv, "-:ho:", opts, &w)) != -1) {
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case 'o': out = optarg; break;
+    case O_TITLE: title = optarg; break;
+    case O_METRIC: metric = optarg; break;
+    case O_SIZE:
+      if (sscanf(optarg, "%dx%d%c", &width, &height, &tail) != 2 || width < 320 || height < 240 ||
+          width > 8000 || height > 8000)
+        return bad("--size takes WxH between 320x240 and 8000x8000", optarg);
+      break;
+    case 1:
+      if (in) return bad("more than one input file", optarg);
+      in = optarg;
+      break;
+    case ':': return bad("missing value after", w);
+    default: return bad("unknown option", w);
     }
   }
+  if (optind < argc && !in) in = argv[optind++]; /* after "--" */
+  if (optind < argc) return bad("more than one input file", argv[optind]);
   if (!in) return bad("no RESULT.json given", NULL);
   if (!out) return bad("no output file given (-o OUT.png|OUT.svg)", NULL);
   const char *ext = pt_tl_ext(out);

@@ -51,7 +51,7 @@ static int pt_trace_report_files(const char *const *rec, size_t nrec, const char
   }
   if (json) pt_trace_print_json(&r, stdout, top);
   else pt_trace_print_text(&r, stdout, top);
-  pt_trace_free(&r);
+  pt_trace_report_free(&r);
   return 0;
 }
 
@@ -74,42 +74,45 @@ static size_t pt_trace_glob(const char *dir, const char *prefix, char **out, siz
 #define PT_TRACE_MAX_PROCS 256
 
 int pt_cmd_trace(int argc, char **argv) {
-  int json = 0, i = 1;
+  enum { O_JSON = 256, O_TOP, O_WALL, O_SHIM, O_FROM };
+  static const struct option opts[] = {
+      {"help", no_argument, NULL, 'h'},         {"json", no_argument, NULL, O_JSON},
+      {"top", required_argument, NULL, O_TOP},  {"wall", required_argument, NULL, O_WALL},
+      {"shim", required_argument, NULL, O_SHIM}, {"from-files", required_argument, NULL, O_FROM},
+      {NULL, 0, NULL, 0},
+  };
+  int json = 0, c;
   long top = 25;
   double wall = 0;
-  const char *shim_arg = NULL, *from_rec = NULL, *from_stats = NULL;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    char *end;
-    if (!strcmp(a, "--")) {
-      i++;
+  const char *shim_arg = NULL, *from_rec = NULL, *from_stats = NULL, *w;
+  char *end;
+  optind = 0;
+  /* '+': options end at "--" or at CMD, whose own flags stay untouched. */
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case O_JSON: json = 1; break;
+    case O_TOP:
+      top = strtol(optarg, &end, 10);
+      if (*end || end == optarg || top < 0) return bad("--top takes a count >= 0", optarg);
       break;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--json")) {
-      json = 1;
-    } else if (!strcmp(a, "--top")) {
-      if (i + 1 >= argc) return bad("missing value after", a);
-      top = strtol(argv[++i], &end, 10);
-      if (*end || end == argv[i] || top < 0) return bad("--top takes a count >= 0", argv[i]);
-    } else if (!strcmp(a, "--wall")) {
-      if (i + 1 >= argc) return bad("missing value after", a);
-      wall = strtod(argv[++i], &end);
-      if (*end || end == argv[i] || !(wall >= 0)) return bad("--wall takes seconds >= 0", argv[i]);
-    } else if (!strcmp(a, "--shim")) {
-      if (i + 1 >= argc) return bad("missing value after", a);
-      shim_arg = argv[++i];
-    } else if (!strcmp(a, "--from-files")) {
-      if (i + 2 >= argc) return bad("--from-files takes RECORDS and STATS", NULL);
-      from_rec = argv[++i];
-      from_stats = argv[++i];
-    } else if (a[0] == '-') {
-      return bad("unknown option", a);
-    } else {
+    case O_WALL:
+      wall = strtod(optarg, &end);
+      if (*end || end == optarg || !(wall >= 0)) return bad("--wall takes seconds >= 0", optarg);
       break;
+    case O_SHIM: shim_arg = optarg; break;
+    case O_FROM: /* two values: RECORDS (optarg) and STATS */
+      if (optind >= argc) return bad("--from-files takes RECORDS and STATS", NULL);
+      from_rec = optarg;
+      from_stats = argv[optind++];
+      break;
+    case ':':
+      if (optopt == O_FROM) return bad("--from-files takes RECORDS and STATS", NULL);
+      return bad("missing value after", w);
+    default: return bad("unknown option", w);
     }
   }
+  int i = optind;
   if (from_rec) {
     if (i < argc) return bad("--from-files takes no command", argv[i]);
     return pt_trace_report_files(&from_rec, 1, &from_stats, 1, wall, json, (size_t)top);

@@ -7,16 +7,14 @@
 #include <string.h>
 
 #include "tools/kernels.h"
+#include "tools/util.h"
 
 #ifndef EM_CUDA
 #define EM_CUDA 190
 #endif
 #define PT_STO_CUDA_ENTRY 0x10
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }
-
-int pt_nvinfo_params(const uint8_t *info, size_t len, struct pt_kernel *k) {
+int pt_nvinfo_params(const uint8_t *info, size_t len, struct pt_fatbin_kernel *k) {
   size_t i = 0;
   uint64_t cbank_size = 0, total = 0;
   int have_total = 0, have_cbank = 0;
@@ -26,7 +24,7 @@ int pt_nvinfo_params(const uint8_t *info, size_t len, struct pt_kernel *k) {
     size_t vlen = 0;
     const uint8_t *val = info + i + 2;
     if (fmt == 4) {
-      vlen = rd16(info + i + 2);
+      vlen = pt_rd16(info + i + 2);
       if (vlen > len - i - 4) return -1;
       val = info + i + 4;
     } else if (fmt < 1 || fmt > 3) {
@@ -36,15 +34,15 @@ int pt_nvinfo_params(const uint8_t *info, size_t len, struct pt_kernel *k) {
       struct pt_kparam *p = realloc(k->params, (k->nparams + 1) * sizeof *p);
       if (!p) return -1;
       k->params = p;
-      p[k->nparams].ordinal = rd16(val + 4);
-      p[k->nparams].offset = rd16(val + 6);
-      p[k->nparams].size = rd32(val + 8) >> 18;
+      p[k->nparams].ordinal = pt_rd16(val + 4);
+      p[k->nparams].offset = pt_rd16(val + 6);
+      p[k->nparams].size = pt_rd32(val + 8) >> 18;
       k->nparams++;
     } else if (id == PT_NVINFO_CBANK_PARAM_SIZE && fmt == 3) {
-      total = rd16(val);
+      total = pt_rd16(val);
       have_total = 1;
     } else if (id == PT_NVINFO_PARAM_CBANK && fmt == 4 && vlen >= 8) {
-      cbank_size = rd16(val + 6);
+      cbank_size = pt_rd16(val + 6);
       have_cbank = 1;
     }
     i += fmt == 4 ? 4 + vlen : 4;
@@ -128,7 +126,7 @@ int pt_cubin_list(const uint8_t *img, size_t len, unsigned arch, struct pt_kerne
       const char *tn = ts && gelf_getshdr(ts, &tsh) ? elf_strptr(elf, shstrndx, tsh.sh_name) : NULL;
       if (!tn || strncmp(tn, ".text.", 6) || strcmp(tn + 6, nm)) continue;
     }
-    struct pt_kernel k = {0};
+    struct pt_fatbin_kernel k = {0};
     snprintf(k.arch, sizeof k.arch, "sm_%u", arch);
     if (!(k.name = strdup(nm))) { snprintf(err, errlen, "out of memory"); goto out; }
     if (info) {

@@ -3,26 +3,15 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/util.h"
+
 /* Uncompressed payloads beyond this are treated as corrupt rather than
  * allocated (the largest cubins of torch are tens of MiB). */
 #define PT_FATBIN_MAX_PAYLOAD (1ull << 30)
-
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 int pt_fatbin_walk(const uint8_t *buf, size_t len, pt_fatbin_fn fn, void *ctx, char *err, size_t errlen) {
   size_t o = 0;
@@ -31,46 +20,46 @@ int pt_fatbin_walk(const uint8_t *buf, size_t len, pt_fatbin_fn fn, void *ctx, c
     if (len - o < 16) {
       /* tail padding */
       for (size_t i = o; i < len; i++)
-        if (buf[i]) { seterr(err, errlen, "offset %zu: truncated fatbin header", o); return -1; }
+        if (buf[i]) { pt_seterr(err, errlen, "offset %zu: truncated fatbin header", o); return -1; }
       break;
     }
-    uint32_t magic = rd32(buf + o);
+    uint32_t magic = pt_rd32(buf + o);
     if (magic != PT_FATBIN_MAGIC) {
-      if (!rd64(buf + o)) { o += 8; continue; } /* zero padding between containers */
-      seterr(err, errlen, "offset %zu: no fatbin magic (0x%08x)", o, magic);
+      if (!pt_rd64(buf + o)) { o += 8; continue; } /* zero padding between containers */
+      pt_seterr(err, errlen, "offset %zu: no fatbin magic (0x%08x)", o, magic);
       return -1;
     }
-    unsigned hs = rd16(buf + o + 6);
-    uint64_t fsz = rd64(buf + o + 8);
+    unsigned hs = pt_rd16(buf + o + 6);
+    uint64_t fsz = pt_rd64(buf + o + 8);
     if (hs < 16 || hs > len - o || fsz > len - o - hs) {
-      seterr(err, errlen, "offset %zu: fatbin header (size %u, %llu bytes of entries) runs past the end (%zu bytes)",
+      pt_seterr(err, errlen, "offset %zu: fatbin header (size %u, %llu bytes of entries) runs past the end (%zu bytes)",
              o, hs, (unsigned long long)fsz, len);
       return -1;
     }
     containers++;
     size_t e = o + hs, end = o + hs + (size_t)fsz;
     while (e < end) {
-      if (end - e < 64) { seterr(err, errlen, "offset %zu: truncated fatbin entry header", e); return -1; }
+      if (end - e < 64) { pt_seterr(err, errlen, "offset %zu: truncated fatbin entry header", e); return -1; }
       const uint8_t *h = buf + e;
-      uint32_t ehs = rd32(h + 4);
-      uint64_t psz = rd64(h + 8);
+      uint32_t ehs = pt_rd32(h + 4);
+      uint64_t psz = pt_rd64(h + 8);
       if (ehs < 64 || ehs > end - e || psz > end - e - ehs) {
-        seterr(err, errlen, "offset %zu: fatbin entry (header %u, payload %llu bytes) runs past its container",
+        pt_seterr(err, errlen, "offset %zu: fatbin entry (header %u, payload %llu bytes) runs past its container",
                e, ehs, (unsigned long long)psz);
         return -1;
       }
       struct pt_fatbin_entry ent = {
-          .kind = rd16(h),
+          .kind = pt_rd16(h),
           .stored = (size_t)psz,
-          .ptx_minor = rd16(h + 24),
-          .ptx_major = rd16(h + 26),
-          .arch = rd32(h + 28),
-          .flags = rd64(h + 40),
-          .uncompressed = rd64(h + 56),
+          .ptx_minor = pt_rd16(h + 24),
+          .ptx_major = pt_rd16(h + 26),
+          .arch = pt_rd32(h + 28),
+          .flags = pt_rd64(h + 40),
+          .uncompressed = pt_rd64(h + 56),
           .payload = h + ehs,
           .container_offset = o,
       };
-      uint32_t stored = rd32(h + 16);
+      uint32_t stored = pt_rd32(h + 16);
       if (stored && stored <= psz) ent.stored = stored;
       if (fn) {
         int rc = fn(&ent, ctx);
@@ -81,7 +70,7 @@ int pt_fatbin_walk(const uint8_t *buf, size_t len, pt_fatbin_fn fn, void *ctx, c
     o = end;
   }
   if (!containers) {
-    seterr(err, errlen, "no fatbin container found");
+    pt_seterr(err, errlen, "no fatbin container found");
     return -1;
   }
   return 0;
@@ -112,7 +101,7 @@ long pt_lz4_block_decompress(const uint8_t *src, size_t srclen, uint8_t *dst, si
     o += lit;
     if (i == srclen) break; /* the last sequence has literals only */
     if (srclen - i < 2) return -1;
-    size_t off = rd16(src + i);
+    size_t off = pt_rd16(src + i);
     i += 2;
     if (off == 0 || off > o) return -1;
     size_t mlen = (token & 15) + 4;

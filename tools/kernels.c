@@ -31,10 +31,10 @@ void pt_kernel_list_free(struct pt_kernel_list *l) {
   memset(l, 0, sizeof *l);
 }
 
-int pt_kernel_list_add(struct pt_kernel_list *l, struct pt_kernel *k) {
+int pt_kernel_list_add(struct pt_kernel_list *l, struct pt_fatbin_kernel *k) {
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 16;
-    struct pt_kernel *nk = realloc(l->k, cap * sizeof *nk);
+    struct pt_fatbin_kernel *nk = realloc(l->k, cap * sizeof *nk);
     if (!nk) {
       free(k->name);
       free(k->params);

@@ -24,7 +24,7 @@ struct pt_kparam {
   uint32_t ordinal, offset, size;
 };
 
-struct pt_kernel {
+struct pt_fatbin_kernel {
   char *name;              /* mangled */
   char arch[16];           /* "sm_90" (cubin) or "compute_90" (PTX) */
   int ptx;                 /* 1 when listed from PTX */
@@ -41,7 +41,7 @@ struct pt_kernel_note {
 };
 
 struct pt_kernel_list {
-  struct pt_kernel *k;
+  struct pt_fatbin_kernel *k;
   size_t n, cap;
   struct pt_kernel_note *notes;
   size_t nnotes, notes_cap;
@@ -60,13 +60,13 @@ int pt_kernels_scan_memory(const uint8_t *buf, size_t len, struct pt_kernel_list
 /* Lists the kernels of one cubin image; arch 0 = read it from e_flags. */
 int pt_cubin_list(const uint8_t *img, size_t len, unsigned arch, struct pt_kernel_list *l, char *err, size_t errlen);
 /* Parses one .nv.info.<name> section into k->params / param_bytes. -1 if malformed. */
-int pt_nvinfo_params(const uint8_t *info, size_t len, struct pt_kernel *k);
+int pt_nvinfo_params(const uint8_t *info, size_t len, struct pt_fatbin_kernel *k);
 /* Lists the .entry functions of PTX text with parameter offsets from their
  * .param declarations. */
 int pt_ptx_list(const char *text, size_t len, unsigned arch, struct pt_kernel_list *l);
 
 /* Internal to the lister: appends (taking ownership of k's allocations) / a note. */
-int pt_kernel_list_add(struct pt_kernel_list *l, struct pt_kernel *k);
+int pt_kernel_list_add(struct pt_kernel_list *l, struct pt_fatbin_kernel *k);
 void pt_kernel_list_note(struct pt_kernel_list *l, int is_error, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -6,12 +6,6 @@
 
 const char *pt_tool_argv0;
 
-int pt_cmd_usage_error(const char *cmd, void (*usage)(FILE *), const char *msg, const char *arg) {
-  fprintf(stderr, "ponytail %s: %s%s%s\n\n", cmd, msg, arg ? ": " : "", arg ? arg : "");
-  usage(stderr);
-  return 2;
-}
-
 struct pt_cmd {
   const char *name;
   int (*fn)(int, char **);

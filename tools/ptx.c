@@ -32,7 +32,7 @@ static uint64_t num_at(const char *p, const char *end) {
 }
 
 /* Parses "(.param ..., .param ...)" starting at p (after '('), fills k. */
-static const char *parse_params(const char *p, const char *end, struct pt_kernel *k) {
+static const char *parse_params(const char *p, const char *end, struct pt_fatbin_kernel *k) {
   uint64_t off = 0;
   k->params_known = 1;
   while (p < end && *p != ')') {
@@ -104,7 +104,7 @@ int pt_ptx_list(const char *text, size_t len, unsigned arch, struct pt_kernel_li
     const char *ns = p;
     while (p < end && (isalnum((unsigned char)*p) || *p == '_' || *p == '$' || *p == '.')) p++;
     if (p == ns) continue;
-    struct pt_kernel k = {0};
+    struct pt_fatbin_kernel k = {0};
     snprintf(k.arch, sizeof k.arch, "compute_%u", arch);
     k.ptx = 1;
     if (!(k.name = strndup(ns, (size_t)(p - ns)))) return -1;

@@ -362,11 +362,11 @@ out:
   for (size_t i = 0; i < m.cap; i++) free(m.slot[i].name);
   free(m.slot);
   free(iv);
-  if (rc) pt_trace_free(r);
+  if (rc) pt_trace_report_free(r);
   return rc;
 }
 
-void pt_trace_free(struct pt_trace_report *r) {
+void pt_trace_report_free(struct pt_trace_report *r) {
   for (size_t i = 0; i < r->nk; i++) free(r->k[i].name);
   free(r->k);
   for (size_t i = 0; i < r->nsk; i++) {

@@ -48,7 +48,7 @@ struct pt_trace_report {
  * Returns 0, or -1 with a reason (out of memory, unreadable stats JSON). */
 int pt_trace_load(struct pt_trace_report *r, const char *const *records, size_t nrecords,
                   const char *const *stats, size_t nstats, double wall_s, char *why, size_t whylen);
-void pt_trace_free(struct pt_trace_report *r);
+void pt_trace_report_free(struct pt_trace_report *r);
 
 /* top = 0: every kernel. */
 void pt_trace_print_text(const struct pt_trace_report *r, FILE *f, size_t top);

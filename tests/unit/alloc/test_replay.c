@@ -236,6 +236,9 @@ static void test_cli_errors(void **state) {
   assert_int_equal(run_cli(out, err, sizeof out, 3, a2), 2);
   const char *a3[] = {"replay", small, "--limit", "12Q"};
   assert_int_equal(run_cli(out, err, sizeof out, 4, a3), 2);
+  const char *a3b[] = {"replay", small, "--limit=12Q"}; /* --flag=VALUE is read, and checked */
+  assert_int_equal(run_cli(out, err, sizeof out, 3, a3b), 2);
+  assert_non_null(strstr(err, "--limit needs a size"));
   const char *a4[] = {"replay", "--bogus"};
   assert_int_equal(run_cli(out, err, sizeof out, 2, a4), 2);
   const char *a5[] = {"replay"};

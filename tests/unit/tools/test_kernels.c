@@ -33,8 +33,8 @@ static const struct want wants[] = {
     {"_ZN4ptfx5scaleIfEEvPT_S1_", 2, {{0, 0, 8}, {1, 8, 4}}, 12},
 };
 
-static const struct pt_kernel *find(const struct pt_kernel_list *l, const char *name, const char *arch) {
-  const struct pt_kernel *hit = NULL;
+static const struct pt_fatbin_kernel *find(const struct pt_kernel_list *l, const char *name, const char *arch) {
+  const struct pt_fatbin_kernel *hit = NULL;
   for (size_t i = 0; i < l->n; i++)
     if (!strcmp(l->k[i].name, name) && !strcmp(l->k[i].arch, arch)) {
       assert_null(hit); /* listed once per arch */
@@ -58,7 +58,7 @@ static void check_fixture(const char *path, int expect_ptx) {
   for (size_t a = 0; a < 3; a++) {
     if (a == 2 && !expect_ptx) continue;
     for (size_t w = 0; w < sizeof wants / sizeof wants[0]; w++) {
-      const struct pt_kernel *k = find(&l, wants[w].name, archs[a]);
+      const struct pt_fatbin_kernel *k = find(&l, wants[w].name, archs[a]);
       assert_non_null(k);
       assert_int_equal(k->ptx, a == 2);
       assert_true(k->params_known);
@@ -174,7 +174,7 @@ static void test_ptx_and_nvinfo(void **state) {
       0x03, 0x1b, 0xff, 0,
       0x03, 0x19, 12, 0,
   };
-  struct pt_kernel k = {0};
+  struct pt_fatbin_kernel k = {0};
   assert_int_equal(pt_nvinfo_params(info, sizeof info, &k), 0);
   assert_int_equal(k.nparams, 2);
   assert_int_equal(k.params[0].offset, 0);
@@ -183,11 +183,11 @@ static void test_ptx_and_nvinfo(void **state) {
   assert_int_equal(k.params[1].size, 4);
   assert_int_equal(k.param_bytes, 12);
   free(k.params);
-  struct pt_kernel k2 = {0};
+  struct pt_fatbin_kernel k2 = {0};
   assert_int_equal(pt_nvinfo_params(info, sizeof info - 1, &k2), -1); /* truncated record */
   free(k2.params);
   const uint8_t badfmt[] = {0x09, 0x17, 0, 0};
-  struct pt_kernel k3 = {0};
+  struct pt_fatbin_kernel k3 = {0};
   assert_int_equal(pt_nvinfo_params(badfmt, sizeof badfmt, &k3), -1);
   free(k3.params);
 }

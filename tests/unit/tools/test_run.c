@@ -24,6 +24,7 @@ static void test_usage_errors(void **state) {
       {"run", "--log", "loud", "true"},        /* bad level */
       {"run", "--stats=xml", "--", "true"},    /* bad stats form */
       {"run", "--stats-file", NULL},           /* missing value */
+      {"run", "--of", "--", "true"},           /* abbreviations are not taken */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *argv[6] = {(char *)ponytail};
@@ -69,6 +70,16 @@ static void test_preload_and_env(void **state) {
   assert_non_null(strstr(r.out, want));
   assert_non_null(strstr(r.out, "S=1\n"));
   assert_non_null(strstr(r.out, "E=unset\n"));
+  pt_test_out_free(&r);
+
+  /* --flag=VALUE works too; options end at "--": CMD keeps its own --log. */
+  char shim_eq[PATH_MAX + 16];
+  snprintf(shim_eq, sizeof shim_eq, "--shim=%s", fake_shim);
+  char *argv3[] = {(char *)ponytail, "run", shim_eq, "--log=info", "--", "/bin/sh", "-c",
+                   "echo \"L=$PONYTAIL_LOG A=$0\"", "--log=bogus", NULL};
+  r = pt_test_exec(argv3, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "L=info A=--log=bogus\n"));
   pt_test_out_free(&r);
 }
 

@@ -125,6 +125,15 @@ static void test_report(void **state) {
   assert_non_null(strstr(r.out, "attention"));
   assert_non_null(strstr(r.out, "30.0% of GPU time"));
   assert_non_null(strstr(r.out, "45.0%"));
+
+  /* --flag=VALUE is the same as --flag VALUE (getopt_long). */
+  char rec[PATH_MAX + 16];
+  snprintf(rec, sizeof rec, "--from-files=%s", fixture("trace_cupti_records.txt"));
+  char *eq[] = {(char *)ponytail, "trace", "--top=2", rec, fixture("trace_shim_stats.json"), NULL};
+  struct pt_test_out r2 = pt_test_exec(eq, NULL);
+  assert_int_equal(r2.status, 0);
+  assert_string_equal(r2.out, r.out);
+  pt_test_out_free(&r2);
   pt_test_out_free(&r);
 }
 

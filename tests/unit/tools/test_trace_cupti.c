@@ -78,7 +78,7 @@ static void test_records(void **state) {
   assert_int_equal(r.total_ns, 100 + 250 + 100);
   assert_int_equal(r.busy_ns, 300 + 100); /* [100,400] and [500,600] */
   assert_int_equal(r.span_ns, 90000 - 100);
-  pt_trace_free(&r);
+  pt_trace_report_free(&r);
   unlink(path);
 }
 
@@ -114,7 +114,7 @@ static void test_cannot_attach(void **state) {
     assert_int_equal(pt_trace_load(&r, &rec, 1, NULL, 0, 0, why, sizeof why), 0);
     assert_false(r.cupti_ok);
     assert_non_null(strstr(r.cupti_error, "failed"));
-    pt_trace_free(&r);
+    pt_trace_report_free(&r);
     unlink(path);
   }
 }
