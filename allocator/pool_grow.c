@@ -8,6 +8,7 @@
  * cuts its segment in two. */
 #include <stdlib.h>
 #include "allocator/pool_internal.h"
+#include "allocator/pool_plan.h"
 
 static inline uint64_t g_up(uint64_t x, uint64_t g) { return (x + g - 1) / g * g; }
 static inline uint64_t g_down(uint64_t x, uint64_t g) { return x / g * g; }
@@ -46,15 +47,6 @@ static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
   struct pt_arena *ar;
   uint64_t s0, s1;
   return blk_span(p, b, &ar, &s0, &s1);
-}
-
-/* true when slots [s, s+k) are unmapped and the slot after is unmapped or
- * past the arena's end. */
-static bool slots_free(const struct pt_arena *a, uint64_t s, uint64_t k) {
-  if (s + k > a->nslots) return false;
-  for (uint64_t i = s; i < s + k; i++)
-    if (pt_bit(a->bits, i)) return false;
-  return s + k == a->nslots || !pt_bit(a->bits, s + k);
 }
 
 /* First place (lowest address) for k granules with guard slots around. A
@@ -237,200 +229,190 @@ static int create_span(struct pt_pool *p, uint64_t n, struct pt_hspan *out) {
   }
 }
 
-/* New physical memory, appended to h[*nh..], until *ng reaches upto or
- * *grown reaches limit: handles of up to p->chunk granules, since the
- * driver's cost is per handle. 0, or create_span's error (what was created
- * before it stays in h). */
-static int create_upto(struct pt_pool *p, uint64_t upto, uint64_t limit, struct pt_hspan *h, uint64_t *nh,
-                       uint64_t *ng, uint64_t *grown) {
-  while (*ng < upto && *grown < limit) {
-    uint64_t want = upto - *ng;
-    if (want > p->chunk) want = p->chunk;
-    if (want > limit - *grown) want = limit - *grown;
-    int rc = create_span(p, want, &h[*nh]);
+/* What pt_grow has gathered for the new range so far. */
+struct grow_run {
+  uint64_t k;      /* granules to gather: the plan's, less slack given up, plus slack added */
+  uint64_t slack;  /* slack in k that an out-of-memory gives up */
+  bool slack_done; /* slack was added (at most once per call) */
+  struct pt_hspan *h; /* the handles: nh of them, ng granules in all (may pass k by part of a
+                         stitched handle: the range is then that much larger) */
+  uint64_t nh, ng;
+  uint64_t grown, stitched; /* granules created, stitched */
+};
+
+/* New physical memory, appended to the run's handles, until ng reaches upto
+ * or grown reaches budget. 0, or create_span's error (what was created
+ * before it stays in the run). */
+static int create_upto(struct pt_pool *p, const struct pt_grow_plan *pl, struct grow_run *w, uint64_t upto,
+                       uint64_t budget) {
+  while (w->ng < upto && w->grown < budget) {
+    int rc = create_span(p, pt_grow_handle(pl->chunk, upto - w->ng, budget - w->grown), &w->h[w->nh]);
     if (rc) return rc;
-    *grown += h[*nh].n;
-    *ng += h[(*nh)++].n;
+    w->grown += w->h[w->nh].n;
+    w->ng += w->h[w->nh++].n;
   }
   return 0;
 }
 
-/* Granules that may be stitched: wholly free granules of free blocks other
- * than `skip`, split into those whose work is done and those pending. */
-static void count_free_granules(struct pt_pool *p, struct pt_blk **c, uint64_t n,
-                                const struct pt_blk *skip, uint64_t *done, uint64_t *pending) {
-  *done = *pending = 0;
+/* The granules its segment can grow by right after va (pt_grow_blk.after),
+ * counted up to cap. */
+static uint64_t slots_after(const struct pt_pool *p, uintptr_t va, uint64_t cap) {
+  struct pt_arena *a;
+  uint64_t s, n = 0;
+  if (pt_arena_slot(p, va, &a, &s)) return 0;
+  if (cap > a->nslots - s) cap = a->nslots - s;
+  while (n < cap) {
+    uint64_t i = s + n, w = a->bits[i >> 6] >> (i & 63);
+    if (w) {
+      n += (uint64_t)__builtin_ctzll(w);
+      break;
+    }
+    n += 64 - (i & 63);
+  }
+  if (n > cap) n = cap;
+  /* The slot after the run must be unmapped too (a guard), or the end. */
+  return s + n == a->nslots || !pt_bit(a->bits, s + n) ? n : n ? n - 1 : 0;
+}
+
+/* The planner's view of the pool: every free block c[0..n) in vb, their
+ * fence state left to view_settle. */
+static void view_fill(struct pt_pool *p, uint64_t r, struct pt_blk **c, uint64_t n, struct pt_grow_blk *vb,
+                      struct pt_grow_view *v) {
+  const uint64_t cap = (r + p->gran - 1) / p->gran + PT_GROW_AFTER_EXTRA;
   for (uint64_t i = 0; i < n; i++) {
-    if (c[i] == skip) continue;
-    uint64_t g = blk_granules(p, c[i]);
-    if (!g) continue;
+    vb[i] = (struct pt_grow_blk){.size = c[i]->size, .granules = blk_granules(p, c[i])};
+    if (!c[i]->next) vb[i].after = slots_after(p, c[i]->addr + c[i]->size, cap);
+  }
+  *v = (struct pt_grow_view){
+    .gran = p->gran, .chunk = p->chunk, .limit = p->limit,
+    .used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED),
+    .physical = p->st.physical_bytes, .peak_physical = p->st.peak_physical_bytes,
+    .peak_requested = p->st.peak_requested_bytes, .may_wait = true, .blk = vb, .nblk = n};
+}
+
+/* The fence state of the blocks with granules to stitch, but skip's: their
+ * done fences dropped (querying markers, never waiting). */
+static void view_settle(struct pt_pool *p, struct pt_blk **c, struct pt_grow_blk *vb, uint64_t n, int64_t skip) {
+  for (uint64_t i = 0; i < n; i++) {
+    if ((int64_t)i == skip || !vb[i].granules) continue;
     (void)pt_fences_settle(p, c[i], false);
-    if (c[i]->nfence) *pending += g;
-    else *done += g;
+    vb[i].pending = c[i]->nfence > 0;
   }
 }
 
-/* New memory for a free block's tail, for a large request, comes in whole
- * handles: what the last handle has beyond the request stays free right after
- * the new block. A KV-cache tensor that torch.cat re-allocates one token
- * longer every step needs one more granule every few dozen steps, all layers
- * at the same step; without slack each such step costs every layer a create
- * and a map, which on the H200 made those steps ~6 ms slower than stock's
- * (bench/NOTES.md section 12); with it most of them find the granule mapped.
- * Only within the headroom (so never above the pool's peak), without a limit
- * (there one-granule handles and stitching keep memory tight), and where the
- * arena's slots after the tail are free. Returns the extra granules. */
-static uint64_t tail_slack(struct pt_pool *p, const struct pt_blk *tail, uint64_t r, uint64_t k, uint64_t want_new,
-                           uint64_t headroom) {
-  if (!tail || !want_new || p->limit || p->chunk < 2 || r < PT_POOL_SLACK_MIN_GRANULES * p->gran) return 0;
-  uint64_t extra = (p->chunk - want_new % p->chunk) % p->chunk;
-  if (want_new + extra > headroom) extra = headroom > want_new ? headroom - want_new : 0;
-  struct pt_arena *ar;
-  uint64_t s;
-  if (extra && (pt_arena_slot(p, tail->addr + tail->size, &ar, &s) || !slots_free(ar, s, k + extra))) extra = 0;
-  return extra;
+/* Stitches toward w->k, after the new memory the plan creates first: whole
+ * handles whose work is done first, then pending ones after waiting for them;
+ * handles that fit what is missing (pass 0, 1), and only when new memory
+ * cannot be had (pass 2), one that passes it. Stitched blocks are cleared
+ * from c. 0 or a backend error other than out-of-memory. */
+static int gather(struct pt_pool *p, const struct pt_grow_view *v, const struct pt_grow_plan *pl, uint64_t r,
+                  struct pt_blk **c, uint64_t n, struct grow_run *w) {
+  const int oom = p->bk.ops->err_oom;
+  struct pt_blk *tail = pl->tail >= 0 ? c[pl->tail] : NULL;
+  int rc = 0;
+  for (int pass = 0; pass < 3 && w->ng < w->k; pass++) {
+    /* Free memory whose work is done but that lies in handles larger than
+     * what is missing was counted as if it could be stitched: what it leaves
+     * missing is created now, within the headroom, rather than waited for
+     * (in a decode, the free memory is pending after every step and in large
+     * handles: waiting for it stalled the host for nothing). */
+    if (pass == 1) {
+      uint64_t hr = pl->headroom > w->grown ? pl->headroom - w->grown : 0;
+      if (!w->slack_done) {
+        uint64_t after = tail ? slots_after(p, tail->addr + tail->size, w->k + pl->chunk) : 0;
+        w->slack = pt_grow_slack(v, r, w->k, w->k - w->ng, hr, after);
+        w->slack_done = w->slack > 0;
+        w->k += w->slack;
+      }
+      rc = create_upto(p, pl, w, w->k, pl->headroom < pl->room ? pl->headroom : pl->room);
+      if (rc == oom && w->slack) w->k -= w->slack, w->slack = 0;
+    }
+    /* What stitching could not cover: new memory, within the limit. */
+    if (pass == 2) rc = create_upto(p, pl, w, w->k, pl->room);
+    if (rc && rc != oom) return rc;
+    rc = 0;
+    for (uint64_t i = 0; i < n && w->ng < w->k; i++) {
+      struct pt_blk *b = c[i];
+      if (!b || b == tail) continue;
+      bool wait = pass > 0 && pl->may_wait; /* pass 0: only work that is done */
+      if (!blk_granules(p, b) || (!wait && b->nfence)) continue;
+      if (wait && pt_fences_settle(p, b, true)) continue; /* new memory, if allowed */
+      uint64_t before = w->ng;
+      if ((rc = take_handles(p, b, w->k - w->ng, pass < 2, w->h, &w->nh, &w->ng))) return rc;
+      w->stitched += w->ng - before;
+      if (w->ng > before) c[i] = NULL; /* b may be gone: never look at it again */
+    }
+  }
+  return 0;
 }
 
+/* The executor of pool_plan.h's plan: the backend calls, the pool's state
+ * and stats, and undoing what it did on failure. */
 int pt_grow(struct pt_pool *p, uint64_t r) {
   const uint64_t G = p->gran;
   pt_streams_refresh(p);
   uint64_t n = p->nfree_blocks;
   struct pt_blk **c = malloc((n ? n : 1) * sizeof *c);
+  struct pt_grow_blk *vb = malloc((n ? n : 1) * sizeof *vb);
   struct pt_blk *nb = pt_blk_new(p);
-  if (!c || !nb) {
-    free(c);
-    if (nb) pt_blk_put(p, nb);
-    return p->bk.ops->err_oom;
-  }
+  struct grow_run w = {0};
+  int rc = p->bk.ops->err_oom;
+  if (!c || !vb || !nb) goto fail;
   n = pt_fit_collect(p, 0, c, n);
 
-  /* The free segment tail that needs the fewest new granules. */
-  struct pt_blk *tail = NULL;
-  for (uint64_t i = 0; i < n; i++) {
-    struct pt_blk *b = c[i];
-    struct pt_arena *ar;
-    uint64_t s;
-    if (b->next || b->size >= r || (tail && tail->size >= b->size)) continue;
-    if (pt_arena_slot(p, b->addr + b->size, &ar, &s)) continue;
-    if (slots_free(ar, s, (r - b->size + G - 1) / G)) tail = b;
+  struct pt_grow_view v;
+  struct pt_grow_plan pl;
+  view_fill(p, r, c, n, vb, &v);
+  int64_t t = pt_grow_where(&v, r);
+  view_settle(p, c, vb, n, t);
+  pt_grow_plan(&v, r, t, &pl);
+  if (pl.oom && t >= 0) {
+    /* Even stitching everything cannot cover the tail: a new segment, which
+     * may also use the tail's own granules. */
+    view_settle(p, c, vb, n, -1);
+    pt_grow_plan(&v, r, -1, &pl);
   }
-
-  uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
-  uint64_t room = !p->limit ? UINT64_MAX : p->limit > used ? (p->limit - used) / G : 0;
-  uint64_t k = 0, done = 0, pending = 0;
-  /* Try growing the tail; if even stitching everything cannot cover it, try
-   * a fresh range, which may also use the tail's own granules. */
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass && !tail) break;
-    if (pass) tail = NULL;
-    k = tail ? (r - tail->size + G - 1) / G : (r + G - 1) / G;
-    count_free_granules(p, c, n, tail, &done, &pending);
-    if (room >= k || done + pending + room >= k) break;
-  }
-  /* Handles gathered for the new range: nh of them, ng granules in all (may
-   * pass k by part of a stitched handle: the range is then that much larger). */
-  struct pt_hspan *h = NULL;
-  uint64_t nh = 0, ng = 0, stitched = 0;
-  int rc = p->bk.ops->err_oom;
-  if (room < k && done + pending + room < k) {
+  if (pl.oom) {
     p->st.limit_rejections++;
     goto fail;
   }
-  /* k may rise to all of r (below), or by a tail's slack: room for that
-   * many handles. */
-  if (!(h = malloc(((r + G - 1) / G + p->chunk) * sizeof *h))) goto fail;
-  /* New physical memory only for what free granules whose work is done
-   * cannot cover: stitching those costs about what creating does, and keeps
-   * the pool's physical memory close to its live memory. */
-  uint64_t want_new = k > done ? k - done : 0;
-  /* Granules whose work is pending are waited for rather than replaced by
-   * new memory that would raise the pool's peak: when the device runs behind
-   * the host (a GPU-bound prefill), most freed memory is pending, and
-   * growing instead left the peak at live + everything freed but not yet
-   * finished (8.4% in `ponytail replay --min 1M --lag 100`, as on the H200).
-   * New memory that stays under the peak costs no peak, and no wait; nor
-   * does new memory within 1/128 above the peak of requested bytes (a bound
-   * that growth itself does not raise): a host wait stalls a CPU-bound
-   * caller until the device catches up, for a granule or two. */
-  uint64_t cap = p->st.peak_requested_bytes + p->st.peak_requested_bytes / 128;
-  if (cap < p->st.peak_physical_bytes) cap = p->st.peak_physical_bytes;
-  uint64_t headroom = cap > p->st.physical_bytes ? (cap - p->st.physical_bytes) / G : 0;
-  if (want_new > headroom) {
-    uint64_t wait = want_new - headroom < pending ? want_new - headroom : pending;
-    want_new -= wait;
+  /* k may rise to all of r (elsewhere, below), or by a tail's slack: room
+   * for that many handles. */
+  if (!(w.h = malloc(((r + G - 1) / G + pl.chunk) * sizeof *w.h))) goto fail;
+  /* The slack is added at most once per call: here or in the gather's pass
+   * 1 (h has room for one chunk beyond r). It is best effort: on
+   * out-of-memory the request is what it was. */
+  w.k = pl.k;
+  w.slack = pl.slack;
+  w.slack_done = w.slack > 0;
+  rc = create_upto(p, &pl, &w, pl.new_first, pl.room);
+  if (rc == p->bk.ops->err_oom && w.slack) w.k -= w.slack, w.slack = 0;
+  if (rc && (rc != p->bk.ops->err_oom || w.ng + pl.done + pl.pending < w.k)) goto fail;
+  /* A stitched handle may have brought more than the tail needs: the slots
+   * after it must hold all of it, else the range goes elsewhere, and must
+   * then hold all of r by itself: gathered again, once (without a tail). */
+  for (int round = 0; round < 2; round++) {
+    if ((rc = gather(p, &v, &pl, r, c, n, &w))) goto fail;
+    rc = p->bk.ops->err_oom;
+    if (w.ng < w.k) goto fail;
+    if (pl.tail < 0 || w.ng <= slots_after(p, c[pl.tail]->addr + c[pl.tail]->size, w.ng)) break;
+    pt_grow_plan_elsewhere(&pl, r, G);
+    /* The range no longer grows a tail: k is exactly r, with no slack that
+     * an out-of-memory could take off it (before the split, the old slack
+     * was subtracted again, which could leave k short of r). */
+    w.k = pl.k;
+    w.slack = 0;
+    if (w.ng >= w.k) break;
   }
-  if (want_new > room) want_new = room;
-  /* At most once per call: the slack of a tail that gets new memory, here
-   * or in the gather's pass 1 (h has room for one chunk beyond r). It is
-   * best effort: on out-of-memory the request is what it was. */
-  uint64_t slack = tail_slack(p, tail, r, k, want_new, headroom);
-  bool slack_done = slack > 0;
-  want_new += slack;
-  k += slack;
-  uint64_t grown = 0;
-  rc = create_upto(p, want_new, room, h, &nh, &ng, &grown);
-  if (rc == p->bk.ops->err_oom && slack) k -= slack, slack = 0;
-  if (rc && (rc != p->bk.ops->err_oom || ng + done + pending < k)) goto fail;
-  rc = 0;
-  /* Stitch: whole handles whose work is done first, then pending ones after
-   * waiting for them; handles that fit what is missing (pass 0, 1), and
-   * only when new memory cannot be had (pass 2), one that passes it. */
-gather:
-  for (int pass = 0; pass < 3 && ng < k; pass++) {
-    /* Free memory whose work is done but that lies in handles larger than
-     * what is missing was counted above as if it could be stitched: what
-     * it leaves missing is created now, within the headroom, rather than
-     * waited for (in a decode, the free memory is pending after every step
-     * and in large handles: waiting for it stalled the host for nothing). */
-    if (pass == 1) {
-      if (!slack_done && ng < k) {
-        slack = tail_slack(p, tail, r, k, k - ng, headroom > grown ? headroom - grown : 0);
-        slack_done = slack > 0;
-        k += slack;
-      }
-      rc = create_upto(p, k, headroom < room ? headroom : room, h, &nh, &ng, &grown);
-      if (rc == p->bk.ops->err_oom && slack) k -= slack, slack = 0;
-    }
-    /* What stitching could not cover: new memory, within the limit. */
-    if (pass == 2) rc = create_upto(p, k, room, h, &nh, &ng, &grown);
-    if (rc && rc != p->bk.ops->err_oom) goto fail;
-    rc = 0;
-    for (uint64_t i = 0; i < n && ng < k; i++) {
-      struct pt_blk *b = c[i];
-      if (!b || b == tail) continue;
-      uint64_t g = blk_granules(p, b);
-      if (!g || (pass == 0 && b->nfence)) continue;
-      if (pass > 0 && pt_fences_settle(p, b, true)) continue; /* new memory, if allowed */
-      uint64_t before = ng;
-      if ((rc = take_handles(p, b, k - ng, pass < 2, h, &nh, &ng))) goto fail;
-      stitched += ng - before;
-      if (ng > before) c[i] = NULL; /* b may be gone: never look at it again */
-    }
-  }
-  rc = p->bk.ops->err_oom;
-  if (ng < k) goto fail;
-  uintptr_t va = 0;
-  if (tail) {
-    /* A stitched handle may have brought more than the tail needs: the
-     * slots after it must hold all of it, else the range goes elsewhere, and
-     * must then hold all of r by itself. */
-    struct pt_arena *ar;
-    uint64_t s;
-    if (pt_arena_slot(p, tail->addr + tail->size, &ar, &s) || !slots_free(ar, s, ng)) {
-      tail = NULL;
-      k = (r + G - 1) / G;
-      if (ng < k) goto gather;
-    } else {
-      va = tail->addr + tail->size;
-    }
-  }
-  if (!tail && (rc = place_fresh(p, ng, &va))) goto fail;
-  if ((rc = map_range(p, va, h, nh, ng))) {
-    nh = ng = 0; /* map_range released them */
+  struct pt_blk *tail = pl.tail >= 0 ? c[pl.tail] : NULL;
+  uintptr_t va = tail ? tail->addr + tail->size : 0;
+  if (!tail && (rc = place_fresh(p, w.ng, &va))) goto fail;
+  if ((rc = map_range(p, va, w.h, w.nh, w.ng))) {
+    w.nh = w.ng = 0; /* map_range released them */
     goto fail;
   }
   nb->addr = va;
-  nb->size = ng * G;
+  nb->size = w.ng * G;
   nb->is_free = 1;
   if (tail) {
     pt_fit_remove(p, tail);
@@ -440,20 +422,22 @@ gather:
   } else {
     pt_fit_insert(p, nb);
   }
-  if (grown) p->st.grows++;
-  if (stitched) {
+  if (w.grown) p->st.grows++;
+  if (w.stitched) {
     p->st.stitches++;
-    p->st.stitched_bytes += stitched * G;
+    p->st.stitched_bytes += w.stitched * G;
   }
   free(c);
-  free(h);
+  free(vb);
+  free(w.h);
   return 0;
 fail:
-  for (uint64_t j = 0; j < nh; j++) (void)p->bk.ops->release(p->bk.ctx, h[j].h);
-  pt_stat_physical(p, -(int64_t)ng);
-  pt_blk_put(p, nb);
+  for (uint64_t j = 0; j < w.nh; j++) (void)p->bk.ops->release(p->bk.ctx, w.h[j].h);
+  pt_stat_physical(p, -(int64_t)w.ng);
+  if (nb) pt_blk_put(p, nb);
   free(c);
-  free(h);
+  free(vb);
+  free(w.h);
   return rc;
 }
 

@@ -1,6 +1,7 @@
 /* Internals shared by the pool's files (pool.c: alloc/free and streams;
  * pool_fit.c: free-block index and live-pointer map; pool_grow.c: mapping,
- * stitching, trimming; pool_check.c: invariants for tests). */
+ * stitching, trimming, executing the growth plans of pool_plan.c, which sees
+ * none of this; pool_check.c: invariants for tests). */
 #ifndef PT_ALLOC_POOL_INTERNAL_H
 #define PT_ALLOC_POOL_INTERNAL_H
 #include <pthread.h>
