@@ -17,19 +17,21 @@
 // needs zeroing only once (graph replay safe).
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
-// softmax uses ex2 directly.
+// softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
+// split merges (merge_cluster, merge_splits, split_count_last) in
+// kernels/attn_merge.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "kernels/attn_kparams.h"
+#include "kernels/ptx.cuh"
+#include "kernels/attn_merge.cuh"
 
 namespace pt_attn {
 
 constexpr int BK = PT_ATTN_BK;
 constexpr int NT = PT_ATTN_THREADS;
-constexpr float NEG_INF = -__builtin_huge_valf();
-constexpr float LN2 = 0.693147180559945309f;
 
 template <int D> struct cfg {
   // Stages: enough bytes in flight per SM with 3 (d64), 2 (d128) or 1 (d256)
@@ -47,295 +49,6 @@ template <int D> struct cfg {
 // chunks of a row) are conflict-free.
 template <int D> __device__ __forceinline__ int swz(int row, int ch) {
   return row * D + ((ch ^ (row & 7)) << 3);
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Thread-block-cluster helpers (sm_90): the CTAs of one (batch, KV head) form
-// a cluster when the split count is small, and merge their partials through
-// distributed shared memory instead of global memory and a counter.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster: release our shared-memory writes,
-// acquire the others'.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// The address of the same shared variable in CTA `rank` of the cluster.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ float2 ld_cluster_f2(uint32_t addr) {
-  float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];\n"
-               : "=f"(v.x), "=f"(v.y)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-  // .cg: stream through L2 only; src_bytes 0 zero-fills (keys past the split).
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T> struct dt;
-template <> struct dt<__nv_bfloat16> {
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-template <> struct dt<__half> {
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __half2 v = __floats2half2_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-
-// Writes 4 consecutive output elements (8 bytes; the launcher checked 16-byte
-// alignment of o and of its strides).
-template <typename T>
-__device__ __forceinline__ void store4(T *dst, float a, float b, float c, float d) {
-  uint2 v;
-  v.x = dt<T>::pack(a, b);
-  v.y = dt<T>::pack(c, d);
-  *reinterpret_cast<uint2 *>(dst) = v;
-}
-
-
-// The last CTA of a (batch, KV head): O = sum_s w_s O_s / L with
-// w_s = 2^(m_s - M), M = max_s m_s, L = sum_s w_s l_s. The partials were just
-// written by other SMs, so they are read from L2 (ld.cg). The merge is
-// latency-bound: the first batch of partial-O loads is issued before the
-// (m, l) round trip (it does not depend on the weights), each thread keeps NB
-// loads in flight, and when a row set has few items, groups of threads take
-// interleaved splits and are summed in a fixed order (deterministic).
-template <typename T, int D>
-__device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, unsigned char *smem,
-                                          const float2 *ws_ml, const float *ws_o, int ns,
-                                          int bi, int kh, int rows, int group, int nitems) {
-  constexpr int NB = D == 64 ? 16 : 32;  // float4 loads in flight per thread
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  float2 *const wml = reinterpret_cast<float2 *>(smem);                 // [ns][rows]: (m, l) -> (w, l)
-  float *const inv_l = reinterpret_cast<float *>(wml + PT_ATTN_MAX_SPLITS * PT_ATTN_MAX_ROWS);
-  float4 *const gsum = reinterpret_cast<float4 *>(inv_l + PT_ATTN_MAX_ROWS);  // [NT]
-
-  // Items (row, 4 columns) are taken in passes of at most NT; in a pass of
-  // pi items, ngrp = NT / pi thread groups split the KV splits between them.
-  int base = 0;
-  int pi = min(nitems, NT), ngrp = NT / pi;
-  int item = tid % pi, grp = tid / pi;
-  float4 x[NB];
-  auto issue = [&](int s_first) {
-    const int r = (base + item) / (D / 4), d = ((base + item) % (D / 4)) * 4;
-#pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      const int s = s_first + j * ngrp;
-      x[j] = grp < ngrp && s < ns
-                 ? __ldcg(reinterpret_cast<const float4 *>(ws_o + ((int64_t)s * rows + r) * D + d))
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  };
-  issue(grp);
-
-  // (m, l) of every split and row -> shared memory, then per-row weights.
-  const int nml = ns * rows;
-#pragma unroll 4
-  for (int i = tid; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
-  __syncthreads();
-  for (int r = warp; r < rows; r += 4) {
-    float M = NEG_INF;
-    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-    for (int s = lane; s < ns; s += 32) {
-      const float2 ml = wml[s * rows + r];
-      const float w = ex2(ml.x - Mu);
-      wml[s * rows + r].x = w;
-      L += w * ml.y;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-    if (lane == 0) {
-      inv_l[r] = 1.f / L;
-      if (p.lse) {
-        const int i = r / group, hh = kh * group + r % group;
-        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
-      }
-    }
-  }
-  __syncthreads();
-
-  for (;;) {
-    const int it = base + item;
-    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s_first = grp;;) {
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int s = s_first + j * ngrp;
-        const float w = grp < ngrp && s < ns ? wml[s * rows + r].x : 0.f;
-        o.x += w * x[j].x;
-        o.y += w * x[j].y;
-        o.z += w * x[j].z;
-        o.w += w * x[j].w;
-      }
-      s_first += NB * ngrp;
-      if (grp >= ngrp || s_first >= ns) break;
-      issue(s_first);
-    }
-    bool write = grp < ngrp;
-    if (ngrp > 1) {
-      gsum[tid] = o;
-      __syncthreads();
-      write = tid < pi;
-      if (write) {
-        o = gsum[tid];
-        for (int q = 1; q < ngrp; ++q) {
-          const float4 y = gsum[q * pi + tid];
-          o.x += y.x;
-          o.y += y.y;
-          o.z += y.z;
-          o.w += y.w;
-        }
-      }
-    }
-    if (write) {
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = inv_l[r];
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-             o.y * inv, o.z * inv, o.w * inv);
-    }
-    base += pi;
-    if (base >= nitems) break;
-    __syncthreads();  // gsum is reused by the next pass
-    pi = min(nitems - base, NT);
-    ngrp = NT / pi;
-    item = tid % pi;
-    grp = tid / pi;
-    issue(grp);
-  }
-}
-
-// Cluster merge: the p.cluster CTAs of a (batch, KV head) each hold their
-// split's partial (O unnormalised, (m, l) per row) in shared memory. Items
-// (row, 4 columns) are dealt round-robin over the cluster's CTAs and threads,
-// so the merge runs on all of the cluster's SMs at once; each item reads its
-// row's partial from every CTA through DSMEM (a few hundred ns, no L2 trip,
-// no atomic) and writes O (and LSE for column 0). Deterministic: splits are
-// summed in rank order.
-template <typename T, int D>
-__device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, const float *part_o,
-                                              const float2 *part_ml, int bi, int kh, int rows,
-                                              int group, int nitems) {
-  const int C = p.cluster;
-  const int rank = static_cast<int>(cluster_rank());
-  const uint32_t o_base = smem_u32(part_o), ml_base = smem_u32(part_ml);
-  constexpr int CHUNK = 8;  // partial-O loads in flight per thread
-  for (int it = rank + C * threadIdx.x; it < nitems; it += C * NT) {
-    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
-    float2 ml[PT_ATTN_MAX_CLUSTER];
-#pragma unroll
-    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
-      if (s < C) ml[s] = ld_cluster_f2(cluster_map(ml_base + r * 8, s));
-    float M = NEG_INF;
-#pragma unroll
-    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
-      if (s < C) M = fmaxf(M, ml[s].x);
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-#pragma unroll
-    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s) {
-      if (s < C) {
-        ml[s].x = ex2(ml[s].x - Mu);  // weight; 0 for a split that saw no key of this row
-        L += ml[s].x * ml[s].y;
-      }
-    }
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int c0 = 0; c0 < PT_ATTN_MAX_CLUSTER; c0 += CHUNK) {
-      if (c0 >= C) break;
-      float4 x[CHUNK];
-#pragma unroll
-      for (int j = 0; j < CHUNK; ++j)
-        if (c0 + j < C) x[j] = ld_cluster_f4(cluster_map(o_base + (r * D + d) * 4, c0 + j));
-#pragma unroll
-      for (int j = 0; j < CHUNK; ++j) {
-        if (c0 + j < C) {
-          const float w = ml[c0 + j].x;
-          o.x += w * x[j].x;
-          o.y += w * x[j].y;
-          o.z += w * x[j].z;
-          o.w += w * x[j].w;
-        }
-      }
-    }
-    // Every row sees key 0 (split 0), so L > 0.
-    const int i = r / group, hh = kh * group + r % group;
-    const float inv = 1.f / L;
-    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-           o.y * inv, o.z * inv, o.w * inv);
-    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
-  }
 }
 
 template <typename T, int D>
@@ -597,7 +310,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   if (p.nsplit == 1) return;
   if (in_cluster) {
     cluster_sync();  // every CTA's partial is written and visible
-    merge_cluster<T, D>(p, part_o, part_ml, bi, kh, rows, group, nitems);
+    merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
     cluster_sync();  // no CTA leaves while another still reads its shared memory
     return;
   }
@@ -607,23 +320,11 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // acq_rel atomic (release for our stores, which the barrier orders before
   // it; acquire for the other CTAs' partials when we are last).
   __syncthreads();
-  if (tid == 0) {
-    unsigned int *const cnt = reinterpret_cast<unsigned int *>(p.ws) + unit;
-    unsigned int done;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-                 : "=r"(done)
-                 : "l"(cnt)
-                 : "memory");
-    const int last = done == static_cast<unsigned int>(p.nsplit - 1);
-    // Self-reset: every split has counted, so nothing else touches it in
-    // this launch; the next launch on the stream sees 0 again.
-    if (last) asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(cnt) : "memory");
-    s_last = last;
-  }
+  if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
   __syncthreads();
   if (!s_last) return;
 
-  merge_splits<T, D>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
 }
 
 }  // namespace pt_attn

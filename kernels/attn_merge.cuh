@@ -1,0 +1,235 @@
+// Split-KV merge of the fused attention kernels: each split s of a (batch,
+// KV head) leaves a partial per row r -- O_s unnormalised (fp32, D columns),
+// m_s its running max and l_s its row sum, scores in the log2 domain -- and
+// the merge writes O = sum_s w_s O_s / L, w_s = 2^(m_s - M), M = max_s m_s,
+// L = sum_s w_s l_s, and LSE = (M + log2 L) ln 2, in a fixed order
+// (deterministic). Two in-launch combines:
+//  - merge_cluster: the splits form one thread-block cluster and each CTA
+//    holds its partial in its own shared memory (part_o [rows][D] floats,
+//    part_ml [rows] (m, l), at the same offsets in every CTA); the merge reads
+//    them through DSMEM.
+//  - merge_splits: the partials are in the global workspace (ws_o
+//    [ns][rows][D], ws_ml [ns][rows]); split_count_last tells the one CTA
+//    that arrived last (per-unit counter, self-resetting), which merges.
+// Row r of a unit is query position r / group of head kh * group + r % group
+// of batch bi; O is written through p.o and its strides, LSE to p.lse.
+//
+// Contract (the caller guarantees):
+//  - blockDim.x == NT (a multiple of 32), 1-D; every thread of the CTA calls
+//    (merge_splits has __syncthreads inside).
+//  - merge_cluster: a cluster launch of p.cluster <= PT_ATTN_MAX_CLUSTER CTAs;
+//    cluster_sync() by all of them after writing the partials and before the
+//    call, and again after it (no CTA leaves while another still reads its
+//    shared memory). part_o 16-byte aligned.
+//  - merge_splits: smem (>= 16-byte aligned) holds PT_ATTN_MAX_SPLITS *
+//    PT_ATTN_MAX_ROWS float2, PT_ATTN_MAX_ROWS floats and NT float4, and may
+//    be overwritten; ns <= PT_ATTN_MAX_SPLITS, rows <= PT_ATTN_MAX_ROWS; the
+//    other splits' partials are visible (split_count_last's acquire).
+//  - split_count_last: one thread of the CTA, after a __syncthreads that
+//    orders the CTA's partial stores before it; the counter starts at 0.
+//  - O 8-byte aligned per 4 columns (store4); every row saw at least one key
+//    in some split (L > 0).
+#ifndef PT_KERNELS_ATTN_MERGE_CUH
+#define PT_KERNELS_ATTN_MERGE_CUH
+#include <stdint.h>
+
+#include "kernels/attn_kparams.h"
+#include "kernels/ptx.cuh"
+
+namespace pt_attn {
+
+constexpr float NEG_INF = -__builtin_huge_valf();
+constexpr float LN2 = 0.693147180559945309f;
+
+// The last CTA of a (batch, KV head): O = sum_s w_s O_s / L with
+// w_s = 2^(m_s - M), M = max_s m_s, L = sum_s w_s l_s. The partials were just
+// written by other SMs, so they are read from L2 (ld.cg). The merge is
+// latency-bound: the first batch of partial-O loads is issued before the
+// (m, l) round trip (it does not depend on the weights), each thread keeps NB
+// loads in flight, and when a row set has few items, groups of threads take
+// interleaved splits and are summed in a fixed order (deterministic).
+template <typename T, int D, int NT>
+static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, unsigned char *smem,
+                                                    const float2 *ws_ml, const float *ws_o,
+                                                    int ns, int bi, int kh, int rows, int group,
+                                                    int nitems) {
+  constexpr int NB = D == 64 ? 16 : 32;  // float4 loads in flight per thread
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  float2 *const wml = reinterpret_cast<float2 *>(smem);                 // [ns][rows]: (m, l) -> (w, l)
+  float *const inv_l = reinterpret_cast<float *>(wml + PT_ATTN_MAX_SPLITS * PT_ATTN_MAX_ROWS);
+  float4 *const gsum = reinterpret_cast<float4 *>(inv_l + PT_ATTN_MAX_ROWS);  // [NT]
+
+  // Items (row, 4 columns) are taken in passes of at most NT; in a pass of
+  // pi items, ngrp = NT / pi thread groups split the KV splits between them.
+  int base = 0;
+  int pi = min(nitems, NT), ngrp = NT / pi;
+  int item = tid % pi, grp = tid / pi;
+  float4 x[NB];
+  auto issue = [&](int s_first) {
+    const int r = (base + item) / (D / 4), d = ((base + item) % (D / 4)) * 4;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const int s = s_first + j * ngrp;
+      x[j] = grp < ngrp && s < ns
+                 ? __ldcg(reinterpret_cast<const float4 *>(ws_o + ((int64_t)s * rows + r) * D + d))
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  issue(grp);
+
+  // (m, l) of every split and row -> shared memory, then per-row weights.
+  const int nml = ns * rows;
+#pragma unroll 4
+  for (int i = tid; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
+  __syncthreads();
+  for (int r = warp; r < rows; r += NT / 32) {
+    float M = NEG_INF;
+    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
+    M = warp_max(M);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+    for (int s = lane; s < ns; s += 32) {
+      const float2 ml = wml[s * rows + r];
+      const float w = ex2(ml.x - Mu);
+      wml[s * rows + r].x = w;
+      L += w * ml.y;
+    }
+    L = warp_sum(L);
+    if (lane == 0) {
+      inv_l[r] = 1.f / L;
+      if (p.lse) {
+        const int i = r / group, hh = kh * group + r % group;
+        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
+      }
+    }
+  }
+  __syncthreads();
+
+  for (;;) {
+    const int it = base + item;
+    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s_first = grp;;) {
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int s = s_first + j * ngrp;
+        const float w = grp < ngrp && s < ns ? wml[s * rows + r].x : 0.f;
+        o.x += w * x[j].x;
+        o.y += w * x[j].y;
+        o.z += w * x[j].z;
+        o.w += w * x[j].w;
+      }
+      s_first += NB * ngrp;
+      if (grp >= ngrp || s_first >= ns) break;
+      issue(s_first);
+    }
+    bool write = grp < ngrp;
+    if (ngrp > 1) {
+      gsum[tid] = o;
+      __syncthreads();
+      write = tid < pi;
+      if (write) {
+        o = gsum[tid];
+        for (int q = 1; q < ngrp; ++q) {
+          const float4 y = gsum[q * pi + tid];
+          o.x += y.x;
+          o.y += y.y;
+          o.z += y.z;
+          o.w += y.w;
+        }
+      }
+    }
+    if (write) {
+      const int i = r / group, hh = kh * group + r % group;
+      const float inv = inv_l[r];
+      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
+             o.y * inv, o.z * inv, o.w * inv);
+    }
+    base += pi;
+    if (base >= nitems) break;
+    __syncthreads();  // gsum is reused by the next pass
+    pi = min(nitems - base, NT);
+    ngrp = NT / pi;
+    item = tid % pi;
+    grp = tid / pi;
+    issue(grp);
+  }
+}
+
+// Cluster merge: the p.cluster CTAs of a (batch, KV head) each hold their
+// split's partial (O unnormalised, (m, l) per row) in shared memory. Items
+// (row, 4 columns) are dealt round-robin over the cluster's CTAs and threads,
+// so the merge runs on all of the cluster's SMs at once; each item reads its
+// row's partial from every CTA through DSMEM (a few hundred ns, no L2 trip,
+// no atomic) and writes O (and LSE for column 0). Deterministic: splits are
+// summed in rank order.
+template <typename T, int D, int NT>
+static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, const float *part_o,
+                                                     const float2 *part_ml, int bi, int kh,
+                                                     int rows, int group, int nitems) {
+  const int C = p.cluster;
+  const int rank = static_cast<int>(cluster_rank());
+  const uint32_t o_base = smem_u32(part_o), ml_base = smem_u32(part_ml);
+  constexpr int CHUNK = 8;  // partial-O loads in flight per thread
+  for (int it = rank + C * threadIdx.x; it < nitems; it += C * NT) {
+    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
+    float2 ml[PT_ATTN_MAX_CLUSTER];
+#pragma unroll
+    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
+      if (s < C) ml[s] = ld_cluster_f2(cluster_map(ml_base + r * 8, s));
+    float M = NEG_INF;
+#pragma unroll
+    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
+      if (s < C) M = fmaxf(M, ml[s].x);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+#pragma unroll
+    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s) {
+      if (s < C) {
+        ml[s].x = ex2(ml[s].x - Mu);  // weight; 0 for a split that saw no key of this row
+        L += ml[s].x * ml[s].y;
+      }
+    }
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int c0 = 0; c0 < PT_ATTN_MAX_CLUSTER; c0 += CHUNK) {
+      if (c0 >= C) break;
+      float4 x[CHUNK];
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j)
+        if (c0 + j < C) x[j] = ld_cluster_f4(cluster_map(o_base + (r * D + d) * 4, c0 + j));
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j) {
+        if (c0 + j < C) {
+          const float w = ml[c0 + j].x;
+          o.x += w * x[j].x;
+          o.y += w * x[j].y;
+          o.z += w * x[j].z;
+          o.w += w * x[j].w;
+        }
+      }
+    }
+    // Every row sees key 0 (split 0), so L > 0.
+    const int i = r / group, hh = kh * group + r % group;
+    const float inv = 1.f / L;
+    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
+           o.y * inv, o.z * inv, o.w * inv);
+    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
+  }
+}
+
+// Counts one split of a unit on its workspace counter (acq_rel: release for
+// this CTA's partial, acquire for the others' when last) and tells whether it
+// was the last of nsplit (1) or not (0). The last one resets the counter to
+// 0: every split has counted, so nothing else touches it in this launch, and
+// the next launch on the stream sees 0 again.
+static __device__ __forceinline__ int split_count_last(unsigned int *cnt, int nsplit) {
+  const unsigned int done = atom_add1_acq_rel_gpu(cnt);
+  const int last = done == static_cast<unsigned int>(nsplit - 1);
+  if (last) st0_relaxed_gpu(cnt);
+  return last;
+}
+
+}  // namespace pt_attn
+
+#endif  // PT_KERNELS_ATTN_MERGE_CUH
