@@ -4,12 +4,15 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
-#include "allocator/now_ns.h"
-#include "shim/real.h"
+#include "common/driver.h"
+#include "common/now_ns.h"
 
 #define VMM_MAX_ACCESS 64
 
 struct vmm_ctx {
+  /* The real driver table the shim handed pt_backend_vmm_create (filled, never
+   * changed): read through the context every call already has. */
+  const struct pt_driver *drv;
   int ordinal;
   CUdevice dev;
   CUcontext ctx; /* the device's primary context, retained */
@@ -30,14 +33,14 @@ struct vmm_ctx {
 /* Runs expr with the pool's device context current on this thread, and
  * restores the caller's context. A failed pop is reported only when expr
  * itself succeeded. */
-#define VMM_CALL(v, expr)                                           \
-  do {                                                              \
-    CUresult r_ = pt_drv.cuCtxPushCurrent((v)->ctx);                \
-    if (r_ != CUDA_SUCCESS) return (int)r_;                         \
-    CUresult e_ = (expr);                                           \
-    CUcontext old_;                                                 \
-    r_ = pt_drv.cuCtxPopCurrent(&old_);                             \
-    return (int)(e_ != CUDA_SUCCESS ? e_ : r_);                     \
+#define VMM_CALL(v, expr)                                       \
+  do {                                                          \
+    CUresult r_ = (v)->drv->cuCtxPushCurrent((v)->ctx);         \
+    if (r_ != CUDA_SUCCESS) return (int)r_;                     \
+    CUresult e_ = (expr);                                       \
+    CUcontext old_;                                             \
+    r_ = (v)->drv->cuCtxPopCurrent(&old_);                      \
+    return (int)(e_ != CUDA_SUCCESS ? e_ : r_);                 \
   } while (0)
 
 static int vmm_granularity(void *c, size_t *out) {
@@ -49,30 +52,30 @@ static int raw_reserve(void *c, size_t size, uintptr_t *va) {
   struct vmm_ctx *v = c;
   CUdeviceptr p = 0;
   CUresult r;
-  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
   if (pr != CUDA_SUCCESS) return (int)pr;
-  r = pt_drv.cuMemAddressReserve(&p, size, v->gran, 0, 0);
+  r = v->drv->cuMemAddressReserve(&p, size, v->gran, 0, 0);
   CUcontext old;
-  pr = pt_drv.cuCtxPopCurrent(&old);
+  pr = v->drv->cuCtxPopCurrent(&old);
   if (r == CUDA_SUCCESS) *va = (uintptr_t)p;
   return (int)(r != CUDA_SUCCESS ? r : pr);
 }
 
 static int raw_unreserve(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemAddressFree((CUdeviceptr)va, size));
+  VMM_CALL(v, v->drv->cuMemAddressFree((CUdeviceptr)va, size));
 }
 
 static int raw_create(void *c, size_t size, pt_bk_handle *h) {
   struct vmm_ctx *v = c;
   CUmemGenericAllocationHandle g = 0;
-  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
   if (pr != CUDA_SUCCESS) return (int)pr;
-  CUresult r = pt_drv.cuMemCreate(&g, size, &v->prop, 0);
+  CUresult r = v->drv->cuMemCreate(&g, size, &v->prop, 0);
   CUcontext old;
-  pr = pt_drv.cuCtxPopCurrent(&old);
+  pr = v->drv->cuCtxPopCurrent(&old);
   if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
-    (void)pt_drv.cuMemRelease(g);
+    (void)v->drv->cuMemRelease(g);
     return (int)pr;
   }
   if (r == CUDA_SUCCESS) *h = (pt_bk_handle)g;
@@ -81,22 +84,22 @@ static int raw_create(void *c, size_t size, pt_bk_handle *h) {
 
 static int raw_release(void *c, pt_bk_handle h) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemRelease((CUmemGenericAllocationHandle)h));
+  VMM_CALL(v, v->drv->cuMemRelease((CUmemGenericAllocationHandle)h));
 }
 
 static int raw_map(void *c, uintptr_t va, size_t size, pt_bk_handle h) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemMap((CUdeviceptr)va, size, 0, (CUmemGenericAllocationHandle)h, 0));
+  VMM_CALL(v, v->drv->cuMemMap((CUdeviceptr)va, size, 0, (CUmemGenericAllocationHandle)h, 0));
 }
 
 static int raw_unmap(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemUnmap((CUdeviceptr)va, size));
+  VMM_CALL(v, v->drv->cuMemUnmap((CUdeviceptr)va, size));
 }
 
 static int raw_set_access(void *c, uintptr_t va, size_t size) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuMemSetAccess((CUdeviceptr)va, size, v->access, (size_t)v->naccess));
+  VMM_CALL(v, v->drv->cuMemSetAccess((CUdeviceptr)va, size, v->access, (size_t)v->naccess));
 }
 
 static int vmm_add_accessor(void *c, int device) {
@@ -113,14 +116,14 @@ static int vmm_add_accessor(void *c, int device) {
 
 static int vmm_export_fd(void *c, pt_bk_handle h, int *fd) {
   struct vmm_ctx *v = c;
-  if (!v->exportable || !pt_drv.cuMemExportToShareableHandle) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!v->exportable || !v->drv->cuMemExportToShareableHandle) return CUDA_ERROR_NOT_SUPPORTED;
   int f = -1;
-  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
   if (pr != CUDA_SUCCESS) return (int)pr;
-  CUresult r = pt_drv.cuMemExportToShareableHandle(&f, (CUmemGenericAllocationHandle)h,
+  CUresult r = v->drv->cuMemExportToShareableHandle(&f, (CUmemGenericAllocationHandle)h,
                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   CUcontext old;
-  (void)pt_drv.cuCtxPopCurrent(&old);
+  (void)v->drv->cuCtxPopCurrent(&old);
   if (r == CUDA_SUCCESS && f < 0) r = CUDA_ERROR_UNKNOWN;
   if (r == CUDA_SUCCESS) *fd = f;
   return (int)r;
@@ -129,13 +132,13 @@ static int vmm_export_fd(void *c, pt_bk_handle h, int *fd) {
 static int vmm_marker_create(void *c, pt_bk_marker *m) {
   struct vmm_ctx *v = c;
   CUevent e = NULL;
-  CUresult pr = pt_drv.cuCtxPushCurrent(v->ctx);
+  CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
   if (pr != CUDA_SUCCESS) return (int)pr;
-  CUresult r = pt_drv.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+  CUresult r = v->drv->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
   CUcontext old;
-  pr = pt_drv.cuCtxPopCurrent(&old);
+  pr = v->drv->cuCtxPopCurrent(&old);
   if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
-    (void)pt_drv.cuEventDestroy(e);
+    (void)v->drv->cuEventDestroy(e);
     return (int)pr;
   }
   if (r == CUDA_SUCCESS) *m = (pt_bk_marker)(uintptr_t)e;
@@ -144,32 +147,32 @@ static int vmm_marker_create(void *c, pt_bk_marker *m) {
 
 static int vmm_marker_destroy(void *c, pt_bk_marker m) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuEventDestroy((CUevent)(uintptr_t)m));
+  VMM_CALL(v, v->drv->cuEventDestroy((CUevent)(uintptr_t)m));
 }
 
 static int vmm_marker_record(void *c, pt_bk_marker m, pt_bk_stream s) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuEventRecord((CUevent)(uintptr_t)m, (CUstream)(uintptr_t)s));
+  VMM_CALL(v, v->drv->cuEventRecord((CUevent)(uintptr_t)m, (CUstream)(uintptr_t)s));
 }
 
 static int vmm_marker_query(void *c, pt_bk_marker m) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuEventQuery((CUevent)(uintptr_t)m));
+  VMM_CALL(v, v->drv->cuEventQuery((CUevent)(uintptr_t)m));
 }
 
 static int raw_marker_sync(void *c, pt_bk_marker m) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuEventSynchronize((CUevent)(uintptr_t)m));
+  VMM_CALL(v, v->drv->cuEventSynchronize((CUevent)(uintptr_t)m));
 }
 
 static int vmm_stream_wait(void *c, pt_bk_stream s, pt_bk_marker m) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuStreamWaitEvent((CUstream)(uintptr_t)s, (CUevent)(uintptr_t)m, 0));
+  VMM_CALL(v, v->drv->cuStreamWaitEvent((CUstream)(uintptr_t)s, (CUevent)(uintptr_t)m, 0));
 }
 
 static int raw_device_sync(void *c) {
   struct vmm_ctx *v = c;
-  VMM_CALL(v, pt_drv.cuCtxSynchronize());
+  VMM_CALL(v, v->drv->cuCtxSynchronize());
 }
 
 /* The ops the pool sees: the calls above, timed. */
@@ -227,24 +230,26 @@ static const struct pt_backend_ops vmm_ops = {
   .busy_ns = vmm_busy_ns,
 };
 
-int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags) {
-  if (!pt_real_driver()) return CUDA_ERROR_NOT_INITIALIZED;
+int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags,
+                          const struct pt_driver *drv) {
+  if (!drv) return CUDA_ERROR_NOT_INITIALIZED;
   /* Every function this backend calls, checked once here. */
-  if (!pt_drv.cuInit || !pt_drv.cuDeviceGet || !pt_drv.cuDevicePrimaryCtxRetain ||
-      !pt_drv.cuCtxPushCurrent || !pt_drv.cuCtxPopCurrent || !pt_drv.cuCtxSynchronize ||
-      !pt_drv.cuMemAddressReserve || !pt_drv.cuMemAddressFree || !pt_drv.cuMemCreate ||
-      !pt_drv.cuMemRelease || !pt_drv.cuMemMap || !pt_drv.cuMemUnmap || !pt_drv.cuMemSetAccess ||
-      !pt_drv.cuMemGetAllocationGranularity || !pt_drv.cuEventCreate || !pt_drv.cuEventDestroy ||
-      !pt_drv.cuEventRecord || !pt_drv.cuEventQuery || !pt_drv.cuEventSynchronize ||
-      !pt_drv.cuStreamWaitEvent)
+  if (!drv->cuInit || !drv->cuDeviceGet || !drv->cuDevicePrimaryCtxRetain ||
+      !drv->cuCtxPushCurrent || !drv->cuCtxPopCurrent || !drv->cuCtxSynchronize ||
+      !drv->cuMemAddressReserve || !drv->cuMemAddressFree || !drv->cuMemCreate ||
+      !drv->cuMemRelease || !drv->cuMemMap || !drv->cuMemUnmap || !drv->cuMemSetAccess ||
+      !drv->cuMemGetAllocationGranularity || !drv->cuEventCreate || !drv->cuEventDestroy ||
+      !drv->cuEventRecord || !drv->cuEventQuery || !drv->cuEventSynchronize ||
+      !drv->cuStreamWaitEvent)
     return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult r = pt_drv.cuInit(0);
+  CUresult r = drv->cuInit(0);
   if (r != CUDA_SUCCESS) return (int)r;
   struct vmm_ctx *v = calloc(1, sizeof *v);
   if (!v) return CUDA_ERROR_OUT_OF_MEMORY;
+  v->drv = drv;
   v->ordinal = ordinal;
-  if ((r = pt_drv.cuDeviceGet(&v->dev, ordinal)) != CUDA_SUCCESS ||
-      (r = pt_drv.cuDevicePrimaryCtxRetain(&v->ctx, v->dev)) != CUDA_SUCCESS) {
+  if ((r = drv->cuDeviceGet(&v->dev, ordinal)) != CUDA_SUCCESS ||
+      (r = drv->cuDevicePrimaryCtxRetain(&v->ctx, v->dev)) != CUDA_SUCCESS) {
     free(v);
     return (int)r;
   }
@@ -254,8 +259,8 @@ int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags) {
   /* Exportable granules only where the device says POSIX fds work; else
    * export answers CUDA_ERROR_NOT_SUPPORTED and the caller logs it. */
   int fd_ok = 0;
-  if ((flags & PT_VMM_EXPORTABLE) && pt_drv.cuDeviceGetAttribute && pt_drv.cuMemExportToShareableHandle &&
-      pt_drv.cuDeviceGetAttribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, v->dev) ==
+  if ((flags & PT_VMM_EXPORTABLE) && drv->cuDeviceGetAttribute && drv->cuMemExportToShareableHandle &&
+      drv->cuDeviceGetAttribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, v->dev) ==
           CUDA_SUCCESS &&
       fd_ok) {
     v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
@@ -265,7 +270,7 @@ int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags) {
   v->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   v->naccess = 1;
   size_t g = 0;
-  if ((r = pt_drv.cuMemGetAllocationGranularity(&g, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
+  if ((r = drv->cuMemGetAllocationGranularity(&g, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) !=
           CUDA_SUCCESS ||
       !g) {
     free(v);

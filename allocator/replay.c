@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "allocator/backend_host.h"
-#include "allocator/now_ns.h"
+#include "common/now_ns.h"
 #include "allocator/trace.h"
 
 struct rp_op {

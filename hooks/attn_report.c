@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "hooks/torch_flash.h"
-#include "shim/options.h"
+#include "common/options.h"
 
 const char pt_attn_r_cudnn[] = "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)";
 const char pt_attn_r_cudnn_keep[] = "cuDNN SDPA: not swappable (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)";

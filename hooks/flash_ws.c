@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "hooks/torch_flash.h"
-#include "shim/log.h"
+#include "common/log.h"
 
 struct pt_ws_slot { void *ctx, *stream, *ptr; size_t bytes; };
 struct pt_ws_spare { void *ctx, *ptr; size_t bytes; };

@@ -70,4 +70,17 @@ struct pt_hooks_stats {
 };
 void pt_hooks_get_stats(struct pt_hooks_stats *out);
 
+/* What the hooks need from the layer above, handed down by the shim's
+ * composition root (shim/init.c) once at load, so that hooks/ depends on no
+ * shim object (the linker sees every dependency):
+ *   pt_hooks_set_driver: the real driver table (filled by the shim before any
+ *     launch reaches a hook);
+ *   pt_hooks_set_alloc: how the hooks allocate their own device buffers (the
+ *     shim routes them as an application's cuMemAlloc_v2).
+ * Without them (the ponytail CLI links the hooks to list them and never
+ * launches) every driver call and allocation fails as "not initialized". */
+struct pt_driver;
+void pt_hooks_set_driver(const struct pt_driver *drv);
+void pt_hooks_set_alloc(int (*alloc)(void **dptr, size_t bytes));
+
 #endif

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "hooks/flash_ws.h"
-#include "shim/log.h"
-#include "shim/options.h"
+#include "common/log.h"
+#include "common/options.h"
 
 const char pt_flash_r_disabled[] = "disabled";
 const char pt_flash_r_launch_failed[] = "ponytail launch failed";

@@ -4,7 +4,8 @@
  *
  * Every CUDA call the hook makes goes through struct pt_flash_ops, so the
  * decision logic runs in CPU tests with fakes (pt_flash_set_ops); the default
- * table (flash_ops.c) binds the real driver (pt_drv) and kernels/attn.h. */
+ * table (flash_ops.c) binds the driver table and the allocator the shim hands
+ * the hooks (pt_hooks_set_driver, pt_hooks_set_alloc) and kernels/attn.h. */
 #ifndef PT_TORCH_FLASH_H
 #define PT_TORCH_FLASH_H
 #include <stddef.h>

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "hooks/hook.h"
-#include "shim/log.h"
-#include "shim/options.h"
+#include "common/log.h"
+#include "common/options.h"
 
 /* SDPA prefers cuDNN on torch 2.11 + Hopper; this makes it pick FA2. */
 #define PT_ENV_CUDNN_DEPRIO "TORCH_CUDNN_SDPA_DEPRIORITIZED"

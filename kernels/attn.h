@@ -69,14 +69,21 @@ size_t pt_attn_decode_workspace_bytes(const struct pt_attn_desc *d);
  * capture. Returns a CUresult. */
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream);
 
+/* The real driver table every load and launch calls, handed once at load by
+ * the shim (shim/init.c), which fills it before any hooked launch; a test
+ * passes one of fakes. Until then every launch answers
+ * CUDA_ERROR_NOT_INITIALIZED. kernels/ includes nothing of the shim. */
+struct pt_driver;
+void pt_attn_set_driver(const struct pt_driver *drv);
+
 /* Launches the decode kernel on stream (a CUstream / cudaStream_t). No
  * allocation, no memset, no synchronisation: safe while the stream is being
  * captured into a CUDA graph, provided the kernels were already loaded in this
  * context (first launch or pt_attn_workspace_prepare outside capture).
  * workspace may be NULL when pt_attn_decode_workspace_bytes(d) == 0.
  * Returns a CUresult: CUDA_ERROR_NOT_SUPPORTED when supported() refuses,
- * CUDA_ERROR_INVALID_VALUE when ws_bytes is too small. Uses pt_drv
- * (shim/real.h), which must be filled. */
+ * CUDA_ERROR_INVALID_VALUE when ws_bytes is too small. Calls the driver
+ * table given to pt_attn_set_driver, which must be filled. */
 int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
                           void *stream);
 

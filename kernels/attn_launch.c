@@ -1,11 +1,12 @@
 /* Loader and launcher of the fused attention kernels.
  *
  * The fatbin built by nvcc is embedded in this library (kernels/embed.py,
- * section .nv_fatbin). It is loaded through the real driver functions in
- * pt_drv (shim/real.h) once per CUDA context, on first use, into a small
- * table that is read without a lock: entries are published by a release
- * store of the count, so only the first launch in a context takes the lock.
- * Launches go through pt_drv.cuLaunchKernel on the caller's stream and do no
+ * section .nv_fatbin). It is loaded through the real driver functions of the
+ * table the shim hands the launcher (pt_attn_set_driver) once per CUDA
+ * context, on first use, into a small table that is read without a lock:
+ * entries are published by a release store of the count, so only the first
+ * launch in a context takes the lock. Launches go through the table's
+ * cuLaunchKernel on the caller's stream and do no
  * allocation, memset or synchronisation, so they may be captured into a CUDA
  * graph. */
 #include <pthread.h>
@@ -16,11 +17,12 @@
 #include "kernels/attn.h"
 #include "kernels/attn_kparams.h"
 #include "kernels/attn_plan.h"
-#include "shim/real.h"
+#include "common/driver.h"
 
 #ifndef PT_ATTN_HAVE_FATBIN
-/* Built without nvcc: nothing to load, every launch is refused (and pt_drv
- * is not referenced, so such a build links without the shim). */
+/* Built without nvcc: nothing to load, every launch is refused (and no
+ * driver function is called). */
+void pt_attn_set_driver(const struct pt_driver *drv) { (void)drv; }
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
   (void)ws; (void)bytes; (void)stream;
   return CUDA_ERROR_NOT_SUPPORTED;
@@ -37,6 +39,15 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
 }
 #else
 extern const unsigned char pt_attn_fatbin[];
+
+/* The driver table, handed once at load by the shim (shim/init.c), which
+ * fills it before any hooked launch. Until then, or without the shim, a table
+ * of NULL members: every launch fails as "not initialized". Read once per
+ * call (one pointer load). */
+static const struct pt_driver pt_attn_no_driver;
+static const struct pt_driver *pt_attn_drv = &pt_attn_no_driver;
+
+void pt_attn_set_driver(const struct pt_driver *drv) { pt_attn_drv = drv ? drv : &pt_attn_no_driver; }
 
 enum {
   PT_FN_BF16_D64, PT_FN_BF16_D128, PT_FN_BF16_D256,
@@ -67,10 +78,10 @@ static pthread_mutex_t pt_attn_mods_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Loads the module into the current context and resolves every kernel. */
 static CUresult pt_attn_load(struct pt_attn_module *m) {
-  CUresult r = pt_drv.cuModuleLoadData(&m->mod, pt_attn_fatbin);
+  CUresult r = pt_attn_drv->cuModuleLoadData(&m->mod, pt_attn_fatbin);
   if (r != CUDA_SUCCESS) return r;
   for (int i = 0; i < PT_FN_COUNT; ++i) {
-    r = pt_drv.cuModuleGetFunction(&m->fn[i], m->mod, pt_attn_fn_names[i]);
+    r = pt_attn_drv->cuModuleGetFunction(&m->fn[i], m->mod, pt_attn_fn_names[i]);
     if (r != CUDA_SUCCESS) return r;
   }
   /* The decode kernels use more than the default 48 KB of dynamic smem.
@@ -80,15 +91,15 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
   static const int dec[6] = {64, 128, 256, 64, 128, 256};
   m->big_clusters = 1;
   for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i) {
-    r = pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
+    r = pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
     if (r != CUDA_SUCCESS) return r;
     /* Ask for the largest shared-memory carveout so that the 2 (d128) or 3
      * (d64) CTAs per SM the split plan counts on are resident; a hint only. */
-    (void)pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                    100);
-    if (pt_drv.cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                                  1) != CUDA_SUCCESS)
+    (void)pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                          100);
+    if (pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                        1) != CUDA_SUCCESS)
       m->big_clusters = 0;
   }
   return CUDA_SUCCESS;
@@ -96,13 +107,10 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
 
 /* The module of the stream's context, loading it on first use. */
 static CUresult pt_attn_module_for(CUstream stream, const struct pt_attn_module **out) {
-  if (!pt_drv.cuLaunchKernel || !pt_drv.cuCtxGetCurrent) {
-    if (!pt_real_driver() || !pt_drv.cuLaunchKernel || !pt_drv.cuCtxGetCurrent)
-      return CUDA_ERROR_NOT_INITIALIZED;
-  }
+  if (!pt_attn_drv->cuLaunchKernel || !pt_attn_drv->cuCtxGetCurrent) return CUDA_ERROR_NOT_INITIALIZED;
   CUcontext ctx = NULL;
-  CUresult r = pt_drv.cuStreamGetCtx ? pt_drv.cuStreamGetCtx(stream, &ctx)
-                                     : pt_drv.cuCtxGetCurrent(&ctx);
+  CUresult r = pt_attn_drv->cuStreamGetCtx ? pt_attn_drv->cuStreamGetCtx(stream, &ctx)
+                                          : pt_attn_drv->cuCtxGetCurrent(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
 
@@ -133,27 +141,28 @@ static CUresult pt_attn_module_for(CUstream stream, const struct pt_attn_module 
   /* Load into the stream's context even if another one is current. */
   CUcontext cur = NULL;
   int pushed = 0;
-  if (pt_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx && pt_drv.cuCtxPushCurrent &&
-      pt_drv.cuCtxPushCurrent(ctx) == CUDA_SUCCESS)
+  if (pt_attn_drv->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx &&
+      pt_attn_drv->cuCtxPushCurrent && pt_attn_drv->cuCtxPushCurrent(ctx) == CUDA_SUCCESS)
     pushed = 1;
-  if (!pt_drv.cuModuleLoadData || !pt_drv.cuModuleGetFunction || !pt_drv.cuFuncSetAttribute)
+  if (!pt_attn_drv->cuModuleLoadData || !pt_attn_drv->cuModuleGetFunction ||
+      !pt_attn_drv->cuFuncSetAttribute)
     m->status = CUDA_ERROR_NOT_INITIALIZED;
   else
     m->status = pt_attn_load(m);
-  if (m->status != CUDA_SUCCESS && m->mod && pt_drv.cuModuleUnload) {
-    pt_drv.cuModuleUnload(m->mod);
+  if (m->status != CUDA_SUCCESS && m->mod && pt_attn_drv->cuModuleUnload) {
+    pt_attn_drv->cuModuleUnload(m->mod);
     m->mod = NULL;
   }
   if (pushed) {
     CUcontext popped;
-    pt_drv.cuCtxPopCurrent(&popped);
+    pt_attn_drv->cuCtxPopCurrent(&popped);
   }
   /* A failure while the stream is being captured may be the capture's doing
    * (loading is not a stream operation): leave the entry unpublished so the
    * next launch retries. Any other failure is remembered for the context. */
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  const int retry = m->status != CUDA_SUCCESS && pt_drv.cuStreamIsCapturing &&
-                    pt_drv.cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+  const int retry = m->status != CUDA_SUCCESS && pt_attn_drv->cuStreamIsCapturing &&
+                    pt_attn_drv->cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
                     cap != CU_STREAM_CAPTURE_STATUS_NONE;
   const CUresult status = m->status;
   if (!retry) atomic_store_explicit(&pt_attn_nmods, n + 1, memory_order_release);
@@ -167,8 +176,8 @@ int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
   CUresult r = pt_attn_module_for((CUstream)stream, &m);
   if (r != CUDA_SUCCESS) return r;
   if (!ws || bytes == 0) return CUDA_SUCCESS;
-  if (!pt_drv.cuMemsetD8Async) return CUDA_ERROR_NOT_INITIALIZED;
-  return pt_drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)ws, 0, bytes, (CUstream)stream);
+  if (!pt_attn_drv->cuMemsetD8Async) return CUDA_ERROR_NOT_INITIALIZED;
+  return pt_attn_drv->cuMemsetD8Async((CUdeviceptr)(uintptr_t)ws, 0, bytes, (CUstream)stream);
 }
 
 int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
@@ -222,7 +231,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   void *args[1] = {&p};
   if (pl.cluster > 1) {
     /* The splits of one (batch, KV head) are one cluster along x. */
-    if (!pt_drv.cuLaunchKernelEx ||
+    if (!pt_attn_drv->cuLaunchKernelEx ||
         (pl.cluster > PT_ATTN_PORTABLE_CLUSTER && !m->big_clusters)) {
       __atomic_store_n(&pt_attn_plan_clusters_off, 1, __ATOMIC_RELAXED);
       return CUDA_ERROR_NOT_SUPPORTED;
@@ -244,7 +253,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
     cfg.hStream = (CUstream)stream;
     cfg.attrs = &at;
     cfg.numAttrs = 1;
-    r = pt_drv.cuLaunchKernelEx(&cfg, m->fn[fi], args, NULL);
+    r = pt_attn_drv->cuLaunchKernelEx(&cfg, m->fn[fi], args, NULL);
     /* A GPU (or a MIG slice / MPS share) that cannot place the cluster:
      * plan without clusters from now on; this launch reports the error and
      * its caller runs the original kernel once. */
@@ -253,9 +262,9 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
       __atomic_store_n(&pt_attn_plan_clusters_off, 1, __ATOMIC_RELAXED);
     return r;
   }
-  return pt_drv.cuLaunchKernel(m->fn[fi], (unsigned)pl.nsplit, (unsigned)d->h_k, (unsigned)d->b,
-                               PT_ATTN_THREADS, 1, 1, pl.smem_bytes, (CUstream)stream, args,
-                               NULL);
+  return pt_attn_drv->cuLaunchKernel(m->fn[fi], (unsigned)pl.nsplit, (unsigned)d->h_k, (unsigned)d->b,
+                                     PT_ATTN_THREADS, 1, 1, pl.smem_bytes, (CUstream)stream, args,
+                                     NULL);
 }
 
 int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
@@ -285,7 +294,7 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
   p.d = ref->head_dim;
   void *args[1] = {&p};
   const int fi = ref->dtype == PT_DTYPE_BF16 ? PT_FN_CMP_BF16 : PT_FN_CMP_FP16;
-  return pt_drv.cuLaunchKernel(m->fn[fi], 1, 1, 1, PT_ATTN_CMP_THREADS, 1, 1, 0,
-                               (CUstream)stream, args, NULL);
+  return pt_attn_drv->cuLaunchKernel(m->fn[fi], 1, 1, 1, PT_ATTN_CMP_THREADS, 1, 1, 0,
+                                     (CUstream)stream, args, NULL);
 }
 #endif /* PT_ATTN_HAVE_FATBIN */

@@ -24,8 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim/log.h"
-#include "shim/options.h"
+#include "common/log.h"
+#include "common/options.h"
 
 #if defined(__has_include)
 #if __has_include(<cupti_activity.h>)

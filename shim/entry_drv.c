@@ -15,7 +15,7 @@
 #include "shim/cudart_decl.h"
 #include "shim/entry_drv.h"
 #include "shim/launch.h"
-#include "shim/log.h"
+#include "common/log.h"
 
 /* cuda.h with __CUDA_API_VERSION_INTERNAL declares the _ptsz launch/alloc
  * variants; the plain ones are redeclared at its end. */

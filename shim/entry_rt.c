@@ -10,7 +10,7 @@
 
 #include "shim/cudart_decl.h"
 #include "shim/launch.h"
-#include "shim/log.h"
+#include "common/log.h"
 #include "shim/shim.h"
 
 typedef void **(*pt_regfat_fn)(void *);

@@ -1,15 +1,19 @@
-/* Once-only initialisation, fork and exit handling.
+/* Once-only initialisation, fork and exit handling, and the composition root
+ * (pt_compose) that wires the lower layers to the shim.
  *
  * Init is lazy (first intercepted call) because the shim is loaded into every
  * process of a preloaded tree, most of which never touch CUDA. The only
- * constructor work is the framework policy, which must set environment
- * variables before the application reads them. */
+ * constructor work is the wiring (pointer stores, no call into CUDA) and the
+ * framework policy, which must set environment variables before the
+ * application reads them. */
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "common/log.h"
 #include "hooks/hook.h"
+#include "kernels/attn.h"
 #include "shim/cupti.h"
-#include "shim/log.h"
+#include "shim/real.h"
 #include "shim/registry.h"
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
@@ -73,7 +77,22 @@ int pt_init(void) {
   return s == PT_STATE_UNINIT ? PT_STATE_OFF : s;
 }
 
+/* The composition root. The layers below the shim include nothing of it
+ * (tests/unit/layering.sh): what they need from it is handed to them here,
+ * once at load, before any intercepted call can reach them. The kernel
+ * launcher and the hooks get the driver table (a const pointer: filled later,
+ * lazily, but always before a hooked launch, see pt_launch_hooked), the hooks
+ * the allocator of their workspaces (routed as an application's
+ * cuMemAlloc_v2). The VMM backend gets the same table when the routing layer
+ * creates a device's pool (rt_pool_get). */
+static void pt_compose(void) {
+  pt_attn_set_driver(&pt_drv);
+  pt_hooks_set_driver(&pt_drv);
+  pt_hooks_set_alloc(pt_route_internal_alloc);
+}
+
 __attribute__((constructor)) static void pt_ctor(void) {
+  pt_compose();
   pt_opts_init();
   if (pt_opt_bool(PT_OPT_ENABLE)) pt_hooks_policy_apply();
 }

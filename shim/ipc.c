@@ -60,7 +60,7 @@
 #include <unistd.h>
 
 #include "allocator/pool_ipc.h"
-#include "shim/log.h"
+#include "common/log.h"
 #include "shim/real.h"
 
 #define IPC_MAGIC 0x50544950u /* "PTIP" */

@@ -5,7 +5,7 @@
 #include <cuda.h>
 #include <driver_types.h>
 
-#include "shim/log.h"
+#include "common/log.h"
 #include "shim/real.h"
 #include "shim/stats.h"
 

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "shim/log.h"
+#include "common/log.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 

@@ -93,7 +93,10 @@ struct pt_pool *rt_pool_get(int dev) {
     struct pt_backend bk;
     struct pt_pool_config cfg = {
       .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = R.chunk};
-    int rc = pt_backend_vmm_create(&bk, dev, R.ipc ? PT_VMM_EXPORTABLE : 0);
+    /* The backend calls the driver through the shim's table, handed here
+     * (the allocator includes nothing of the shim); NULL when it is absent. */
+    int rc = pt_backend_vmm_create(&bk, dev, R.ipc ? PT_VMM_EXPORTABLE : 0,
+                                   pt_real_driver() ? &pt_drv : NULL);
     if (!rc && (rc = pt_pool_create(bk, dev, &cfg, &p)) && bk.ops->destroy) bk.ops->destroy(bk.ctx);
     if (!rc) {
       for (int peer = 0; peer < PT_ROUTE_MAX_DEV; peer++)

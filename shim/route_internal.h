@@ -34,11 +34,11 @@
 #include <string.h>
 
 #include "allocator/backend_vmm.h"
-#include "allocator/now_ns.h"
 #include "allocator/pool.h"
 #include "allocator/trace.h"
-#include "shim/jsonw.h"
-#include "shim/log.h"
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/now_ns.h"
 #include "shim/real.h"
 #include "shim/ipc.h"
 #include "shim/route_alloc.h"

@@ -1,7 +1,8 @@
 /* Shim internals shared by the entry points: the once-init state, per-symbol
  * call counters, the table of real functions and the thread-local "inside a
- * runtime call" flag. Not for other areas: they use shim/real.h (pt_drv),
- * shim/stats.h and the allocator/hook interfaces. */
+ * runtime call" flag. Only for the shim's own files; the layers below
+ * (allocator/, kernels/, hooks/) include no shim header at all: the shim
+ * hands them what they need (shim/init.c, pt_compose). */
 #ifndef PT_SHIM_H
 #define PT_SHIM_H
 #include <stdbool.h>
@@ -82,9 +83,6 @@ extern __thread int pt_tls_in_rt __attribute__((tls_model("initial-exec")));
  * runtime returns without a driver, and what the driver stub returns. */
 #define PT_RT_NO_DRIVER 35  /* cudaErrorInsufficientDriver */
 #define PT_DRV_NO_DRIVER 34 /* CUDA_ERROR_STUB_LIBRARY */
-
-/* Expands %p to the pid (log and stats file names). 0 or -1 if too long. */
-int pt_path_expand(const char *pattern, char *out, size_t len);
 
 #include "shim/counters.h"
 

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "hooks/hook.h"
-#include "shim/jsonw.h"
-#include "shim/log.h"
+#include "common/jsonw.h"
+#include "common/log.h"
 #include "shim/registry.h"
 #include "shim/shim.h"
 

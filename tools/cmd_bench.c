@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 #include "tools/cmd.h"
 #include "tools/gpu_probe.h"
 #include "tools/json.h"

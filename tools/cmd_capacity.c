@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 #include "tools/capacity.h"
 #include "tools/cmd.h"
 #include "tools/json.h"

@@ -1,11 +1,11 @@
 /* `ponytail config`: every PONYTAIL_* option with its current value (from
  * this environment), default, type and doc. --json for tools, --markdown for
- * the README's options table. Generated from shim/options.def. */
+ * the README's options table. Generated from common/options.def. */
 #include <stdio.h>
 #include <string.h>
 
-#include "shim/jsonw.h"
-#include "shim/options.h"
+#include "common/jsonw.h"
+#include "common/options.h"
 #include "tools/cmd.h"
 
 static const char *pt_type_word(enum pt_opt_type t) {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "hooks/hook.h"
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 #include "tools/cmd.h"
 #include "tools/kernels.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "allocator/replay.h"
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 #include "tools/cmd.h"
 
 static void replay_usage(FILE *f) {

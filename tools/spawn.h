@@ -5,9 +5,9 @@
 #define PT_TOOLS_SPAWN_H
 #include <stddef.h>
 
-#include "shim/options.h"
+#include "common/options.h"
 
-/* "PONYTAIL_<name>" for a row of shim/options.def; fails to compile when the
+/* "PONYTAIL_<name>" for a row of common/options.def; fails to compile when the
  * row does not exist, so a renamed option cannot silently stop working. */
 #define PT_OPT_ENV(name) ((void)PT_OPT_##name, "PONYTAIL_" #name)
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 #include "tools/json.h"
 
 /* ---- name -> aggregate, open addressing (FNV-1a), grown at half load ---- */

@@ -45,6 +45,10 @@ struct pt_hook_outcome pt_hooks_launch(int id, const char *name, const struct pt
 }
 
 void pt_hooks_policy_apply(void) {}
+/* The shim's composition root hands these to the hooks; the test hooks call
+ * the routing layer directly ("wsme") and never the driver. */
+void pt_hooks_set_driver(const struct pt_driver *drv) { (void)drv; }
+void pt_hooks_set_alloc(int (*alloc)(void **dptr, size_t bytes)) { (void)alloc; }
 void pt_hooks_get_stats(struct pt_hooks_stats *out) {
   out->verified = 3;
   out->verify_failures = 1;

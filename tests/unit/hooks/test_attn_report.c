@@ -11,7 +11,7 @@
 #include "hooks/attn_report.h"
 #include "hooks/hook.h"
 #include "hooks/torch_flash.h"
-#include "shim/options.h"
+#include "common/options.h"
 
 #define CUDNN_SM80 "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x128_1x4x1_cga1x1x1_kernel0_0"
 #define CUDNN_SM90 "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0"

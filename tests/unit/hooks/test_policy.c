@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "hooks/hook.h"
-#include "shim/log.h"
-#include "shim/options.h"
+#include "common/log.h"
+#include "common/options.h"
 
 #define DEPRIO "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 #define ALLOC "PYTORCH_CUDA_ALLOC_CONF"

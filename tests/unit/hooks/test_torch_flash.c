@@ -13,7 +13,7 @@
 #include "hooks/flash_ws.h"
 #include "hooks/hook.h"
 #include "hooks/torch_flash.h"
-#include "shim/options.h"
+#include "common/options.h"
 #include "tests/unit/hooks/fa_buf.h"
 
 /* ---- fake CUDA ----------------------------------------------------------- */

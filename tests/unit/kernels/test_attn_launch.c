@@ -14,12 +14,12 @@
 #include "kernels/attn.h"
 #include "kernels/attn_kparams.h"
 #include "kernels/attn_plan.h"
-#include "shim/real.h"
+#include "common/driver.h"
 #include "tests/unit/kernels/hf_desc.h"
 
-/* The shim's real-function table, here filled with fakes. */
-struct pt_driver pt_drv;
-bool pt_real_driver(void) { return true; }
+/* The driver table the launcher is handed (pt_attn_set_driver), here filled
+ * with fakes: no shim object is linked. */
+static struct pt_driver fk_drv;
 
 #define CTX ((CUcontext)(uintptr_t)0xC0)
 #define STREAM ((CUstream)(uintptr_t)0x5A)
@@ -81,16 +81,27 @@ static CUresult fk_launch_ex(const CUlaunchConfig *c, CUfunction f, void **param
 
 static int setup(void **st) {
   (void)st;
-  memset(&pt_drv, 0, sizeof pt_drv);
-  pt_drv.cuCtxGetCurrent = fk_ctx_get;
-  pt_drv.cuStreamGetCtx = fk_stream_ctx;
-  pt_drv.cuModuleLoadData = fk_load;
-  pt_drv.cuModuleGetFunction = fk_get_fn;
-  pt_drv.cuFuncSetAttribute = fk_set_attr;
-  pt_drv.cuStreamIsCapturing = fk_capturing;
-  pt_drv.cuLaunchKernel = fk_launch;
-  pt_drv.cuLaunchKernelEx = fk_launch_ex;
+  memset(&fk_drv, 0, sizeof fk_drv);
+  fk_drv.cuCtxGetCurrent = fk_ctx_get;
+  fk_drv.cuStreamGetCtx = fk_stream_ctx;
+  fk_drv.cuModuleLoadData = fk_load;
+  fk_drv.cuModuleGetFunction = fk_get_fn;
+  fk_drv.cuFuncSetAttribute = fk_set_attr;
+  fk_drv.cuStreamIsCapturing = fk_capturing;
+  fk_drv.cuLaunchKernel = fk_launch;
+  fk_drv.cuLaunchKernelEx = fk_launch_ex;
+  pt_attn_set_driver(&fk_drv);
   return 0;
+}
+
+/* Before the shim hands it a table (or with none) the launcher calls nothing
+ * and answers "not initialized". */
+static void test_no_driver(void **st) {
+  (void)st;
+  pt_attn_set_driver(NULL);
+  struct pt_attn_desc one = hf_desc(32, 32, 8, 4096, 128);
+  assert_int_equal(pt_attn_decode_launch(&one, NULL, 0, STREAM), CUDA_ERROR_NOT_INITIALIZED);
+  assert_int_equal(fk.loads + fk.launches + fk.launches_ex, 0);
 }
 
 static void test_launch_paths(void **st) {
@@ -142,6 +153,7 @@ static void test_launch_paths(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_no_driver),
     cmocka_unit_test_setup(test_launch_paths, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 
 static void test_doc(void **state) {
   char *buf = NULL;

@@ -10,8 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "shim/log.h"
-#include "shim/shim.h"
+#include "common/log.h"
 
 static int fmt(char *buf, size_t len, int level, const char *f, ...) {
   va_list ap;

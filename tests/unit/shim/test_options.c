@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "shim/options.h"
+#include "common/options.h"
 
 static void test_bool(void **state) {
   bool b;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `ponytail config`: every option of shim/options.def is listed, values set in
+# `ponytail config`: every option of common/options.def is listed, values set in
 # the environment are shown as set, bad values warn and keep the default.
-# $1: ponytail; $2: shim/options.def
+# $1: ponytail; $2: common/options.def
 set -u
 PT=$1 DEF=$2
 fails=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's options table must be exactly what `ponytail config --markdown`
-# prints from shim/options.def (one table of every PONYTAIL_* option).
+# prints from common/options.def (one table of every PONYTAIL_* option).
 # $1: ponytail; $2: README.md
 set -u
 want=$("$1" config --markdown) || { echo "FAIL: ponytail config --markdown exited $?"; exit 1; }

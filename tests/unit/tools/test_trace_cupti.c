@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "shim/cupti.h"
-#include "shim/options.h"
+#include "common/options.h"
 #include "tools/trace_report.h"
 
 static char dir[PATH_MAX];

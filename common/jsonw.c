@@ -1,4 +1,4 @@
-#include "shim/jsonw.h"
+#include "common/jsonw.h"
 
 #include <math.h>
 #include <inttypes.h>

@@ -1,8 +1,8 @@
-/* Options: the X-macro table of shim/options.def, parsed once from the
+/* Options: the X-macro table of common/options.def, parsed once from the
  * environment with secure_getenv (setuid-safe). A bad value keeps the default
  * and is reported once, after parsing, because the logger itself reads
  * options (warning from inside the parse would recurse into pthread_once). */
-#include "shim/options.h"
+#include "common/options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim/log.h"
+#include "common/log.h"
 
 const struct pt_opt_info pt_opt_table[PT_OPT_COUNT] = {
 #define PT_OPT(name, type, choices, def, doc) {"PONYTAIL_" #name, PT_OPT_##type, choices, def, doc},
-#include "shim/options.def"
+#include "common/options.def"
 #undef PT_OPT
 };
 

@@ -1,8 +1,8 @@
 /* The monotonic clock in nanoseconds, for the host-time figures of the pool
  * (map_ns, wait_ns), the replay's per-operation times and the shim's IPC
  * times. */
-#ifndef PT_ALLOC_NOW_NS_H
-#define PT_ALLOC_NOW_NS_H
+#ifndef PT_COMMON_NOW_NS_H
+#define PT_COMMON_NOW_NS_H
 #include <stdint.h>
 #include <time.h>
 

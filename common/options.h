@@ -11,7 +11,7 @@ enum pt_opt_type { PT_OPT_BOOL, PT_OPT_SIZE, PT_OPT_INT, PT_OPT_STR, PT_OPT_ENUM
 
 enum pt_opt_id {
 #define PT_OPT(name, type, choices, def, doc) PT_OPT_##name,
-#include "shim/options.def"
+#include "common/options.def"
 #undef PT_OPT
   PT_OPT_COUNT
 };

@@ -3,7 +3,7 @@
  * no stdio locks (safe after fork and from any thread). A thread-local guard
  * drops messages logged while a message is being written (e.g. if opening
  * the log file were intercepted). */
-#include "shim/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #define PT_LOG_H
 #include <stdarg.h>
 #include <stdbool.h>
-#include "shim/options.h"
+#include "common/options.h"
 
 void pt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pt_vlog(int level, const char *fmt, va_list ap);
@@ -14,6 +14,9 @@ bool pt_log_enabled(int level);
 int pt_log_format(char *buf, size_t len, int level, const char *fmt, va_list ap);
 /* Reopen the destination (after fork, or when options are reloaded). */
 void pt_log_reopen(void);
+/* Expands %p to the pid (log, stats and trace file names). 0 or -1 if too
+ * long. */
+int pt_path_expand(const char *pattern, char *out, size_t len);
 
 #define pt_error(...) pt_log(PT_LOG_ERROR, __VA_ARGS__)
 #define pt_warn(...) pt_log(PT_LOG_WARN, __VA_ARGS__)
