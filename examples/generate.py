@@ -39,7 +39,7 @@ true and the decode steps done, then exits with status 143.
 Tensor parallelism: `torchrun --nproc-per-node N examples/generate.py --tp ...`
 splits every layer over the N ranks (examples/tensor_parallel.py; heads, KV
 heads and the MLP width must divide by N); every rank computes the same
-tokens and writes its own JSON (tests/gpu/tp2.sh runs it with and without the
+tokens and writes its own JSON (tests/gpu/checks/tp2.sh runs it with and without the
 shim).
 """
 import argparse
@@ -94,13 +94,13 @@ def parse_args(argv=None):
                         "used to judge other kernels' logits")
     p.add_argument("--barrier", metavar="DIR:N",
                    help="after the warm-up, wait until N processes given the same DIR reach this "
-                        "point, so that concurrent runs (tests/gpu/wall_pair.sh) time their "
+                        "point, so that concurrent runs (tests/gpu/bench/wall_pair.sh) time their "
                         "generate() calls over the same seconds")
     p.add_argument("--lockstep", metavar="DIR:ROLE",
                    help="take turns with one other process (ROLE 0 or 1, the same DIR), one decode "
                         "step each, through the measured generate() calls, and time only this "
                         "process's turns (examples/lockstep.py): a paired A/B that both runs see "
-                        "under the same machine conditions (tests/gpu/wall_pair.sh LOCKSTEP=1)")
+                        "under the same machine conditions (tests/gpu/bench/wall_pair.sh LOCKSTEP=1)")
     p.add_argument("--tp", action="store_true",
                    help="tensor parallelism over the ranks of torchrun (torchrun --nproc-per-node N "
                         "examples/generate.py --tp ...): each rank keeps 1/N of every layer "

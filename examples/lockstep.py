@@ -1,6 +1,6 @@
 """Two processes taking turns, one decode step each, through their measured
 generate() calls: a paired wall-time comparison (examples/generate.py
---lockstep DIR:ROLE; tests/gpu/wall_pair.sh LOCKSTEP=1).
+--lockstep DIR:ROLE; tests/gpu/bench/wall_pair.sh LOCKSTEP=1).
 
 Why: this HF decode is CPU-bound, and the test machine's CPU speed drifts by
 tens of percent between runs and between two processes running at the same

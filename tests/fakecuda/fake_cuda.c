@@ -651,7 +651,7 @@ FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   return CUDA_SUCCESS;
 }
 /* Live mappings, so that cuMemMap and cuMemUnmap keep the driver's rules
- * (measured on the H200, tests/gpu/vmm_cost.c): a handle is mapped whole, at
+ * (measured on the H200, tests/gpu/bench/vmm_cost.c): a handle is mapped whole, at
  * offset 0 (else CUDA_ERROR_NOT_SUPPORTED), and an unmap covers whole
  * mappings only. */
 struct fc_map {

@@ -1,7 +1,7 @@
-# Sourced by the tests/gpu scripts: builds the project for the GPU machine in build-gpu/
+# Sourced by the tests/gpu scripts (checks/, bench/, check_all.sh): builds the project for the GPU machine in build-gpu/
 # (no cmocka or libelf there: -Dtests=disabled) and sets bld, shim and pt.
 #   pt_gpu_build ROOT LOGDIR   -> exits the script with the log's tail on failure
-#   pt_gpu_step DIR NAME SECONDS COMMAND...  -> one stage of a run_issue*.sh call: COMMAND with
+#   pt_gpu_step DIR NAME SECONDS COMMAND...  -> one stage of a bench/*_suite.sh or check_all.sh call: COMMAND with
 #       OUT=DIR/NAME, output in DIR/NAME.log, killed after SECONDS; prints its rc and time
 pt_gpu_build() {
   local root=$1 logs=$2

@@ -1014,7 +1014,7 @@ static void check_threads(const char *js) {
 }
 
 /* ---- a stream the application destroys ------------------------------------- */
-/* cuda-samples' streamOrderedAllocation (tests/gpu/progs/mempool_threshold.cu):
+/* cuda-samples' streamOrderedAllocation (tests/gpu/checks/progs/mempool_threshold.cu):
  * blocks freed on a non-blocking stream that is then destroyed, the same
  * sizes allocated on a new stream. The pool must never record a marker on the
  * dead stream nor make a stream wait through it (on the GPU: cuEventRecord on

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Every GPU correctness check (tests/gpu/checks/), one device call: builds once
+# (tests/gpu/build.sh), runs each check under its own time limit, and prints a pass/fail table
+# LAST: check | PASS / FAIL / SKIP / NOT RUN | seconds | one-line summary.
+#
+# Usage (device tool, kind nvidia-h200; the multi-gpu group needs nvidia-h200-x2):
+#   bash tests/gpu/check_all.sh                         # every check that fits BUDGET_S
+#   CHECKS="core" bash tests/gpu/check_all.sh           # groups and names mix: CHECKS="smoke ipc-shim"
+#   CHECKS=list bash tests/gpu/check_all.sh             # print the checks and groups, run nothing
+# Groups, each sized for one 600 s call (estimates, build included; unmeasured as a whole):
+#   core       smoke attn attn-graph alloc-stress ipc-stock ipc-shim      (~7-8 min)
+#   compat     compat-progs compat-matrix                                  (~9 min)
+#   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
+#   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
+#   all        the four, in this order (the default; more than one call: the rest is NOT RUN)
+# Environment:
+#   BUDGET_S=560  seconds for the whole call, build included. A check starts only when its
+#                 estimate fits what is left (else NOT RUN, listed at the end), and is killed at
+#                 its limit or at the budget's end, whichever comes first.
+#   OUT           results (default ./gpu-out): checks.txt (the table), checks.tgz (every check's
+#                 log and output directory). The device tool returns at most 8 files from $OUT.
+# Exit 0 only when every check that ran passed (SKIP counts as passed; NOT RUN does not fail).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${OUT:-$root/gpu-out}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
+work="$(mktemp -d /tmp/pt-checks.XXXXXX)"
+budget="${BUDGET_S:-560}"
+export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+py="${PYTHON:-python3}"
+g="$root/tests/gpu/checks"
+
+all_checks=(smoke attn attn-graph alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2)
+group() {
+  case $1 in
+    core) echo "smoke attn attn-graph alloc-stress ipc-stock ipc-shim" ;;
+    compat) echo "compat-progs compat-matrix" ;;
+    torch) echo "compat-torch" ;;
+    multi-gpu) echo "tp2" ;;
+    all) echo "${all_checks[*]}" ;;
+    *) echo "$1" ;;
+  esac
+}
+# est: seconds a check is expected to need (it starts only if that much is left);
+# lim: its own time limit. Both are estimates from the scripts' headers, not measured here.
+est() {
+  case $1 in
+    smoke) echo 90 ;; attn) echo 90 ;; attn-graph) echo 110 ;; alloc-stress) echo 60 ;;
+    ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 120 ;; compat-matrix) echo 300 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; *) echo 60 ;;
+  esac
+}
+lim() {
+  case $1 in
+    smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; alloc-stress) echo 120 ;;
+    ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 180 ;; compat-matrix) echo 420 ;;
+    compat-torch) echo 480 ;; tp2) echo 330 ;; *) echo 120 ;;
+  esac
+}
+describe() {
+  case $1 in
+    smoke) echo "checks/smoke.sh: stock vs shim pass-through, ENABLE=0, swap, verify mode" ;;
+    attn) echo "checks/attn.sh ATTN_STAGES='correctness sanitize': kernel vs fp32, memcheck, racecheck" ;;
+    attn-graph) echo "checks/attn_graph.sh: decode attention in torch CUDA graphs, shim and stock" ;;
+    alloc-stress) echo "checks/alloc_stress.sh SHORT=1: 8 threads x 4 streams, zero corruptions" ;;
+    ipc-stock) echo "checks/ipc_torch.py --mode torch and raw, without the shim" ;;
+    ipc-shim) echo "checks/ipc_torch.py --mode torch and raw, under the shim" ;;
+    compat-progs) echo "checks/cuda_programs.sh: CUDA C, CuPy, JAX, Numba, Triton stock vs shim" ;;
+    compat-matrix) echo "checks/compat_matrix.py: PyTorch/transformers rows, arms stock,shim,same" ;;
+    compat-torch) echo "checks/torch_tests.sh: PyTorch's test_cuda.py cases stock vs shim" ;;
+    tp2) echo "checks/tp2.sh: peer access, TP all-reduce + IPC, TP generate (>= 2 GPUs)" ;;
+    *) echo "?" ;;
+  esac
+}
+
+want=()
+for w in ${CHECKS:-all}; do
+  [ "$w" = list ] && {
+    for c in "${all_checks[@]}"; do printf '%-14s est %3s s, limit %3s s  %s\n' "$c" "$(est "$c")" "$(lim "$c")" "$(describe "$c")"; done
+    for gr in core compat torch multi-gpu; do echo "group $gr: $(group "$gr")"; done
+    exit 0; }
+  for c in $(group "$w"); do
+    case " ${all_checks[*]} " in
+      *" $c "*) case " ${want[*]:-} " in *" $c "*) ;; *) want+=("$c") ;; esac ;;
+      *) echo "check_all: unknown check or group '$c' (CHECKS=list shows them)"; exit 2 ;;
+    esac
+  done
+done
+
+# ---- build, once ------------------------------------------------------------------------------
+. "$root/tests/gpu/build.sh"
+echo "== build ($(date -u +%H:%M:%S))"
+# pt_gpu_build exits on failure: first in a subshell, so that the logs still come back.
+( pt_gpu_build "$root" "$work" ) || { echo "check_all: build failed"
+  tar -C "$work" -czf "$out/checks.tgz" . 2>/dev/null; exit 1; }
+pt_gpu_build "$root" "$work"  # a no-op now (every check script runs it too): sets bld, shim, pt
+[ -f "$shim" ] || { echo "check_all: no shim at $shim"; exit 1; }
+export SHIM="$shim"
+echo "== build done in $SECONDS s; shim $shim"
+ngpu=$("$py" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+echo "== GPUs: $ngpu"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -2
+
+# ---- one check ---------------------------------------------------------------------------------
+# Each check's command runs with OUT=$work/<check> (its own outputs) and its stdout/stderr in
+# $work/<check>.log; exit 77 means SKIP.
+run_check() { # NAME: the command of one check (runs inside `timeout`, in a subshell)
+  local d="$work/$1"
+  case $1 in
+    smoke) bash "$g/smoke.sh" ;;
+    attn) ATTN_STAGES="correctness sanitize" bash "$g/attn.sh" ;;
+    attn-graph) GRAPH_TIMEOUT="${GRAPH_TIMEOUT:-90}" bash "$g/attn_graph.sh" ;;
+    alloc-stress) SHORT="${STRESS_SHORT:-1}" bash "$g/alloc_stress.sh" ;;
+    ipc-stock|ipc-shim)
+      local rc=0 m e=(env)
+      [ "$1" = ipc-shim ] && e+=(LD_PRELOAD="$shim" PONYTAIL_LOG=info PONYTAIL_STATS=json
+                                 PONYTAIL_STATS_FILE="$d/ipc.%p.json")
+      for m in torch raw; do
+        echo "== ipc_torch.py --mode $m"
+        "${e[@]}" timeout -k 5 90 "$py" "$g/ipc_torch.py" --mode "$m" || rc=1
+      done
+      return $rc ;;
+    compat-progs) bash "$g/cuda_programs.sh" ;;
+    compat-matrix)
+      "$py" "$g/compat_matrix.py" --shim "$shim" --out "$d" \
+        --rows "${MATRIX_ROWS:-hf_eager,hf_padded,hf_static,compile_ro,cuda_graph,mp_share,cont_batch,torchrun_nccl}" \
+        --arms "${MATRIX_ARMS:-stock,shim,same}" --deadline "$(( ${2:-400} - 60 ))" ;;
+    compat-torch)
+      [ -f "${TESTS_DIR:-$root/.ext/pytorch/test}/test_cuda.py" ] || {
+        echo "SKIP: no ${TESTS_DIR:-.ext/pytorch/test}/test_cuda.py (carry .ext; see checks/torch_tests.sh)"; return 77; }
+      bash "$g/torch_tests.sh" ;;
+    tp2)
+      [ "$ngpu" -ge 2 ] || { echo "SKIP: $ngpu GPU(s), tp2 needs 2 (kind nvidia-h200-x2)"; return 77; }
+      TP_N="${TP_N:-128}" bash "$g/tp2.sh" ;;
+  esac
+}
+summary() { # NAME LOG: one line
+  local pat
+  case $1 in
+    smoke) pat='all smoke checks passed|^  [a-z]+: [^t]' ;;  # smoke_report.py: the verdict or the FAILED items
+    attn) pat='^correctness:|^compute-sanitizer' ;;
+    attn-graph) pat='^attn_graph:' ;;
+    alloc-stress) pat='^(default|keep0-)' ;;
+    ipc-*) pat='^(PASS|FAIL)' ;;
+    compat-progs) pat='^cuda_programs:' ;;
+    compat-matrix) pat='^compat matrix:|^FAIL' ;;
+    compat-torch) pat='^(SKIP|torch_tests:)|^  \[[a-z]+\] regressions' ;;
+    tp2) pat='^(SKIP|tp2:)' ;;
+  esac
+  local s
+  if [ "$1" = alloc-stress ]; then # config ops corr errs ...: corruptions and errors per configuration
+    s=$(grep -E "$pat" "$2" | awk '{printf "%s%s corr %s errs %s", (NR>1?"; ":""), $1, $3, $4}')
+  else
+    s=$(grep -E "$pat" "$2" 2>/dev/null | sed 's/^ *//' | head -n 4 | paste -sd ';' -)
+  fi
+  [ -n "$s" ] || s=$(grep -v '^\s*$' "$2" 2>/dev/null | tail -n 1)
+  printf '%s' "${s:0:110}"
+}
+
+names=(); results=(); secs=(); sums=(); not_run=()
+fail=0
+for c in "${want[@]}"; do
+  left=$(( budget - SECONDS - 10 ))  # 10 s kept for the table and the archive
+  need=$(est "$c"); l=$(lim "$c")
+  if [ "$left" -lt "$need" ]; then
+    names+=("$c"); results+=("NOT RUN"); secs+=("-"); sums+=("needs ~$need s, $left s left")
+    not_run+=("$c"); continue
+  fi
+  [ "$l" -gt "$left" ] && l=$left
+  mkdir -p "$work/$c"
+  echo "== $c (limit $l s, $(date -u +%H:%M:%S)): $(describe "$c")"
+  t0=$SECONDS
+  # timeout signals its whole process group, so the check's children go with it.
+  OUT="$work/$c" timeout -k 10 "$l" bash -c "$(declare -f run_check); $(declare -p g py shim work ngpu root); run_check $c $l" \
+    >"$work/$c.log" 2>&1
+  rc=$?
+  dt=$(( SECONDS - t0 ))
+  case $rc in
+    0) r=PASS ;;
+    77) r=SKIP ;;
+    124|137) r=FAIL; fail=1 ;;
+    *) r=FAIL; fail=1 ;;
+  esac
+  s=$(summary "$c" "$work/$c.log")
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && s="timed out after $dt s; $s"
+  [ "$r" = FAIL ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && s="rc $rc; $s"
+  names+=("$c"); results+=("$r"); secs+=("$dt"); sums+=("$s")
+  echo "   $r in $dt s: $s"
+  [ "$r" = FAIL ] && tail -n 15 "$work/$c.log" | sed 's/^/   | /'
+done
+
+# ---- archive and table (last) ------------------------------------------------------------------
+find "$work" -name '*.trace.*' ! -name '*.gz' -exec gzip -f {} \; 2>/dev/null
+tar -C "$work" -czf "$out/checks.tgz" --exclude='inductor-cache' . 2>/dev/null \
+  || echo "check_all: archive incomplete"
+{
+  echo
+  echo "GPU checks ($(date -u +%Y-%m-%d), $ngpu GPU(s), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), ${SECONDS} s of BUDGET_S=$budget)"
+  printf '%-14s | %-7s | %5s | %s\n' check result s summary
+  printf '%s\n' "---------------+---------+-------+----------------------------------------------------"
+  for i in "${!names[@]}"; do
+    printf '%-14s | %-7s | %5s | %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}" "${sums[$i]}"
+  done
+  [ ${#not_run[@]} -eq 0 ] || echo "not run for lack of time: ${not_run[*]} (run them in another call: CHECKS=\"${not_run[*]}\")"
+  echo "logs: \$OUT/checks.tgz; overall: $([ $fail -eq 0 ] && echo PASS || echo FAIL)"
+} | tee "$out/checks.txt"
+exit $fail

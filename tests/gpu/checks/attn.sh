@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# GPU validation of Ponytail's fused decode attention (H200 test machine):
+# builds the kernels' test library, then runs correctness, compute-sanitizer
+# (memcheck, racecheck) and graph-replay timing against torch flash / cuDNN.
+# Tables and logs go to $OUT when set. Exit status: non-zero if any stage
+# failed (every stage still runs, so one call gives all the numbers).
+#
+#   tests/gpu/checks/attn.sh                      # all stages
+#   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
+#   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA/bin:$PATH"
+OUT=${OUT:-$(mktemp -d)}
+B=$(mktemp -d)
+STAGES=${ATTN_STAGES:-"correctness sanitize timing"}
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+status=0
+summary=()
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
+  --format=csv,noheader 2>/dev/null || true
+
+# 1. fatbin -> C array (kernels/embed.py), as the meson build does.
+if [ -n "${ATTN_PREBUILT:-}" ] && [ -f "$ATTN_PREBUILT" ]; then
+  cp "$ATTN_PREBUILT" "$B/pt_attn_fatbin.c"
+else
+  nvcc -fatbin -O3 -std=c++17 --no-compress -Xptxas -v \
+    -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
+    -I. -o "$B/pt_attn.fatbin" kernels/attn_kernels.cu 2>"$OUT/ptxas.txt" || {
+      cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
+  $PY kernels/embed.py pt_attn_fatbin "$B/pt_attn.fatbin" "$B/pt_attn_fatbin.c" || exit 1
+fi
+# 2. the test library and the sanitizer driver.
+CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. -I$CUDA/include"
+gcc $CFLAGS -fPIC -shared -DPT_ATTN_HAVE_FATBIN=1 kernels/attn_plan.c kernels/attn_launch.c \
+  "$B/pt_attn_fatbin.c" tests/gpu/checks/attn_testlib.c -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm \
+  -o "$B/libattn_test.so" || { echo "test library build failed"; exit 1; }
+gcc $CFLAGS tests/gpu/checks/attn_sancheck.c -L"$B" -lattn_test -L"$CUDA/lib64/stubs" -lcuda \
+  -Wl,-rpath,"$B" -o "$B/attn_sancheck" || { echo "sancheck build failed"; exit 1; }
+
+for st in $STAGES; do
+  case $st in
+  correctness)
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" correctness \
+      2>&1 | tee "$OUT/correctness.log"
+    rc=${PIPESTATUS[0]}
+    summary+=("correctness: $(tail -n 1 "$OUT/correctness.log") (rc $rc)")
+    [ "$rc" = 0 ] || status=1
+    ;;
+  sanitize)
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attn_sancheck" \
+        >"$OUT/sanitize_$tool.log" 2>&1
+      rc=$?
+      summary+=("compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
+        "$OUT/sanitize_$tool.log" | head -n 1)")
+      [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
+    done
+    ;;
+  timing)
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timing \
+      >"$OUT/timing.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
+    summary+=("timing: rc $rc")
+    ;;
+  esac
+done
+
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
+[ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
+exit $status

@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""GPU validation and timing of Ponytail's fused decode attention kernel.
+
+Runs on the H200 test machine (python3 with torch). The kernel is reached
+through the test library built by tests/gpu/checks/attn.sh (kernels/attn_launch.c +
+the embedded fatbin + tests/gpu/checks/attn_testlib.c), called with ctypes on
+torch's current stream.
+
+  attn_check.py --lib libattn_test.so correctness   # exit 1 on any failure
+  attn_check.py --lib libattn_test.so timing
+
+correctness: fresh random inputs per case, outputs poisoned with NaN, fp32
+reference (torch math on upcast tensors, TF32 off); O error = max|o-ref| /
+max|ref| <= 1e-2, LSE error = max|lse-ref| / max|ref| <= 1e-3; then the
+same case twice back to back and inside a CUDA graph replayed several times
+(self-resetting counters), and the verify-mode compare kernel.
+
+timing: GPU time per call from CUDA-graph replay (20 calls per graph,
+median of replays after warm-up), rotating input copies so small shapes are
+not served from L2, against the floor (K+V bytes / 4.8 TB/s), torch flash
+and cuDNN SDPA.
+"""
+import argparse
+import ctypes
+import math
+import os
+import sys
+
+import torch
+
+DT = {torch.float16: 0, torch.bfloat16: 1}
+HBM = 4.8e12
+O_TOL, LSE_TOL = 1e-2, 1e-3
+CLUSTER_MAX = 8  # PT_ATTN_PLAN_CLUSTER in kernels/attn_kparams.h
+
+
+class Lib:
+    def __init__(self, path):
+        self.l = ctypes.CDLL(path)
+        P, I, F, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_uint64
+        S = ctypes.POINTER(ctypes.c_int64)
+        common = [P, P, P, P, P, I, I, I, I, I, I, I, S, F, I]
+        self.l.pt_test_init.restype = I
+        self.l.pt_test_supported.argtypes = common
+        self.l.pt_test_supported.restype = ctypes.c_char_p
+        self.l.pt_test_ws_bytes.argtypes = common
+        self.l.pt_test_ws_bytes.restype = U
+        self.l.pt_test_ws_prepare.argtypes = [P, U, P]
+        self.l.pt_test_ws_prepare.restype = I
+        self.l.pt_test_decode.argtypes = common + [P, U, P]
+        self.l.pt_test_decode.restype = I
+        self.l.pt_test_compare.argtypes = [P, P, P, P, I, I, I, I, I, S, P, P]
+        self.l.pt_test_compare.restype = I
+        self.l.pt_test_set_split_div.argtypes = [I]
+        self.l.pt_test_set_split_div.restype = None
+        self.l.pt_test_set_cluster_max.argtypes = [I]
+        self.l.pt_test_set_cluster_max.restype = None
+        if self.l.pt_test_init() != 0:
+            raise RuntimeError("pt_test_init failed (no driver?)")
+        self.ws = None
+        self.ws_bytes = 0
+
+    @staticmethod
+    def _strides(q, k, v, o):
+        st = []
+        for t in (q, k, v, o):
+            assert t.stride(3) == 1, "last dim must be contiguous"
+            st += [t.stride(0), t.stride(1), t.stride(2)]
+        return (ctypes.c_int64 * 12)(*st)
+
+    def args(self, q, k, v, o, lse, h, h_k, sq, scale, causal):
+        """q [b, sq, h, d], k/v [b, sk, h_k, d], o like q (views with strides)."""
+        b, sk, d = q.shape[0], k.shape[1], q.shape[3]
+        return [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                lse.data_ptr() if lse is not None else None, DT[q.dtype], b, h, h_k, sq, sk, d,
+                self._strides(q, k, v, o), float(scale), int(causal)]
+
+    def ensure_ws(self, nbytes):
+        if nbytes <= self.ws_bytes:
+            return
+        nbytes = max(nbytes, 64 << 20)
+        self.ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        self.ws_bytes = nbytes
+        rc = self.l.pt_test_ws_prepare(self.ws.data_ptr(), nbytes,
+                                       torch.cuda.current_stream().cuda_stream)
+        if rc != 0:
+            raise RuntimeError("pt_attn_workspace_prepare: CUresult %d" % rc)
+
+    def decode(self, a):
+        why = self.l.pt_test_supported(*a).decode()
+        if why:
+            raise RuntimeError("unsupported: " + why)
+        need = self.l.pt_test_ws_bytes(*a)
+        self.ensure_ws(need)
+        rc = self.l.pt_test_decode(*a, self.ws.data_ptr() if self.ws is not None else None,
+                                   self.ws_bytes, torch.cuda.current_stream().cuda_stream)
+        if rc != 0:
+            raise RuntimeError("pt_attn_decode_launch: CUresult %d" % rc)
+        return need
+
+
+def reference(q, k, v, scale, causal):
+    """fp32 attention: q [B, sq, H, D], k/v [B, S, Hk, D] -> o [B, sq, H, D], lse [B, H, sq]."""
+    B, sq, H, D = q.shape
+    S, Hk = k.shape[1], k.shape[2]
+    G = H // Hk
+    qf = q.float().reshape(B, sq, Hk, G, D)
+    kf, vf = k.float(), v.float()
+    s = torch.einsum("bihgd,bjhd->bhgij", qf, kf) * scale
+    if causal:
+        i = torch.arange(sq, device=q.device).view(sq, 1)
+        j = torch.arange(S, device=q.device).view(1, S)
+        s = s.masked_fill(j > i + S - sq, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)                 # [B, Hk, G, sq]
+    p = torch.softmax(s, dim=-1)
+    o = torch.einsum("bhgij,bjhd->bihgd", p, vf).reshape(B, sq, H, D)
+    return o, lse.reshape(B, H, sq)
+
+
+def rel_err(x, ref):
+    den = ref.abs().max().item()
+    e = (x.float() - ref).abs().max().item()
+    if math.isnan(e) or math.isnan(den):
+        return float("inf")
+    return e / max(den, 1e-30)
+
+
+def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0):
+    """Returns q [B,sq,H,D], k, v [B,S,Hk,D] views in the given layout, o view
+    inside a NaN-poisoned buffer (o_full), lse [B,H,sq]."""
+    H = Hk * G
+    dev = "cuda"
+    if layout == "hf":   # HF: q [B,H,sq,D], cache [B,Hk,S,D]
+        q = torch.randn(B, H, sq, D, device=dev, dtype=dtype).transpose(1, 2)
+        k = torch.randn(B, Hk, S, D, device=dev, dtype=dtype).transpose(1, 2)
+        v = torch.randn(B, Hk, S, D, device=dev, dtype=dtype).transpose(1, 2)
+    else:                # FA: [B,S,Hk,D]
+        q = torch.randn(B, sq, H, D, device=dev, dtype=dtype)
+        k = torch.randn(B, S, Hk, D, device=dev, dtype=dtype)
+        v = torch.randn(B, S, Hk, D, device=dev, dtype=dtype)
+    o_full = torch.empty(B, sq, H, D + o_pad, device=dev, dtype=dtype)
+    o = o_full[..., :D]
+    lse = torch.empty(B, H, sq, device=dev, dtype=torch.float32)
+    return q, k, v, o_full, o, lse
+
+
+class Checker:
+    def __init__(self, lib):
+        self.lib = lib
+        self.rows = []
+        self.failures = 0
+
+    def record(self, name, eo, el, extra=""):
+        ok = eo <= O_TOL and el <= LSE_TOL
+        if not ok:
+            self.failures += 1
+        self.rows.append("%-58s O %.2e  LSE %.2e  %s%s" % (name, eo, el, "ok" if ok else "FAIL",
+                                                            extra))
+        return ok
+
+    def poison(self, o_full, lse):
+        o_full.fill_(float("nan"))
+        lse.fill_(float("nan"))
+
+    def check_out(self, o_full, o, lse, ref_o, ref_lse, D):
+        eo = rel_err(o, ref_o)
+        el = rel_err(lse, ref_lse)
+        if o_full.shape[-1] > D and not torch.isnan(o_full[..., D:]).all().item():
+            eo = float("inf")  # wrote outside the view
+        return eo, el
+
+    def case(self, B, S, Hk, G, D, dtype, layout="hf", sq=1, causal=False, scale=None,
+             o_pad=0, swapped=False, repeat=False, graph=False):
+        torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), layout, sq, causal, o_pad,
+                                swapped)) & 0xffffffff)
+        scale = scale if scale is not None else 1.0 / math.sqrt(D)
+        q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, layout, sq, o_pad)
+        H = Hk * G
+        ref_o, ref_lse = reference(q, k, v, scale, causal)
+        if swapped:
+            # torch's GQA decode: seqlen_q = G query heads of one KV head, h = Hk.
+            assert sq == 1
+            qd = q.reshape(B, Hk, G, D).transpose(1, 2)           # [B, G, Hk, D]
+            od = o.reshape(B, Hk, G, D).transpose(1, 2) if o_pad == 0 else None
+            assert od is not None
+            a = self.lib.args(qd, k, v, od, lse, Hk, Hk, G, scale, causal)
+        else:
+            a = self.lib.args(q, k, v, o, lse, H, Hk, sq, scale, causal)
+        name = "B%-2d S%-6d Hk%d G%d D%-3d %s %s%s%s%s" % (
+            B, S, Hk, G, D, "bf16" if dtype == torch.bfloat16 else "fp16", layout,
+            " sq%d" % sq if sq > 1 else "", " causal" if causal else "",
+            " swapped" if swapped else "")
+        if scale != 1.0 / math.sqrt(D):
+            name += " scale%.2g" % scale
+        if o_pad:
+            name += " o_pad"
+        runs = 2 if repeat else 1
+        ok = True
+        for r in range(runs):
+            self.poison(o_full, lse)
+            ws = self.lib.decode(a)
+            torch.cuda.synchronize()
+            eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            ok &= self.record(name + (" run%d" % (r + 1) if repeat else ""), eo, el,
+                              "  ws %d KiB" % (ws >> 10) if r == 0 else "")
+        if graph:
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                self.lib.decode(a)  # loaded, workspace ready: nothing but a launch in capture
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g):
+                self.lib.decode(a)
+                self.lib.decode(a)
+            for r in range(3):
+                self.poison(o_full, lse)
+                g.replay()
+                torch.cuda.synchronize()
+                eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, D)
+                ok &= self.record(name + " graph%d" % (r + 1), eo, el)
+        del q, k, v, o_full, o, lse, ref_o, ref_lse
+        return ok
+
+
+def correctness(lib):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    c = Checker(lib)
+    # The brief's matrix: B x KV x G x D x dtype, HF layout.
+    for dtype in (torch.bfloat16, torch.float16):
+        for D in (64, 128):
+            for B in (1, 8, 32):
+                for S in (1, 17, 1000, 4100, 32768):
+                    for G in (1, 4, 8):
+                        Hk = 2 if B * S >= 8 * 32768 else 4
+                        c.case(B, S, Hk, G, D, dtype)
+    # head_dim 256, FA layout, strided O, scales that stress the running max.
+    for dtype in (torch.bfloat16, torch.float16):
+        c.case(1, 4100, 2, 8, 256, dtype)
+        c.case(8, 1000, 4, 4, 256, dtype, layout="fa")
+        c.case(2, 32768, 1, 16, 256, dtype)
+        c.case(3, 4100, 4, 4, 128, dtype, layout="fa", o_pad=64)
+        c.case(2, 4100, 2, 8, 128, dtype, scale=1.0)
+        c.case(2, 70000, 1, 1, 64, dtype, scale=0.5)
+    # seqlen_k up to 131072, G=16, h_k 8 as in the timing shapes.
+    c.case(1, 131072, 2, 8, 128, torch.bfloat16)
+    c.case(4, 4096, 8, 16, 128, torch.bfloat16)
+    # ngroups-swapped layout (seqlen_q = G, h = h_k) as torch's flash GQA decode.
+    for G in (4, 8, 16):
+        for S in (17, 4100, 32768):
+            c.case(8, S, 2, G, 128, torch.bfloat16, swapped=True)
+    c.case(4, 1000, 4, 8, 64, torch.float16, swapped=True)
+    # causal (bottom-right aligned), seqlen_q > 1.
+    c.case(2, 1000, 2, 4, 128, torch.bfloat16, sq=4, causal=True)
+    c.case(2, 17, 2, 1, 128, torch.float16, sq=16, causal=True)
+    c.case(1, 4100, 1, 2, 64, torch.bfloat16, sq=8, causal=True)
+    c.case(3, 65, 2, 1, 128, torch.bfloat16, sq=16, causal=True, layout="fa")
+    c.case(1, 16, 1, 1, 128, torch.float16, sq=16, causal=True)
+    c.case(2, 1000, 2, 4, 128, torch.bfloat16, sq=4)
+    # Self-resetting counters: back to back, and inside a replayed graph.
+    c.case(8, 4100, 4, 8, 128, torch.bfloat16, repeat=True, graph=True)
+    c.case(1, 32768, 2, 4, 128, torch.float16, repeat=True, graph=True)
+    c.case(32, 1000, 8, 1, 64, torch.bfloat16, repeat=True, graph=True)
+    # Shapes of 2..8 splits merge in a cluster by default; the same shapes
+    # through the workspace path (cluster merge off) must agree too.
+    lib.l.pt_test_set_cluster_max(1)
+    try:
+        for dtype in (torch.bfloat16, torch.float16):
+            for D in (64, 128, 256):
+                c.case(1, 1000, 4, 4, D, dtype, layout="fa")
+                c.case(8, 4100, 4, 8, D, dtype)
+        c.case(8, 4100, 4, 8, 128, torch.bfloat16, repeat=True, graph=True)
+        c.case(2, 1000, 2, 4, 128, torch.bfloat16, sq=4, causal=True)
+    finally:
+        lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+    # Cluster path with every head_dim, causal rows that see no key in some
+    # splits, and graph replay.
+    for D in (64, 128, 256):
+        c.case(1, 1000, 4, 4, D, torch.float16, layout="fa")
+    c.case(2, 140, 2, 1, 128, torch.bfloat16, sq=16, causal=True)  # row 0 sees no key of split 1
+    c.case(8, 4100, 4, 4, 128, torch.bfloat16, repeat=True, graph=True)
+    compare_tests(lib, c)
+    return c
+
+
+def compare_tests(lib, c):
+    """Verify-mode compare kernel: equal -> 0, planted differences found, NaN -> inf."""
+    torch.manual_seed(7)
+    B, H, D = 4, 16, 128
+    stream = torch.cuda.current_stream().cuda_stream
+    for dtype in (torch.bfloat16, torch.float16):
+        ref_full = torch.randn(B, 1, H, D + 64, device="cuda", dtype=dtype)
+        ref = ref_full[..., :D]
+        ref_lse = torch.randn(B, H, 1, device="cuda") + 5
+        st = (ctypes.c_int64 * 3)(ref.stride(0), ref.stride(1), ref.stride(2))
+        res = torch.empty(4, device="cuda")
+
+        def run(test, test_lse):
+            res.fill_(-1.0)
+            rc = lib.l.pt_test_compare(ref.data_ptr(), ref_lse.data_ptr(), test.data_ptr(),
+                                       test_lse.data_ptr(), DT[dtype], B, H, 1, D, st,
+                                       res.data_ptr(), stream)
+            torch.cuda.synchronize()
+            if rc != 0:
+                raise RuntimeError("compare launch: CUresult %d" % rc)
+            return res.tolist()
+
+        tag = "bf16" if dtype == torch.bfloat16 else "fp16"
+        t, tl = ref.contiguous(), ref_lse.clone()
+        r = run(t, tl)
+        ok = r[0] == 0 and r[2] == 0 and abs(r[1] - ref.float().abs().max().item()) < 1e-6 \
+            and abs(r[3] - ref_lse.abs().max().item()) < 1e-6
+        c.rows.append("compare %s equal            -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
+        c.failures += not ok
+        t2 = t.clone()
+        t2[2, 0, 7, 33] += 0.75
+        tl2 = tl.clone()
+        tl2[1, 3, 0] += 0.125
+        r = run(t2, tl2)
+        ok = 0.5 < r[0] < 1.0 and abs(r[2] - 0.125) < 1e-3
+        c.rows.append("compare %s planted diff     -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
+        c.failures += not ok
+        t3 = t.clone()
+        t3[3, 0, 15, 127] = float("nan")
+        tl3 = tl.clone()
+        tl3[0, 0, 0] = float("nan")
+        r = run(t3, tl3)
+        ok = math.isinf(r[0]) and math.isinf(r[2])
+        c.rows.append("compare %s NaN              -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
+        c.failures += not ok
+
+
+def graph_time(fn, calls=20, replays=9, warm=3):
+    """Median GPU time per call (µs) of `calls` launches of fn(i) captured in one graph."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(2):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fn(i)
+    for _ in range(warm):
+        g.replay()
+    times = []
+    for _ in range(replays):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000.0 / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def bandwidth(out_rows):
+    """The memory ceilings of this card as torch reaches them: a copy (bytes
+    read + written) and a read-only reduction, 4 GiB each, graph replay."""
+    x = torch.randn(1 << 31, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    t_copy = graph_time(lambda i: y.copy_(x), calls=5)
+    t_sum = graph_time(lambda i: x.sum(dtype=torch.float32), calls=5)
+    out_rows.append("device copy %.2f TB/s (read+write), read-only sum %.2f TB/s" % (
+        2 * x.numel() * 2 / t_copy / 1e6, x.numel() * 2 / t_sum / 1e6))
+    print(out_rows[-1], flush=True)
+    del x, y
+    torch.cuda.empty_cache()
+
+
+def timing(lib, out_rows):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    bandwidth(out_rows)
+    D, dtype = 128, torch.bfloat16
+    hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
+        "B", "KV", "G", "floor us", "ponytail", "xfl", "flash", "xfl", "cudnn", "xfl", "win",
+        "ns/2", "c16") + " %7s" % "noclu"
+    out_rows.append(hdr)
+    worst = []
+    points = [(B, S, G, 8) for B in (1, 8, 32) for S in (1024, 4096, 32768) for G in (1, 4, 8)]
+    # Extra rows: the launch floor (64 keys) and workload W's shape (B=8,
+    # KV 4100, 4 KV heads, G=4, the in-model layer of FACTS.md).
+    points += [(1, 64, 1, 8), (1, 64, 8, 8), (8, 4100, 4, 4)]
+    for n, (B, S, G, Hk) in enumerate(points):
+        if n == 27:
+            out_rows.append("extra (not in the goal table): B KV G with Hk 8, 8, 4")
+        H = Hk * G
+        kv_bytes = 2 * B * Hk * S * D * 2
+        floor = kv_bytes / HBM * 1e6
+        nsets = max(1, min(20, math.ceil((256 << 20) / kv_bytes)))
+        torch.manual_seed(B * 1000 + S + G)
+        sets = []
+        for _ in range(nsets):
+            q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
+            k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+            v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+            o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
+            lse = torch.empty(B, H, 1, device="cuda")
+            a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse,
+                         H, Hk, 1, 1.0 / math.sqrt(D), False)
+            sets.append((q, k, v, a))
+        lib.decode(sets[0][3])
+        res = {}
+        res["pt"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_split_div(2)  # half the planned splits
+        res["w2"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_split_div(1)
+        lib.l.pt_test_set_cluster_max(16)  # clusters of up to 16 (non-portable size)
+        res["c16"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_cluster_max(1)  # no cluster: the workspace path's plan
+        res["noclu"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+        for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
+                         ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            try:
+                def f(i, be=be):
+                    q, k, v, _ = sets[i % nsets]
+                    with sdpa_kernel(be):
+                        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                res[name] = graph_time(f)
+            except Exception as e:  # a peer that cannot run this shape
+                res[name] = float("nan")
+                print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G,
+                                                         str(e).splitlines()[0]))
+        peers = [x for x in (res["flash"], res["cudnn"]) if not math.isnan(x)]
+        win = all(res["pt"] < x for x in peers)
+        row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
+            B, S, G, floor, res["pt"], res["pt"] / floor, res["flash"],
+            res["flash"] / floor, res["cudnn"], res["cudnn"] / floor,
+            "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f" % res["noclu"]
+        if floor >= 25 and res["pt"] / floor > 1.15:
+            row += "  >1.15x floor"
+        out_rows.append(row)
+        print(row, flush=True)
+        worst.append(res["pt"] / floor if floor >= 25 else 0)
+        del sets
+        torch.cuda.empty_cache()
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=os.environ.get("OUT", ""))
+    ap.add_argument("what", choices=["correctness", "timing"])
+    args = ap.parse_args()
+    lib = Lib(args.lib)
+    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    if args.what == "correctness":
+        c = correctness(lib)
+        text = "\n".join(c.rows) + "\n%d cases, %d failures\n" % (len(c.rows), c.failures)
+        if args.out:
+            with open(os.path.join(args.out, "attn_correctness.txt"), "w") as f:
+                f.write(text)
+        bad = [r for r in c.rows if "FAIL" in r]
+        print("\n".join(bad[:40]) if bad else "all correctness cases ok")
+        print("correctness: %d checks, %d failures" % (len(c.rows), c.failures), flush=True)
+        return 1 if c.failures else 0
+    rows = []
+    timing(lib, rows)
+    text = "\n".join(rows) + "\n"
+    if args.out:
+        with open(os.path.join(args.out, "attn_timing.txt"), "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Decode attention inside a real torch CUDA-graph capture (issue 4: "everything must
+also work while the stream is being captured into a CUDA graph").
+
+Runs with or without the Ponytail shim preloaded (tests/gpu/checks/attn_graph.sh runs both).
+Every case uses torch's flash SDPA (sdpa_kernel(FLASH_ATTENTION)) on decode-shaped
+bf16 inputs: q [B, 16, 1, 128], k/v [B, 4, S, 128], enable_gqa=True, held in static
+tensors. As the torch docs require, each case first runs the call eagerly on a new
+side stream, then captures it with torch.cuda.graph. Then for 3 rounds: fresh random
+values are copied into the static inputs, the graph is replayed, and the graph's
+output is compared with an fp32 reference (matmul + softmax, TF32 off):
+max|o - ref| / max|ref| <= 1e-2, and it must differ from the previous round's output
+(a replay that did not run, or ran on stale inputs, fails).
+
+Cases:
+  b8_s4100, b1_s1000, b32_s2048   one graph each, captured on torch's capture stream
+  fresh_stream                    captured on a torch.cuda.Stream() that is used for
+                                  nothing else: the shim sees it first while capturing
+  two_graphs                      B=8 S=4100 and B=32 S=2048 in two graphs, replayed
+                                  back to back before one synchronize
+
+For each graph the kernels it holds are read from torch's debug dump (DOT text of
+cudaGraphDebugDotPrint): "ponytail" counts pt_attn_decode_* nodes (Ponytail's kernel
+was captured), "flash" counts torch's flash_fwd* nodes (it fell back, or no shim).
+Prints PASS/FAIL per case; exit 1 on any failure. --json writes the details, including
+the eager and captured SDPA call counts (what the shim's launch counters should add up to).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import traceback
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+H, HKV, D = 16, 4, 128
+TOL = 1e-2
+ROUNDS = 3
+WARMUP = 3  # eager calls per problem before its capture
+
+CASES = ["b8_s4100", "b1_s1000", "b32_s2048", "fresh_stream", "two_graphs"]
+calls = dict(eager=0, captured=0)
+
+
+class Problem:
+    """Static decode-attention inputs and the SDPA call on them."""
+
+    def __init__(self, b, s):
+        self.b, self.s = b, s
+        dev, dt = "cuda", torch.bfloat16
+        self.q = torch.empty(b, H, 1, D, device=dev, dtype=dt)
+        self.k = torch.empty(b, HKV, s, D, device=dev, dtype=dt)
+        self.v = torch.empty(b, HKV, s, D, device=dev, dtype=dt)
+        self.fill()
+
+    def fill(self):
+        """Fresh random values into the static tensors (copy_: addresses unchanged)."""
+        for t in (self.q, self.k, self.v):
+            t.copy_(torch.randn(t.shape, device=t.device, dtype=t.dtype))
+
+    def call(self, captured):
+        calls["captured" if captured else "eager"] += 1
+        return F.scaled_dot_product_attention(self.q, self.k, self.v, enable_gqa=True)
+
+    def reference(self):
+        """fp32 attention; query head h reads KV head h // (H / HKV), as enable_gqa does."""
+        g = H // HKV
+        qf = self.q.float().reshape(self.b, HKV, g, D)
+        s = torch.einsum("bhgd,bhsd->bhgs", qf, self.k.float()) / math.sqrt(D)
+        p = torch.softmax(s, dim=-1)
+        return torch.einsum("bhgs,bhsd->bhgd", p, self.v.float()).reshape(self.b, H, 1, D)
+
+    def label(self):
+        return "B=%d S=%d" % (self.b, self.s)
+
+
+def rel_err(o, ref):
+    den = ref.abs().max().item()
+    e = (o.float() - ref).abs().max().item()
+    if math.isnan(e) or math.isnan(den) or math.isinf(e):
+        return float("inf")
+    return e / max(den, 1e-30)
+
+
+def warmup(problems):
+    """Eager calls on a new side stream (torch's documented warm-up before capture).
+    A new stream each time also makes the shim set a workspace aside for the next
+    stream it first meets inside a capture."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(WARMUP):
+            for p in problems:
+                p.call(False)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+
+def graph_kernels(g, tmpdir, tag):
+    """Kernel nodes in the captured graph, from its DOT dump; None if unavailable."""
+    path = os.path.join(tmpdir, "%s.dot" % tag)
+    try:
+        g.debug_dump(path)
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except Exception as e:  # no debug dump in this torch: the stats still tell
+        print("  (no graph dump for %s: %s)" % (tag, e))
+        return None
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    lines = text.splitlines()
+    return dict(ponytail=sum("pt_attn_decode" in l for l in lines),
+                flash=sum("flash_fwd" in l for l in lines),
+                kernel_nodes=sum("KERNEL" in l for l in lines))
+
+
+def capture(problems, tmpdir, tag, stream=None):
+    """One graph holding one SDPA call per problem; returns (graph, outputs, kernels)."""
+    g = torch.cuda.CUDAGraph()
+    try:
+        g.enable_debug_mode()  # keeps the cudaGraph_t so that debug_dump can print it
+    except Exception:
+        pass
+    with torch.cuda.graph(g, stream=stream):
+        outs = [p.call(True) for p in problems]
+    return g, outs, graph_kernels(g, tmpdir, tag)
+
+
+def run_rounds(graphs, problems_per_graph):
+    """ROUNDS x (fill every static input, replay every graph back to back, sync,
+    compare each output with its reference). Returns (errors, changed) per problem."""
+    errs, changed, prev = [], [], {}
+    flat = [(gi, pi, p) for gi, ps in enumerate(problems_per_graph) for pi, p in enumerate(ps)]
+    for _ in flat:
+        errs.append([])
+        changed.append([])
+    for r in range(ROUNDS):
+        for _, _, p in flat:
+            p.fill()
+        for g, _ in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+        for i, (gi, pi, p) in enumerate(flat):
+            o = graphs[gi][1][pi]
+            errs[i].append(rel_err(o, p.reference()))
+            if i in prev:
+                changed[i].append((o.float() - prev[i]).abs().max().item() > 0)
+            prev[i] = o.float().clone()
+    return [p for _, _, p in flat], errs, changed
+
+
+def run_case(name, tmpdir):
+    torch.manual_seed(1 + (CASES.index(name) if name in CASES else 99))  # str hash() varies per process
+    stream = None
+    if name in ("b8_s4100", "fresh_stream"):
+        groups = [[Problem(8, 4100)]]
+    elif name == "b1_s1000":
+        groups = [[Problem(1, 1000)]]
+    elif name == "b32_s2048":
+        groups = [[Problem(32, 2048)]]
+    elif name == "two_graphs":
+        groups = [[Problem(8, 4100)], [Problem(32, 2048)]]
+    else:
+        raise ValueError("unknown case %s" % name)
+    warmup([p for ps in groups for p in ps])
+    if name == "fresh_stream":
+        stream = torch.cuda.Stream()  # used only inside the capture below
+    graphs, kernels = [], []
+    for gi, ps in enumerate(groups):
+        g, outs, k = capture(ps, tmpdir, "%s-%d" % (name, gi), stream=stream)
+        graphs.append((g, outs))
+        kernels.append(k)
+    problems, errs, changed = run_rounds(graphs, groups)
+    ok = all(e <= TOL for es in errs for e in es) and all(all(c) for c in changed)
+    return dict(name=name, ok=ok, problems=[p.label() for p in problems], rel_err=errs,
+                changed=changed, graph_kernels=kernels)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
+    ap.add_argument("--json", help="write the per-case details here")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    shim = "ponytail" in os.environ.get("LD_PRELOAD", "")
+    print("attn_graph: torch %s, %s, %s" % (torch.__version__, torch.cuda.get_device_name(),
+                                            "under the Ponytail shim" if shim else "no shim"))
+    results = []
+    with tempfile.TemporaryDirectory() as tmpdir, torch.no_grad(), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        for name in [c for c in args.cases.split(",") if c]:
+            try:
+                r = run_case(name, tmpdir)
+            except Exception as e:
+                traceback.print_exc()
+                r = dict(name=name, ok=False, error="%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]
+                                                               if str(e) else ""))
+            results.append(r)
+            if "error" in r:
+                print("FAIL %-13s %s" % (name, r["error"]))
+                continue
+            for i, label in enumerate(r["problems"]):
+                k = r["graph_kernels"][min(i, len(r["graph_kernels"]) - 1)]
+                ks = ("graph: ponytail %d, flash %d (kernel nodes %d)" % (k["ponytail"], k["flash"], k["kernel_nodes"])
+                      if k else "graph: n/a")
+                print("%s %-13s %-12s rel err %s (tol %.0e), changed between rounds %s, %s" % (
+                    "PASS" if r["ok"] else "FAIL", name, label,
+                    " ".join("%.1e" % e for e in r["rel_err"][i]), TOL,
+                    "yes" if all(r["changed"][i]) else "NO", ks))
+    failed = [r["name"] for r in results if not r["ok"]]
+    print("attn_graph: %d case(s), %d failed%s; SDPA calls: %d eager, %d captured" % (
+        len(results), len(failed), (" (" + ", ".join(failed) + ")") if failed else "",
+        calls["eager"], calls["captured"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(shim=shim, torch=torch.__version__, cases=results, calls=calls), f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Decode attention captured into real torch CUDA graphs (issue 4): tests/gpu/checks/attn_graph.py under
+# the shim (PONYTAIL_STATS=json, PONYTAIL_LOG=info) and without it. Both runs must PASS
+# (graph output vs an fp32 reference, fresh inputs every replay). From the shim's exit stats it
+# then shows whether torch's flash launches were swapped for Ponytail's kernel or fell back (and
+# why), and from each captured graph's dump which kernel the graph holds. The shim run must have
+# swapped at least one launch, else FAIL "not swapped".
+#
+# Usage: tests/gpu/checks/attn_graph.sh      (results in $OUT, default ./gpu-out)
+#   GRAPH_TIMEOUT=240   limit per python run (s)
+#   CASES=b8_s4100,...  subset of attn_graph.py's cases
+# Summary also in $OUT/attn_graph.txt; logs, stats and per-case JSON in $OUT/attn_graph-logs.tgz.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
+tmp=$(mktemp -d)
+py="${PYTHON:-python3}"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$tmp"
+export PYTHONUNBUFFERED=1
+t="${GRAPH_TIMEOUT:-240}"
+cases=()
+[ -n "${CASES:-}" ] && cases=(--cases "$CASES")
+
+echo "== with the shim"
+# env (not timeout) carries LD_PRELOAD: only python writes the stats file.
+timeout -k 10 "$t" env LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/shim.stats.json" \
+  PONYTAIL_LOG=info "$py" "$root/tests/gpu/checks/attn_graph.py" ${cases[@]+"${cases[@]}"} --json "$tmp/shim.json" \
+  >"$tmp/shim.log" 2>&1
+rc_shim=$?
+grep -E "^(PASS|FAIL|attn_graph)" "$tmp/shim.log"
+grep -E "^ponytail\[[0-9]+\]: (info|warn|error): .*(custom kernel|fallback|capture|workspace|attention)" "$tmp/shim.log" \
+  | sed -E 's/^ponytail\[[0-9]+\]: //; s/_ZN13pytorch_flash//' | cut -c1-160 | sort | uniq -c | head -12
+[ $rc_shim -eq 0 ] || { echo "shim run: exit $rc_shim"; grep -v "^ponytail\[" "$tmp/shim.log" | tail -8; }
+
+echo "== without the shim"
+timeout -k 10 "$t" "$py" "$root/tests/gpu/checks/attn_graph.py" ${cases[@]+"${cases[@]}"} --json "$tmp/stock.json" \
+  >"$tmp/stock.log" 2>&1
+rc_stock=$?
+grep -E "^(PASS|FAIL|attn_graph)" "$tmp/stock.log"
+[ $rc_stock -eq 0 ] || { echo "stock run: exit $rc_stock"; tail -8 "$tmp/stock.log"; }
+
+echo "== summary"
+"$py" - "$tmp" "$rc_shim" "$rc_stock" "$out/attn_graph.txt" <<'PY'
+import json, os, re, sys
+tmp, rc_shim, rc_stock, table_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+
+def load(name):
+    try:
+        with open(os.path.join(tmp, name)) as f:
+            return json.load(f)
+    except Exception:
+        return None
+
+def short(name):
+    m = re.match(r"_ZN\d+(\w+?)\d+(flash_fwd\w*?kernel)I", name)
+    return "%s::%s" % (m.group(1), m.group(2)) if m else name[:60]
+
+lines, bad = [], []
+st, shim_res, stock_res = load("shim.stats.json"), load("shim.json"), load("stock.json")
+lines.append("shim run:  %s (exit %d)" % ("PASS" if rc_shim == 0 else "FAIL", rc_shim))
+lines.append("stock run: %s (exit %d)" % ("PASS" if rc_stock == 0 else "FAIL", rc_stock))
+if rc_shim:
+    bad.append("shim run failed")
+if rc_stock:
+    bad.append("stock run failed")
+
+swapped = 0
+if st is None:
+    lines.append("no shim stats (the shim run did not exit normally?)")
+    bad.append("no stats")
+else:
+    k = st.get("kernels", {})
+    flash = [e for e in k.get("top", []) if "flash_fwd" in e.get("name", "")]
+    lines.append("%-48s %9s %11s %8s %8s %9s" % ("torch flash kernel (shim stats)", "launches", "action",
+                                                "swapped", "skipped", "fallbacks"))
+    for e in flash:
+        lines.append("%-48s %9s %11s %8s %8s %9s" % (short(e["name"]), e.get("launches"), e.get("action"),
+                                                    e.get("swapped", "-"), e.get("skipped", "-"),
+                                                    e.get("fallbacks", "-")))
+        swapped += int(e.get("swapped") or 0)
+    if not flash:
+        lines.append("  (no flash kernel among the %d most launched kernels)" % len(k.get("top", [])))
+    reasons = k.get("fallback_reasons") or {}
+    lines.append("fallback reasons: %s" % (", ".join("%s: %s" % kv for kv in reasons.items()) or "none"))
+    if shim_res:
+        c = shim_res.get("calls", {})
+        lines.append("SDPA calls made: %s eager + %s captured = %s (each one flash launch the shim decides on)" % (
+            c.get("eager"), c.get("captured"), (c.get("eager") or 0) + (c.get("captured") or 0)))
+    hooks = st.get("hooks") or {}
+    if hooks.get("verified"):
+        lines.append("verified %s, failures %s" % (hooks.get("verified"), hooks.get("verify_failures")))
+    lines.append("internal errors: %s" % st.get("internal_errors"))
+    alloc = st.get("alloc") or {}
+    if alloc:
+        calls = st.get("calls") or {}
+        begins = {k: v for k, v in calls.items() if "BeginCapture" in k and v}
+        lines.append("alloc: capture pass-through %s, capture-deferred frees %s; capture begins seen: %s" % (
+            alloc.get("capture_passthrough"), alloc.get("capture_deferred_frees"),
+            ", ".join("%s %s" % kv for kv in sorted(begins.items())) or "none"))
+        # torch allocates inside each capture (SDPA's output): those must reach the driver as
+        # graph allocations, which needs the shim to have seen the capture begin (it skips
+        # the capture query until then).
+        if not alloc.get("capture_passthrough"):
+            bad.append("no allocation passed through during capture")
+
+# Which kernel each captured graph holds (from the graph dumps).
+for tag, res in (("shim", shim_res), ("stock", stock_res)):
+    if not res:
+        continue
+    cells = []
+    for c in res.get("cases", []):
+        for i, g in enumerate(c.get("graph_kernels") or []):
+            name = c["name"] + ("#%d" % i if len(c.get("graph_kernels")) > 1 else "")
+            cells.append("%s %s" % (name, "ponytail %d/flash %d/nodes %d" % (g["ponytail"], g["flash"], g.get("kernel_nodes", 0)) if g else "n/a"))
+    if cells:
+        lines.append("graphs (%s): %s" % (tag, "; ".join(cells)))
+    if tag == "shim":
+        in_graph = [g for c in res.get("cases", []) for g in (c.get("graph_kernels") or []) if g]
+        if in_graph:
+            lines.append("captured graphs running Ponytail's kernel (shim): %d of %d" % (
+                sum(1 for g in in_graph if g["ponytail"] > 0), len(in_graph)))
+
+# Swapped: counted by the shim, or seen in a captured graph (when the flash kernels are not
+# among the stats' most launched kernels, the graph dumps still tell).
+graph_swaps = sum(g["ponytail"] for c in (shim_res or {}).get("cases", [])
+                  for g in (c.get("graph_kernels") or []) if g)
+if st is not None and swapped == 0 and graph_swaps == 0:
+    bad.append("not swapped")
+lines.append("attn_graph: %s" % ("PASS" if not bad else "FAIL: " + "; ".join(bad)))
+text = "\n".join(lines)
+print(text)
+with open(table_path, "w") as f:
+    f.write(text + "\n")
+sys.exit(1 if bad else 0)
+PY
+rc=$?
+tar czf "$out/attn_graph-logs.tgz" -C "$tmp" . 2>/dev/null
+exit $rc

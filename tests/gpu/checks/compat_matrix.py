@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""The compatibility matrix (issue 15): each program runs stock and under the
+shim's defaults, one process at a time on the GPU, and one table says whether
+it ran, whether its outputs are identical, and what it cost.
+
+  python3 tests/gpu/checks/compat_matrix.py --shim build-gpu/shim/libponytail_shim.so --out DIR
+      [--rows hf_eager,hf_padded:stock+shim,...] [--arms stock,shim,same,...]
+
+Arms (all rows run the first three unless --arms says otherwise):
+  stock       no preload
+  shim        LD_PRELOAD of the shim, every PONYTAIL_* at its default
+  same        the shim with PONYTAIL_TORCH_SDPA=keep PONYTAIL_ATTN=off: the same attention
+              path as stock, so its outputs must be bit-identical to stock's (what the
+              allocator and interception may never change)
+  expandable  the shim with PONYTAIL_TORCH_ALLOC=expandable (memory comparison)
+  async       the shim with PONYTAIL_TORCH_ALLOC=async (memory comparison)
+The "shim" arm takes another attention path than stock where the policy sends SDPA to
+flash (cuDNN stock): its outputs are compared too, and the table names both paths.
+
+Memory: NVML's device-wide use, sampled every 20 ms by this driver while the program runs
+(only one program uses the GPU at a time, so its peak is the program's plus the driver's
+context), and torch's peak reserved where the program reports it. Time: TTFT (prefill) and
+decode step p50 for the generate rows (examples/generate.py's JSON).
+Every run's stdout/stderr, the shim's log and stats JSON land in --out; the table is printed
+last and written to --out/compat-matrix.txt, the records to compat-matrix.json. Exit 1 when a
+program that runs stock fails under the shim, or an identical-path output differs.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # HERE is tests/gpu/checks
+GEN = [sys.executable, os.path.join(ROOT, "examples", "generate.py")]
+HF = ["--batch", "8", "--prompt", "2048", "--new-tokens", "128", "--warmup"]
+COMPAT = os.path.join(HERE, "compat")
+
+# name: (command, kind, timeout s, what attention stock / the shim run)
+ROWS = {
+    "hf_eager": (GEN + HF, "gen", 240, "HF eager, dynamic cache, equal-length batch"),
+    "hf_padded": (GEN + HF + ["--pad", "0.5"], "gen", 240, "HF eager, left-padded batch"),
+    "hf_b32": (GEN + ["--batch", "32", "--prompt", "2048", "--new-tokens", "1024", "--warmup"], "gen", 300,
+               "HF eager B=32, prompt 2048, 1024 new tokens (the memory goal's workload)"),
+    "hf_padded16": (GEN + ["--batch", "16", "--prompt", "2048", "--new-tokens", "128", "--warmup", "--pad", "0.5"],
+                    "gen", 240, "HF eager, left-padded batch of 16 (the pool-overhead trace)"),
+    "hf_static": (GEN + HF + ["--cache", "static"], "gen", 420,
+                  "HF static cache (transformers compiles: inductor, CUDA-graph trees)"),
+    "compile_ro": ([sys.executable, os.path.join(COMPAT, "compile_decode.py")], "prog", 300,
+                   "torch.compile(mode='reduce-overhead') decode"),
+    "cuda_graph": ([sys.executable, os.path.join(COMPAT, "graph_capture.py")], "prog", 120,
+                   "torch.cuda.graph capture + replay, shared private pool"),
+    "mp_share": ([sys.executable, os.path.join(HERE, "ipc_torch.py"), "--mode", "torch"], "rc", 120,
+                 "torch.multiprocessing sharing a CUDA tensor"),
+    "cont_batch": ([sys.executable, os.path.join(COMPAT, "cont_batch.py")], "prog", 300,
+                   "transformers continuous batching (generate_batch, paged cache)"),
+    # needs two GPUs (kind nvidia-h200-x2); skipped with one. NVLink multicast stays off.
+    "torchrun_nccl": ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                       os.path.join(HERE, "tp_allreduce.py"), "--steps", "10", "--mib", "64"], "rc", 180,
+                      "torchrun, 2 ranks: NCCL all-reduce + cudaIpc* of pooled buffers"),
+}
+NEEDS_GPUS = {"torchrun_nccl": 2}
+ARMS = {
+    "stock": {},
+    "aa": {},  # stock again: whether the program is deterministic between processes at all
+    "stock_flash": {"TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"},  # stock on the flash SDPA path
+    "shim": {"": "shim"},
+    "same": {"": "shim", "PONYTAIL_TORCH_SDPA": "keep", "PONYTAIL_ATTN": "off"},
+    "same_flash": {"": "shim", "PONYTAIL_ATTN": "off"},  # the shim's SDPA policy, nothing swapped
+    "expandable": {"": "shim", "PONYTAIL_TORCH_ALLOC": "expandable"},
+    "async": {"": "shim", "PONYTAIL_TORCH_ALLOC": "async"},
+    "stock_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+}
+# The arm whose outputs each arm's must equal bit for bit: the same attention path, so only the
+# allocator and the interception differ (or nothing, for aa). Arms not listed are compared with
+# stock and may differ (another attention path).
+SAME_AS = {"aa": "stock", "same": "stock", "same_flash": "stock_flash"}
+
+
+class NvmlPeak:
+    """Device-wide NVML memory in use, sampled from a thread."""
+
+    def __init__(self):
+        self.peak, self.h, self.stop = None, None, threading.Event()
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0))
+        except Exception:
+            self.h = None
+
+    def __enter__(self):
+        if self.h is not None:
+            self.t = threading.Thread(target=self.run, daemon=True)
+            self.t.start()
+        return self
+
+    def run(self):
+        while not self.stop.wait(0.02):
+            used = self.nv.nvmlDeviceGetMemoryInfo(self.h).used
+            self.peak = used if self.peak is None else max(self.peak, used)
+
+    def __exit__(self, *a):
+        self.stop.set()
+        if self.h is not None:
+            self.t.join()
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+        return sum(1 for l in out.splitlines() if l.startswith("GPU "))
+    except Exception:
+        return 0
+
+
+def run_one(row, arm, args):
+    cmd, kind, tmo, _ = ROWS[row]
+    tag = "%s-%s" % (row, arm)
+    if row in NEEDS_GPUS and NEEDS_GPUS[row] > args.gpus:
+        return dict(row=row, arm=arm, rc="needs %d GPUs" % NEEDS_GPUS[row], ok=False, skipped=True,
+                    seconds=0.0, tail=[])
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (COMPAT, HERE, os.path.join(ROOT, "examples"),
+                                                     env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(args.out, "inductor-cache"))
+    stats = os.path.join(args.out, tag + ".stats.%p.json")
+    for k, v in ARMS[arm].items():
+        if k == "":
+            env.update(LD_PRELOAD=args.shim, PONYTAIL_STATS="json", PONYTAIL_STATS_FILE=stats,
+                       PONYTAIL_LOG="info", PONYTAIL_LOG_FILE=os.path.join(args.out, tag + ".log.%p"))
+            if args.trace:  # the allocation trace, for `ponytail replay` (tests/data/traces)
+                env["PONYTAIL_TRACE"] = os.path.join(args.out, tag + ".trace.%p")
+        else:
+            env[k] = v
+    full = list(cmd)
+    jpath = os.path.join(args.out, tag + ".json")
+    if kind == "gen":
+        full += ["--json", jpath]
+    t0 = time.time()
+    with NvmlPeak() as nv, open(os.path.join(args.out, tag + ".out"), "w") as f:
+        try:
+            p = subprocess.run(full, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=tmo, cwd=ROOT)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    rec = dict(row=row, arm=arm, rc=rc, seconds=round(time.time() - t0, 1),
+               nvml_peak_mib=nv.peak / 2**20 if nv.peak else None)
+    text = open(os.path.join(args.out, tag + ".out"), errors="replace").read()
+    rec["tail"] = text.strip().splitlines()[-3:] if text.strip() else []
+    if kind == "gen" and os.path.exists(jpath):
+        j = json.load(open(jpath))
+        rec.update(digest=j.get("token_ids_sha256"), ttft_s=j.get("prefill_s"),
+                   step_p50_ms=(j.get("decode_step_ms") or {}).get("p50"),
+                   torch_peak_reserved_mib=(j.get("peak_reserved_bytes") or 0) / 2**20 or None,
+                   attn_impl=(j.get("settings") or {}).get("attn_implementation"))
+    elif kind == "prog":
+        for line in text.splitlines():
+            if line.startswith("RESULT "):
+                r = json.loads(line[7:])
+                rec.update(digest=r.get("digest"), torch_peak_reserved_mib=r.get("torch_peak_reserved_mib"),
+                           prog=r)
+        if rc == 77:
+            rec["skipped"] = True
+    rec["ok"] = rc == 0
+    rec.update(shim_stats(args.out, tag))
+    return rec
+
+
+def shim_stats(out, tag):
+    """The shim's view: attention swapped / fallen back, the pool's use."""
+    got = {}
+    for name in sorted(os.listdir(out)):
+        if not (name.startswith(tag + ".stats.") and name.endswith(".json")):
+            continue
+        try:
+            j = json.load(open(os.path.join(out, name)))
+        except Exception:
+            continue
+        k = j.get("kernels") or {}
+        reasons = got.setdefault("fallback_reasons", {})
+        for r, n in (k.get("fallback_reasons") or {}).items():
+            reasons[r] = reasons.get(r, 0) + n
+        got["swapped"] = got.get("swapped", 0) + sum(t.get("swapped", 0) for t in k.get("top") or [])
+        a = j.get("alloc") or {}
+        got["pool_peak_physical_mib"] = max(got.get("pool_peak_physical_mib", 0),
+                                            (a.get("peak_physical_bytes") or 0) / 2**20)
+        got["internal_errors"] = got.get("internal_errors", 0) + (j.get("internal_errors") or 0)
+    return got
+
+
+def fmt(v, f="%.0f"):
+    return "-" if v is None else (f % v if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--out", default="gpu-out/compat")
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--arms", default="stock,shim,same")
+    ap.add_argument("--trace", action="store_true", help="shim arms record PONYTAIL_TRACE files")
+    ap.add_argument("--deadline", type=float, default=0, help="seconds: start no run after this")
+    args = ap.parse_args()
+    args.shim = os.path.abspath(args.shim)
+    os.makedirs(args.out, exist_ok=True)
+    t_start = time.time()
+    args.gpus = gpu_count()
+    recs = []
+    for spec in [r for r in args.rows.split(",") if r]:
+        row, _, own = spec.partition(":")  # "row:arm+arm" gives a row its own arms
+        if row not in ROWS:
+            ap.error("unknown row %r (rows: %s)" % (row, ", ".join(ROWS)))
+        for arm in [a for a in (own.split("+") if own else args.arms.split(",")) if a]:
+            if arm not in ARMS:
+                ap.error("unknown arm %r (arms: %s)" % (arm, ", ".join(ARMS)))
+            if args.deadline and time.time() - t_start > args.deadline:
+                recs.append(dict(row=row, arm=arm, rc="not run (deadline)", ok=False, skipped=True))
+                continue
+            rec = run_one(row, arm, args)
+            recs.append(rec)
+            print("%-11s %-10s rc %-7s %5.1fs %s" % (row, arm, rec["rc"], rec["seconds"],
+                                                     " | ".join(rec["tail"][-1:])), flush=True)
+    json.dump(recs, open(os.path.join(args.out, "compat-matrix.json"), "w"), indent=1)
+
+    bad = []
+    lines = ["| row | arm | runs | output | TTFT s | step p50 ms | torch peak reserved MiB "
+             "| NVML peak MiB | pool peak MiB | attention (swapped; fallbacks) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    by = {(r["row"], r["arm"]): r for r in recs}
+    for r in recs:
+        st = by.get((r["row"], "stock"))
+        if r.get("skipped"):
+            runs = "skip (%s)" % r["rc"]
+        else:
+            runs = "yes" if r["ok"] else "NO (rc %s)" % r["rc"]
+        same = "-"
+        ref_arm = SAME_AS.get(r["arm"], "stock")
+        ref = by.get((r["row"], ref_arm))
+        if r["arm"] != "stock" and ref and ref.get("ok") and r.get("ok"):
+            if r.get("digest") is None or ref.get("digest") is None:
+                same = "n/a (rc only)"
+            elif r["digest"] == ref["digest"]:
+                same = "identical to " + ref_arm
+            else:
+                same = "differs from " + ref_arm
+                if r["arm"] in SAME_AS:
+                    aa = by.get((r["row"], "aa"))
+                    if aa and aa.get("ok") and aa.get("digest") != st.get("digest"):
+                        same += " (stock differs from itself too)"
+                    else:
+                        bad.append("%s/%s: output differs from %s on the same attention path"
+                                   % (r["row"], r["arm"], ref_arm))
+                else:
+                    same += " (other attention path)"
+        if r["arm"] != "stock" and st and st.get("ok") and not r.get("ok") and not r.get("skipped"):
+            bad.append("%s/%s: runs stock, fails under the shim (rc %s)" % (r["row"], r["arm"], r["rc"]))
+        fb = "; ".join("%s x%d" % (k, v) for k, v in sorted((r.get("fallback_reasons") or {}).items()))
+        shimmed = "" in ARMS.get(r["arm"], {})
+        att = "-" if not shimmed else "%s swapped%s" % (r.get("swapped", 0), "; " + fb if fb else "")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["row"], r["arm"], runs, same, fmt(r.get("ttft_s"), "%.3f"), fmt(r.get("step_p50_ms"), "%.2f"),
+            fmt(r.get("torch_peak_reserved_mib")), fmt(r.get("nvml_peak_mib")),
+            fmt(r.get("pool_peak_physical_mib")) if shimmed else "-", att))
+    table = "\n".join(lines)
+    with open(os.path.join(args.out, "compat-matrix.txt"), "w") as f:
+        f.write(table + "\n" + "\n".join(bad) + "\n")
+    print(table)
+    for b in bad:
+        print("FAIL " + b)
+    print("compat matrix: %d runs, %d regressions" % (len(recs), len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# First contact of the whole shim with a real PyTorch process on the GPU machine.
+# Builds, then runs examples/generate.py (small shape) in five ways and checks:
+#   stock vs shim in pass-through (PONYTAIL_POOL=0, ATTN=off, no policy): identical token ids,
+#     stats list torch kernels (__cudaLaunchKernel) and cuBLAS/cuDNN kernels (cuLaunchKernel*);
+#   stock flash vs shim default (attention swap): tokens + first-step logits agreement;
+#   shim in verify mode: zero out-of-tolerance launches;
+#   PONYTAIL_ENABLE=0: identical tokens.
+# Usage: tests/gpu/checks/smoke.sh [generate.py flags]; results in $OUT (or ./gpu-out).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
+py="${PYTHON:-python3}"
+. "$root/tests/gpu/build.sh"
+pt_gpu_build "$root" "$out"
+gen=("$py" "$root/examples/generate.py" --batch "${B:-4}" --prompt "${P:-256}" --new-tokens "${N:-32}" "$@")
+
+run() { # name, env...
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  env "$@" "${gen[@]}" --json "$out/$name.json" --logits-out "$out/$name.logits.pt" --logits-steps 4 \
+    >"$out/$name.log" 2>&1
+  local rc=$?
+  awk -v n="$name" -v rc="$rc" -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%-14s rc=%d  %.1fs\n", n, rc, b-a}'
+}
+run stock
+run pass LD_PRELOAD="$shim" PONYTAIL_POOL=0 PONYTAIL_ATTN=off PONYTAIL_TORCH_SDPA=keep \
+  PONYTAIL_TORCH_ALLOC=keep PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/pass.stats.json"
+run disabled LD_PRELOAD="$shim" PONYTAIL_ENABLE=0
+run flash TORCH_CUDNN_SDPA_DEPRIORITIZED=1
+run swap LD_PRELOAD="$shim" PONYTAIL_LOG=info PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/swap.stats.json"
+run verify LD_PRELOAD="$shim" PONYTAIL_ATTN=verify PONYTAIL_LOG=info PONYTAIL_STATS=json \
+  PONYTAIL_STATS_FILE="$out/verify.stats.json"
+
+"$py" "$root/tests/gpu/checks/smoke_report.py" "$out"
