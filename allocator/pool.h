@@ -48,7 +48,7 @@ struct pt_jw;
 /* Physical memory per handle when the pool grows (chunk_bytes 0). The
  * driver's VMM calls cost about the same per handle whatever its size (H200:
  * create + map + set access + unmap + release ~58 us for 2 MiB, ~68 us for
- * 32 MiB; bench/NOTES.md section 9), so growing by 2 MiB handles spent most
+ * 32 MiB; bench/NOTES.md, "Physical handles of 32 MiB"), so growing by 2 MiB handles spent most
  * of a prefill's allocator time in the driver. A handle is mapped and moved
  * whole, so stitching and trimming work in whole handles: smaller chunks
  * leave less free memory stranded in partly used handles. */

@@ -918,7 +918,7 @@ static void check_ipcdrv(const char *js) {
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle_v2"), 3);
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle"), 1);
   CHECK_EQ(stat_call(js, "cuIpcCloseMemHandle"), 3);
-  /* Host time of each path, for bench/NOTES.md section 11's cost question. */
+  /* Host time of each path, for the cost question of bench/NOTES.md, "Two GPUs". */
   CHECK(alloc_stat(js, "ipc_export_ns") > 0);
   CHECK(alloc_stat(js, "ipc_open_ns") > 0);
   CHECK(alloc_stat(js, "ipc_close_ns") > 0);
