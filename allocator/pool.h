@@ -48,8 +48,8 @@ struct pt_jw;
 /* Physical memory per handle when the pool grows (chunk_bytes 0). The
  * driver's VMM calls cost about the same per handle whatever its size (H200:
  * create + map + set access + unmap + release ~58 us for 2 MiB, ~68 us for
- * 32 MiB; bench/NOTES.md, "Physical handles of 32 MiB"), so growing by 2 MiB handles spent most
- * of a prefill's allocator time in the driver. A handle is mapped and moved
+ * 32 MiB; bench/records/2026-11-29-physical-handles-32mib.md), so growing by 2 MiB handles
+ * spent most of a prefill's allocator time in the driver. A handle is mapped and moved
  * whole, so stitching and trimming work in whole handles: smaller chunks
  * leave less free memory stranded in partly used handles. */
 #define PT_POOL_CHUNK_DEFAULT ((uint64_t)32 << 20)

@@ -65,7 +65,8 @@ void pt_grow_plan(const struct pt_grow_view *v, uint64_t r, int64_t tail, struct
  * longer every step needs one more granule every few dozen steps, all layers
  * at the same step; without slack each such step costs every layer a create
  * and a map, which on the H200 made those steps ~6 ms slower than stock's
- * (bench/NOTES.md, "Wall time by taking turns"); with it most of them find the granule mapped.
+ * (bench/records/2026-11-29-wall-time-taking-turns.md); with it most of them find the
+ * granule mapped.
  * Only within the headroom (so never above the pool's peak), without a limit
  * (there one-granule handles and stitching keep memory tight), and where the
  * arena's slots after the tail are free. */

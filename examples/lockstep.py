@@ -4,7 +4,8 @@ generate() calls: a paired wall-time comparison (examples/generate.py
 
 Why: this HF decode is CPU-bound, and the test machine's CPU speed drifts by
 tens of percent between runs and between two processes running at the same
-time (bench/NOTES.md sections 10 and 11), far more than the 3% to be
+time (bench/records/2026-11-29-host-cost-per-allocation.md and
+2026-11-29-wall-time-gpu-per-process.md), far more than the 3% to be
 resolved. Taking turns at every step puts both runs' steps into the same tens
 of milliseconds of machine conditions, and only one process runs at a time, so
 neither contends with the other for CPUs, memory bandwidth or the GPU. Each

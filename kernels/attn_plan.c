@@ -72,8 +72,9 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   /* Cluster path: one CTA per SM, the splits of a (batch, KV head) form one
    * thread-block cluster and merge through distributed shared memory (no
    * partials in global memory, no counter, no workspace, the merge spread
-   * over the cluster's SMs). Measured on H200 (bench/NOTES.md, "Decode attention kernel",
-   * runs 4-8): it wins when the grid covers the SMs once (>= 90% of them), or
+   * over the cluster's SMs). Measured on H200 (runs 4-8,
+   * bench/records/2026-11-29-decode-attention-cluster-merge.md): it wins
+   * when the grid covers the SMs once (>= 90% of them), or
    * when the splits are short (<= 8 tiles: latency-bound shapes); cluster
    * launches of two CTAs per SM, and clusters whose CTAs stream long splits,
    * run slower than the workspace path below, which those shapes keep. */
@@ -102,7 +103,7 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
     ns = slots / units;
     if (ns > max_by_tiles) ns = max_by_tiles;
     if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
-    /* Measured on H200 (bench/NOTES.md, "Decode attention kernel", run 2): the last CTA's merge
+    /* Measured on H200 (run 2, bench/records/2026-11-29-decode-attention-kernel.md): the last CTA's merge
      * reads ns x rows partial rows from L2 on one SM, so with 4+ rows per KV
      * head half the splits (but not under 8) is faster; and when the
      * batch x KV heads alone occupy a third of the SMs and a split would get

@@ -918,7 +918,8 @@ static void check_ipcdrv(const char *js) {
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle_v2"), 3);
   CHECK_EQ(stat_call(js, "cuIpcOpenMemHandle"), 1);
   CHECK_EQ(stat_call(js, "cuIpcCloseMemHandle"), 3);
-  /* Host time of each path, for the cost question of bench/NOTES.md, "Two GPUs". */
+  /* Host time of each path, for the cost question of
+   * bench/records/2026-11-29-two-gpus-peer-ipc-tp.md. */
   CHECK(alloc_stat(js, "ipc_export_ns") > 0);
   CHECK(alloc_stat(js, "ipc_open_ns") > 0);
   CHECK(alloc_stat(js, "ipc_close_ns") > 0);

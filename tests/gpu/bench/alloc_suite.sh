@@ -36,8 +36,8 @@ root="$(cd "$(dirname "$0")/../../.." && pwd)"
 top="${OUT:-$root/gpu-out}"; what="${1:-stress-capacity}"; w="$top/issue3-$what"; mkdir -p "$w"
 . "$root/tests/gpu/build.sh"
 step() { pt_gpu_step "$w" "$@"; }
-# The turn-taking method of bench/NOTES.md section 12 (wall_pair.sh), and the same against the
-# switched-off shim.
+# The turn-taking method of bench/records/2026-11-29-wall-time-taking-turns.md (wall_pair.sh),
+# and the same against the switched-off shim.
 ls_env=(env LOCKSTEP=1 PIN=1 FIXED_LAYOUT=1)
 off_env=("${ls_env[@]}" ARM_A=off)
 case $what in

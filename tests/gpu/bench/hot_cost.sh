@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Host cost per allocation, bare vs under the shim (bench/NOTES.md section 10):
+# Host cost per allocation, bare vs under the shim (bench/records/2026-11-29-host-cost-per-allocation.md):
 #   hot_cost.cu   driver queries of the shim's routing, cudaMallocAsync + cudaFreeAsync pairs with
 #                 and without a kernel in flight (bare, shim defaults, shim PONYTAIL_KV_MIN=1M:
 #                 small stream-ordered requests then pass through to the driver's pool)
-#   pair_cost.py  (PY=1 only: its rows moved by +-30% between calls, bench/NOTES.md section 10)
+#   pair_cost.py  (PY=1 only: its rows moved by +-30% between calls, same record)
 #                 torch.empty, a + b and add(out=) per iteration under stock torch, torch's
 #                 cudaMallocAsync backend, the shim (defaults, KV_MIN=1M, TORCH_ALLOC=keep);
 #                 PONYTAIL_ATTN=off

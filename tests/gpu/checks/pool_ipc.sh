@@ -2,7 +2,7 @@
 # A short re-check after allocator or IPC changes, sized for a few minutes of device time:
 #  1. the issue-3 workload (B=32, prompt 2048, 1024 new tokens, flash SDPA) under the shim's pool
 #     only (PONYTAIL_ATTN=off): pool peak physical / peak live, decode step, token-id digest
-#     (compare with torch default's digest of the same workload in bench/NOTES.md section 6);
+#     (compare with torch default's digest of the same workload in bench/records/2026-11-29-allocator-in-shim.md);
 #  2. tests/gpu/checks/ipc_torch.py (CUDA IPC of a pooled tensor between two processes) with the shim,
 #     when that script exists.
 set -uo pipefail
