@@ -335,6 +335,16 @@ out:
   return rc;
 }
 
+/* Joins nb, the block right after b, into b (fences, size, links) and
+ * recycles nb's record. */
+static inline void pt_blk_absorb(struct pt_pool *p, struct pt_blk *b, struct pt_blk *nb) {
+  pt_fence_merge(p, b, nb);
+  b->size += nb->size;
+  b->next = nb->next;
+  if (nb->next) nb->next->prev = b;
+  pt_blk_put(p, nb);
+}
+
 /* Frees b (already out of the live map) with its fence, coalescing. */
 static void free_block(struct pt_pool *p, struct pt_blk *b, const struct pt_fence *f) {
   p->st.live_bytes -= b->size;
@@ -347,19 +357,11 @@ static void free_block(struct pt_pool *p, struct pt_blk *b, const struct pt_fenc
   struct pt_blk *n = b->next, *v = b->prev;
   if (n && n->is_free) {
     pt_fit_remove(p, n);
-    pt_fence_merge(p, b, n);
-    b->size += n->size;
-    b->next = n->next;
-    if (n->next) n->next->prev = b;
-    pt_blk_put(p, n);
+    pt_blk_absorb(p, b, n);
   }
   if (v && v->is_free) {
     pt_fit_remove(p, v);
-    pt_fence_merge(p, v, b);
-    v->size += b->size;
-    v->next = b->next;
-    if (b->next) b->next->prev = v;
-    pt_blk_put(p, b);
+    pt_blk_absorb(p, v, b);
     b = v;
   }
   pt_fit_insert(p, b);

@@ -21,7 +21,8 @@ static __thread int pt_log_busy;
 bool pt_log_enabled(int level) { return level <= pt_opt_enum(PT_OPT_LOG); }
 
 /* Expands %p to the pid; other characters are copied. Returns 0 or -1 when the
- * result does not fit. Shared with the stats file. */
+ * result does not fit. Shared with the stats file, the allocation trace and
+ * the CUPTI trace. */
 int pt_path_expand(const char *pattern, char *out, size_t len) {
   size_t o = 0;
   for (const char *p = pattern; *p; p++) {

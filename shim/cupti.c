@@ -228,21 +228,8 @@ static void *pt_cupti_open(char *loaded, size_t len) {
 
 /* PONYTAIL_CUPTI with %p replaced by the pid. */
 static int pt_cupti_path(char *out, size_t len) {
-  const char *t = pt_opt_str(PT_OPT_CUPTI);
-  size_t o = 0;
-  for (; *t && o + 1 < len; t++) {
-    if (t[0] == '%' && t[1] == 'p') {
-      int n = snprintf(out + o, len - o, "%ld", (long)getpid());
-      if (n < 0 || (size_t)n >= len - o) return -1;
-      o += (size_t)n;
-      t++;
-    } else {
-      out[o++] = *t;
-    }
-  }
-  if (*t) return -1;
-  out[o] = '\0';
-  return o ? 0 : -1;
+  if (pt_path_expand(pt_opt_str(PT_OPT_CUPTI), out, len) != 0) return -1;
+  return out[0] ? 0 : -1;
 }
 
 void pt_cupti_start(void) {

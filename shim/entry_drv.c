@@ -196,16 +196,20 @@ PT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 
 /* ---- kernel naming ------------------------------------------------------- */
 
+/* Makes the handle just returned for name identify name's record. */
+static inline void pt_drv_bind_name(const void *handle, const char *name) {
+  if (!handle || !name) return;
+  struct pt_kernel *k = pt_registry_kernel(name);
+  if (k) pt_registry_bind(handle, k);
+}
+
 PT_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
   PFN_cuModuleGetFunction_v2000 real = (PFN_cuModuleGetFunction_v2000)pt_real(PT_SYM_cuModuleGetFunction);
   if (!real) return PT_DRV_NO_DRIVER;
   if (!pt_active()) return real(hfunc, hmod, name);
   PT_COUNT(cuModuleGetFunction);
   CUresult r = real(hfunc, hmod, name);
-  if (r == CUDA_SUCCESS && hfunc && *hfunc && name) {
-    struct pt_kernel *k = pt_registry_kernel(name);
-    if (k) pt_registry_bind(*hfunc, k);
-  }
+  if (r == CUDA_SUCCESS && hfunc) pt_drv_bind_name(*hfunc, name);
   return r;
 }
 
@@ -215,10 +219,7 @@ PT_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, cons
   if (!pt_active()) return real(pKernel, library, name);
   PT_COUNT(cuLibraryGetKernel);
   CUresult r = real(pKernel, library, name);
-  if (r == CUDA_SUCCESS && pKernel && *pKernel && name) {
-    struct pt_kernel *k = pt_registry_kernel(name);
-    if (k) pt_registry_bind(*pKernel, k);
-  }
+  if (r == CUDA_SUCCESS && pKernel) pt_drv_bind_name(*pKernel, name);
   return r;
 }
 

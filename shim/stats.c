@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hooks/hook.h"
+#include "common/grow.h"
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "shim/registry.h"
@@ -67,11 +68,9 @@ static void pt_collect(struct pt_kernel *k, void *arg) {
   l->launches += n;
   if (!n) return;
   if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 256;
-    struct pt_kcount *v = realloc(l->v, cap * sizeof *v);
+    struct pt_kcount *v = pt_grow(l->v, &l->cap, sizeof *v, 256);
     if (!v) return;
     l->v = v;
-    l->cap = cap;
   }
   l->v[l->n++] = (struct pt_kcount){k, n};
 }

@@ -85,6 +85,18 @@ static int cfg_u64(const struct pt_json *cfg, const char *key, uint64_t *out, ch
   return 0;
 }
 
+/* The config's torch_dtype (or dtype) into out->elem_bytes / out->dtype;
+ * absent leaves them alone. */
+static int cfg_dtype(const struct pt_json *cfg, struct pt_cap_in *out, char *err, size_t errlen) {
+  const char *d = pt_json_str(pt_json_get(cfg, "torch_dtype"));
+  if (!d) d = pt_json_str(pt_json_get(cfg, "dtype"));
+  if (d && !(out->elem_bytes = pt_cap_dtype_bytes(d, &out->dtype))) {
+    pt_seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
+    return -1;
+  }
+  return 0;
+}
+
 int pt_cap_from_hf_config(const struct pt_json *cfg, struct pt_cap_in *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   if (pt_json_type(cfg) != PT_JSON_OBJ) {
@@ -94,17 +106,8 @@ int pt_cap_from_hf_config(const struct pt_json *cfg, struct pt_cap_in *out, char
   if (!pt_json_get(cfg, "num_hidden_layers") && pt_json_type(pt_json_get(cfg, "text_config")) == PT_JSON_OBJ) {
     /* Multimodal configs keep the language model under text_config; the
      * dtype often stays at the top. */
-    const struct pt_json *top = cfg;
     if (pt_cap_from_hf_config(pt_json_get(cfg, "text_config"), out, err, errlen)) return -1;
-    if (!out->elem_bytes) {
-      const char *d = pt_json_str(pt_json_get(top, "torch_dtype"));
-      if (!d) d = pt_json_str(pt_json_get(top, "dtype"));
-      if (d && !(out->elem_bytes = pt_cap_dtype_bytes(d, &out->dtype))) {
-        pt_seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
-        return -1;
-      }
-    }
-    return 0;
+    return out->elem_bytes ? 0 : cfg_dtype(cfg, out, err, errlen);
   }
   if (cfg_u64(cfg, "num_hidden_layers", &out->layers, err, errlen) ||
       cfg_u64(cfg, "num_attention_heads", &out->heads, err, errlen) ||
@@ -112,13 +115,7 @@ int pt_cap_from_hf_config(const struct pt_json *cfg, struct pt_cap_in *out, char
       cfg_u64(cfg, "head_dim", &out->head_dim, err, errlen) ||
       cfg_u64(cfg, "hidden_size", &out->hidden, err, errlen))
     return -1;
-  const char *d = pt_json_str(pt_json_get(cfg, "torch_dtype"));
-  if (!d) d = pt_json_str(pt_json_get(cfg, "dtype"));
-  if (d && !(out->elem_bytes = pt_cap_dtype_bytes(d, &out->dtype))) {
-    pt_seterr(err, errlen, "model config: unknown dtype \"%s\"", d);
-    return -1;
-  }
-  return 0;
+  return cfg_dtype(cfg, out, err, errlen);
 }
 
 int pt_cap_resolve(const struct pt_cap_in *flags, const struct pt_cap_in *cfg, struct pt_cap_shape *out,

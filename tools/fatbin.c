@@ -82,19 +82,24 @@ const char *pt_fatbin_compression(const struct pt_fatbin_entry *e) {
   return NULL;
 }
 
+/* Adds an LZ4 length's extra bytes (a 255 says another follows) from
+ * src[*i] to *len. 0, or -1 when src ends first. */
+static inline int lz4_len_more(const uint8_t *src, size_t srclen, size_t *i, size_t *len) {
+  unsigned b;
+  do {
+    if (*i >= srclen) return -1;
+    b = src[(*i)++];
+    *len += b;
+  } while (b == 255);
+  return 0;
+}
+
 long pt_lz4_block_decompress(const uint8_t *src, size_t srclen, uint8_t *dst, size_t dstcap) {
   size_t i = 0, o = 0;
   while (i < srclen) {
     unsigned token = src[i++];
     size_t lit = token >> 4;
-    if (lit == 15) {
-      unsigned b;
-      do {
-        if (i >= srclen) return -1;
-        b = src[i++];
-        lit += b;
-      } while (b == 255);
-    }
+    if (lit == 15 && lz4_len_more(src, srclen, &i, &lit)) return -1;
     if (lit > srclen - i || lit > dstcap - o) return -1;
     memcpy(dst + o, src + i, lit);
     i += lit;
@@ -105,14 +110,7 @@ long pt_lz4_block_decompress(const uint8_t *src, size_t srclen, uint8_t *dst, si
     i += 2;
     if (off == 0 || off > o) return -1;
     size_t mlen = (token & 15) + 4;
-    if ((token & 15) == 15) {
-      unsigned b;
-      do {
-        if (i >= srclen) return -1;
-        b = src[i++];
-        mlen += b;
-      } while (b == 255);
-    }
+    if ((token & 15) == 15 && lz4_len_more(src, srclen, &i, &mlen)) return -1;
     if (mlen > dstcap - o) return -1;
     /* byte by byte: the match may overlap what it produces */
     for (size_t k = 0; k < mlen; k++, o++) dst[o] = dst[o - off];

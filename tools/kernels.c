@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "tools/fatbin.h"
 
 #ifndef EM_CUDA
@@ -33,15 +34,13 @@ void pt_kernel_list_free(struct pt_kernel_list *l) {
 
 int pt_kernel_list_add(struct pt_kernel_list *l, struct pt_fatbin_kernel *k) {
   if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    struct pt_fatbin_kernel *nk = realloc(l->k, cap * sizeof *nk);
+    struct pt_fatbin_kernel *nk = pt_grow(l->k, &l->cap, sizeof *nk, 16);
     if (!nk) {
       free(k->name);
       free(k->params);
       return -1;
     }
     l->k = nk;
-    l->cap = cap;
   }
   l->k[l->n++] = *k;
   return 0;
@@ -54,11 +53,9 @@ void pt_kernel_list_note(struct pt_kernel_list *l, int is_error, const char *fmt
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   if (l->nnotes == l->notes_cap) {
-    size_t cap = l->notes_cap ? l->notes_cap * 2 : 8;
-    struct pt_kernel_note *nn = realloc(l->notes, cap * sizeof *nn);
+    struct pt_kernel_note *nn = pt_grow(l->notes, &l->notes_cap, sizeof *nn, 8);
     if (!nn) return;
     l->notes = nn;
-    l->notes_cap = cap;
   }
   char *t = strdup(buf);
   if (!t) return;
