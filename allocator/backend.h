@@ -62,6 +62,28 @@ struct pt_backend_ops {
    * (reserve/unreserve/create/release/map/unmap/set_access) and blocked in
    * marker_sync/device_sync, in ns. May be called without the pool's mutex. */
   void (*busy_ns)(void *ctx, uint64_t *map_ns, uint64_t *wait_ns);
+
+  /* Optional (NULL: not supported): mapping memory that another process
+   * exported (CUDA IPC import; the caller is the shim's importer, never the
+   * pool). Unlike the ops above they touch no state of the context, so they
+   * may run from any thread, concurrently with each other and with any op;
+   * they are not counted in busy_ns. A backend that cannot import answers
+   * err_invalid. Sizes are multiples of the exporter's granule.
+   * import_reserve: size bytes of inaccessible VA aligned to align (a power
+   *   of two), freed only by import_unmap.
+   * import_map: imports the physical memory behind descriptor fd (the caller
+   *   keeps and closes fd), maps all of it (size bytes) at va inside such a
+   *   range, and drops the imported handle (the mapping keeps the memory).
+   *   When *owner < 0 on entry, sets it to the device ordinal the memory
+   *   lives on (this process's numbering) if the backend can tell.
+   * import_access: read/write on [va, va+size) for exactly the n device
+   *   ordinals in devices (1 <= n).
+   * import_unmap: unmaps [va, va+mapped) (mapped 0: nothing) and frees the
+   *   size bytes of VA reserved at va; returns the first error, going on. */
+  int (*import_reserve)(void *ctx, size_t size, size_t align, uintptr_t *va);
+  int (*import_map)(void *ctx, int fd, uintptr_t va, size_t size, int *owner);
+  int (*import_access)(void *ctx, uintptr_t va, size_t size, const int *devices, int n);
+  int (*import_unmap)(void *ctx, uintptr_t va, size_t mapped, size_t size);
 };
 
 struct pt_backend {

@@ -265,6 +265,25 @@ static void host_destroy(void *ctx) {
   free(h);
 }
 
+/* No other process's memory here: every import op is refused, touching
+ * nothing (IPC import is the VMM backend's). */
+static int host_import_reserve(void *ctx, size_t size, size_t align, uintptr_t *va) {
+  (void)ctx, (void)size, (void)align, (void)va;
+  return PT_HOST_ERR_INVALID;
+}
+static int host_import_map(void *ctx, int fd, uintptr_t va, size_t size, int *owner) {
+  (void)ctx, (void)fd, (void)va, (void)size, (void)owner;
+  return PT_HOST_ERR_INVALID;
+}
+static int host_import_access(void *ctx, uintptr_t va, size_t size, const int *devices, int n) {
+  (void)ctx, (void)va, (void)size, (void)devices, (void)n;
+  return PT_HOST_ERR_INVALID;
+}
+static int host_import_unmap(void *ctx, uintptr_t va, size_t mapped, size_t size) {
+  (void)ctx, (void)va, (void)mapped, (void)size;
+  return PT_HOST_ERR_INVALID;
+}
+
 static const struct pt_backend_ops host_ops = {
   .name = "host",
   .err_oom = PT_HOST_ERR_OOM,
@@ -286,6 +305,10 @@ static const struct pt_backend_ops host_ops = {
   .stream_wait = host_stream_wait,
   .device_sync = host_device_sync,
   .destroy = host_destroy,
+  .import_reserve = host_import_reserve,
+  .import_map = host_import_map,
+  .import_access = host_import_access,
+  .import_unmap = host_import_unmap,
 };
 
 int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_granules) {

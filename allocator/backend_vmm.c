@@ -129,6 +129,70 @@ static int vmm_export_fd(void *c, pt_bk_handle h, int *fd) {
   return (int)r;
 }
 
+/* IPC import: the importer's driver calls, each with the device's primary
+ * context pushed; a failed pop is ignored, as the importer always did. */
+static int vmm_import_reserve(void *c, size_t size, size_t align, uintptr_t *va) {
+  struct vmm_ctx *v = c;
+  CUdeviceptr p = 0;
+  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
+  if (r != CUDA_SUCCESS) return (int)r;
+  r = v->drv->cuMemAddressReserve(&p, size, align, 0, 0);
+  CUcontext old;
+  (void)v->drv->cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS) *va = (uintptr_t)p;
+  return (int)r;
+}
+
+static int vmm_import_map(void *c, int fd, uintptr_t va, size_t size, int *owner) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemImportFromShareableHandle) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
+  if (r != CUDA_SUCCESS) return (int)r;
+  CUmemGenericAllocationHandle h = 0;
+  r = v->drv->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  if (r == CUDA_SUCCESS && *owner < 0 && v->drv->cuMemGetAllocationPropertiesFromHandle) {
+    CUmemAllocationProp prop;
+    if (v->drv->cuMemGetAllocationPropertiesFromHandle(&prop, h) == CUDA_SUCCESS &&
+        prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+      *owner = prop.location.id;
+  }
+  if (r == CUDA_SUCCESS) {
+    r = v->drv->cuMemMap((CUdeviceptr)va, size, 0, h, 0);
+    /* The mapping keeps the memory: the handle is not needed after it. */
+    (void)v->drv->cuMemRelease(h);
+  }
+  CUcontext old;
+  (void)v->drv->cuCtxPopCurrent(&old);
+  return (int)r;
+}
+
+static int vmm_import_access(void *c, uintptr_t va, size_t size, const int *devices, int n) {
+  struct vmm_ctx *v = c;
+  CUmemAccessDesc d[VMM_MAX_ACCESS];
+  if (n < 1 || n > VMM_MAX_ACCESS) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < n; i++)
+    d[i] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = devices[i]},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
+  if (r != CUDA_SUCCESS) return (int)r;
+  r = v->drv->cuMemSetAccess((CUdeviceptr)va, size, d, (size_t)n);
+  CUcontext old;
+  (void)v->drv->cuCtxPopCurrent(&old);
+  return (int)r;
+}
+
+static int vmm_import_unmap(void *c, uintptr_t va, size_t mapped, size_t size) {
+  struct vmm_ctx *v = c;
+  CUcontext old;
+  /* Without the context the calls are still tried (VA is process-wide). */
+  bool pushed = v->drv->cuCtxPushCurrent(v->ctx) == CUDA_SUCCESS;
+  CUresult r = CUDA_SUCCESS;
+  if (mapped) r = v->drv->cuMemUnmap((CUdeviceptr)va, mapped);
+  CUresult f = v->drv->cuMemAddressFree((CUdeviceptr)va, size);
+  if (pushed) (void)v->drv->cuCtxPopCurrent(&old);
+  return (int)(r != CUDA_SUCCESS ? r : f);
+}
+
 static int vmm_marker_create(void *c, pt_bk_marker *m) {
   struct vmm_ctx *v = c;
   CUevent e = NULL;
@@ -228,6 +292,10 @@ static const struct pt_backend_ops vmm_ops = {
   .add_accessor = vmm_add_accessor,
   .export_fd = vmm_export_fd,
   .busy_ns = vmm_busy_ns,
+  .import_reserve = vmm_import_reserve,
+  .import_map = vmm_import_map,
+  .import_access = vmm_import_access,
+  .import_unmap = vmm_import_unmap,
 };
 
 int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags,

@@ -1,5 +1,5 @@
 /* Export of pooled blocks to other processes (CUDA IPC of pooled memory; the
- * shim's side is shim/ipc.c). Kept apart from pool.h: it only reads the
+ * shim's side is shim/ipc_export.c). Kept apart from pool.h: it only reads the
  * pool's block and granule maps, under the pool's mutex.
  *
  * A block lies in one segment, so the handles under it are consecutive

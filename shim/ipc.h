@@ -1,7 +1,8 @@
 /* CUDA IPC of pooled memory (cudaIpcGetMemHandle / cudaIpcOpenMemHandle /
  * cudaIpcCloseMemHandle on pool pointers). Called by shim/route_alloc.c,
- * which finds the pool, counts and decides pass-through; see ipc.c for the
- * scheme and its limits.
+ * which finds the pool, counts and decides pass-through. The exporter is
+ * ipc_export.c, the importer ipc_import.c (its driver calls go through a VMM
+ * backend's import ops); the scheme and its limits: ipc_internal.h.
  *
  * Results are CUDA codes whose number is the same in both APIs (invalid value
  * 1, out of memory 2, invalid handle 400 = cudaErrorInvalidResourceHandle,
@@ -21,8 +22,9 @@ bool pt_ipc_handle_ours(const void *handle);
 int pt_ipc_export(struct pt_pool *pool, int device, const void *ptr, void *handle);
 /* A pooled block that starts at start was freed: its export record goes. */
 void pt_ipc_block_freed(const void *start);
-/* Importer: maps the block named by handle (pt_ipc_handle_ours) for device,
- * with ctx (that device's primary context) pushed around driver calls.
+/* Importer: maps the block named by handle (pt_ipc_handle_ours) for device
+ * (ctx, the caller's context there, is not used: the device's backend pushes
+ * its primary context around driver calls).
  * *ptr = the block's first byte. Opening one handle again returns the same
  * pointer (reference counted). */
 int pt_ipc_open(const void *handle, void *ctx, int device, void **ptr);

@@ -61,7 +61,7 @@ void pt_route_pool_trim(const void *mempool, size_t keep) {
   if (p) (void)pt_pool_trim(p, keep);
 }
 
-/* IPC on pooled memory (shim/ipc.c has the scheme). The legacy handle
+/* IPC on pooled memory (shim/ipc_internal.h has the scheme). The legacy handle
  * names a cudaMalloc allocation of the driver, which VMM-mapped memory is
  * not: with PONYTAIL_IPC=fd the pool's granules are exportable and the
  * handle is Ponytail's own; with off, the call is refused with
