@@ -418,7 +418,10 @@ def run(args, s, extra, st):
     total = end - start
     if want_logits:
         k = max(0, args.logits_steps)
-        torch.save(dict(logits=[l.float().cpu() for l in out.logits[:k]], settings=s), st.rank_path(args.logits_out))
+        # token_ids: what each sequence generated (examples/verdict.py compares a row's logits only
+        # while both runs had fed the same tokens).
+        torch.save(dict(logits=[l.float().cpu() for l in out.logits[:k]], settings=s, token_ids=new_ids),
+                   st.rank_path(args.logits_out))
 
     result = dict(
         settings=settings_record(st),

@@ -1,6 +1,9 @@
 /* `ponytail bench`: the A/B of examples/generate.py, stock (A) then with the
  * shim (B), same seed and settings, repeated alternately; medians in a table
- * and every run's full result (timelines included) in RESULT.json. */
+ * and every run's full result (timelines included) in RESULT.json. Then the
+ * correctness verdict: untimed runs that save the first steps' logits (A, B,
+ * R = stock on another SDPA backend, optionally S = stock on the shim's
+ * attention path), judged by examples/verdict.py; its lines are printed first. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -27,10 +30,18 @@ static void usage(FILE *f) {
           "and whether the generated token ids match; writes every run's result, memory\n"
           "timeline included, to --out (plot it with `ponytail timeline`). Needs a GPU.\n"
           "\n"
+          "First it prints the correctness verdict: untimed runs A, B and R (stock with another\n"
+          "SDPA backend) save their logits of the first --verdict-steps decode steps, and\n"
+          "examples/verdict.py compares B against A (max and mean relative difference) next to\n"
+          "PyTorch's own backend spread (R against A): \"within PyTorch's own backend spread\" or\n"
+          "\"OUTSIDE\" it; a NaN or Inf in any logits fails it. Token agreement: the share of\n"
+          "positions before the first divergence and the first divergent step, per sequence.\n"
+          "\n"
           "Workload (passed to generate.py; defaults are its own: workload W):\n"
           "  --layers N --hidden N --heads N --kv-heads N --head-dim N --vocab N\n"
           "  --batch N --prompt N --new-tokens N --dtype bf16|fp16|fp32\n"
           "  --pad F             left-pad this fraction of the batch with shorter prompts\n"
+          "                      (--dtype fp32: greedy tokens should stay identical A vs B)\n"
           "  --seed N            (default 0)\n"
           "  --config FILE       Hugging Face config.json overrides\n"
           "Bench:\n"
@@ -44,7 +55,20 @@ static void usage(FILE *f) {
           "  --python EXE        interpreter (default python3)\n"
           "  --script PATH       generate.py to run (default: the one next to ponytail)\n"
           "  --shim PATH         shim to preload (default: the one next to ponytail)\n"
-          "  -h, --help          this help\n");
+          "  -h, --help          this help\n"
+          "Verdict:\n"
+          "  --verdict-steps N   decode steps whose logits are compared (default 8; 0 = no\n"
+          "                      verdict and no extra runs)\n"
+          "  --reference-sdpa B  R's backend: flash|math|efficient|cudnn|default (default: flash\n"
+          "                      for bf16/fp16, the path the shim takes; math for fp32)\n"
+          "  --same-path         also S, stock on the shim's attention path (flash; fp32: torch's\n"
+          "                      default): with --shim-env PONYTAIL_ATTN=off B must equal S\n"
+          "  --verdict-margin F  within = B's max and mean rel diff <= F x R's (default 2)\n"
+          "  (--stock-env applies to A, R and S, --shim-env to B)\n"
+          "\n"
+          "Exit status: 0 done (verdict within, or no verdict), 1 a run failed or no GPU,\n"
+          "2 usage error, 3 verdict OUTSIDE PyTorch's own backend spread, 4 NaN/Inf in the\n"
+          "logits (3 and 4 still print the table and write --out).\n");
 }
 
 static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("bench", usage, msg, arg); }
@@ -149,6 +173,10 @@ static void pt_json_copy(struct pt_jw *w, const char *key, const struct pt_json 
   }
 }
 
+/* The verdict's untimed arms (pt_bench.varm). */
+enum { VA, VB, VR, VS, PT_NVARM };
+static const char pt_varm_name[PT_NVARM] = {'a', 'b', 'r', 's'};
+
 struct pt_bench {
   const char *fwd_val[PT_NFWD];
   int repeats, timeline_ms, warmup;
@@ -157,14 +185,26 @@ struct pt_bench {
   size_t nshim_env, nstock_env;
   char script[PATH_MAX], shim[PATH_MAX], dir[PATH_MAX];
   struct pt_json **a, **b;
+  /* Verdict. */
+  int verdict_steps, same_path;
+  double margin;
+  const char *ref_sdpa, *same_sdpa; /* "default" = no --sdpa */
+  char verdict_script[PATH_MAX];
+  struct pt_json *varm[PT_NVARM]; /* the verdict runs' results (S: NULL when it reuses A's or R's) */
+  char vpt[PT_NVARM][PATH_MAX + 16]; /* their logits files */
+  struct pt_json *verdict;          /* examples/verdict.py's record */
 };
 
-/* One run of generate.py; returns its parsed result or NULL (reason printed). */
-static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round) {
-  char json[PATH_MAX + 32], tl[32];
-  snprintf(json, sizeof json, "%s/%c-%d.json", bn->dir, shimmed ? 'b' : 'a', round);
-  snprintf(tl, sizeof tl, "%d", bn->timeline_ms);
-  const char *args[2 * PT_NFWD + 12];
+/* One run of generate.py; returns its parsed result or NULL (reason printed).
+ * varm < 0: a timed run of the A/B; else an untimed verdict arm (VA..VS) that
+ * saves its logits to bn->vpt[varm] (no warm-up, no timeline, --sdpa sdpa). */
+static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round, int varm, const char *sdpa) {
+  char json[PATH_MAX + 32], tl[32], steps[32];
+  if (varm >= 0) snprintf(json, sizeof json, "%s/v%c.json", bn->dir, pt_varm_name[varm]);
+  else snprintf(json, sizeof json, "%s/%c-%d.json", bn->dir, shimmed ? 'b' : 'a', round);
+  snprintf(tl, sizeof tl, "%d", varm >= 0 ? 0 : bn->timeline_ms);
+  snprintf(steps, sizeof steps, "%d", bn->verdict_steps);
+  const char *args[2 * PT_NFWD + 20];
   size_t n = 0;
   args[n++] = bn->python;
   args[n++] = bn->script;
@@ -177,8 +217,28 @@ static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round)
   args[n++] = json;
   args[n++] = "--timeline-ms";
   args[n++] = tl;
-  if (bn->warmup) args[n++] = "--warmup";
+  if (bn->warmup && varm < 0) args[n++] = "--warmup";
+  if (varm >= 0) {
+    args[n++] = "--logits-out";
+    args[n++] = bn->vpt[varm];
+    args[n++] = "--logits-steps";
+    args[n++] = steps;
+    if (sdpa && strcmp(sdpa, "default")) {
+      args[n++] = "--sdpa";
+      args[n++] = sdpa;
+    }
+  }
   args[n] = NULL;
+  char what[64], who[8];
+  if (varm >= 0) {
+    snprintf(what, sizeof what, "verdict arm %c (%s%s%s)", pt_varm_name[varm] - 'a' + 'A',
+             shimmed ? "with the shim" : "stock", sdpa && strcmp(sdpa, "default") ? ", --sdpa " : "",
+             sdpa && strcmp(sdpa, "default") ? sdpa : "");
+    snprintf(who, sizeof who, "%c", pt_varm_name[varm] - 'a' + 'A');
+  } else {
+    snprintf(what, sizeof what, "round %d/%d, %s", round, bn->repeats, shimmed ? "B (with the shim)" : "A (stock)");
+    snprintf(who, sizeof who, "%s", shimmed ? "B" : "A");
+  }
 
   struct pt_env env;
   struct pt_json *res = NULL;
@@ -191,23 +251,23 @@ static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round)
     if (pt_env_put(&env, bn->shim_env[i])) goto oom;
   for (size_t i = 0; !shimmed && i < bn->nstock_env; i++)
     if (pt_env_put(&env, bn->stock_env[i])) goto oom;
-  fprintf(stderr, "ponytail bench: round %d/%d, %s ...\n", round, bn->repeats,
-          shimmed ? "B (with the shim)" : "A (stock)");
+  fprintf(stderr, "ponytail bench: %s ...\n", what);
   double wall = 0;
   unlink(json);
   int st = pt_spawn_wait((char *const *)args, env.v, 2, &wall);
   if (st != 0) {
-    fprintf(stderr, "ponytail bench: %s run of round %d failed: '%s %s' exited with status %d\n",
-            shimmed ? "B" : "A", round, bn->python, bn->script, st);
+    fprintf(stderr, "ponytail bench: %s run failed: '%s %s' exited with status %d\n", what, bn->python,
+            bn->script, st);
     goto out;
   }
   char err[512];
   if (!(res = pt_json_parse_file(json, err, sizeof err))) {
-    fprintf(stderr, "ponytail bench: cannot read the result of the %s run: %s\n", shimmed ? "B" : "A", err);
+    fprintf(stderr, "ponytail bench: cannot read the result of the %s run: %s\n", who, err);
     goto out;
   }
-  fprintf(stderr, "ponytail bench: round %d/%d %s done in %.1f s: %.1f tokens/s\n", round, bn->repeats,
-          shimmed ? "B" : "A", wall, pt_metric(res, "tokens_per_s"));
+  if (varm >= 0) fprintf(stderr, "ponytail bench: %s done in %.1f s\n", what, wall);
+  else
+    fprintf(stderr, "ponytail bench: %s done in %.1f s: %.1f tokens/s\n", what, wall, pt_metric(res, "tokens_per_s"));
   goto out;
 oom:
   fprintf(stderr, "ponytail bench: out of memory\n");
@@ -216,6 +276,102 @@ out:
   free(pre);
   pt_env_free(&env);
   return res;
+}
+
+/* examples/verdict.py: next to the generate.py being run, else next to the
+ * default one, else in the source tree this ponytail was built from. 0 or -1. */
+static int pt_bench_find_verdict(struct pt_bench *bn, char *why, size_t whylen) {
+  char def[PATH_MAX], w[PATH_MAX * 3];
+  const char *dirs[3] = {bn->script, NULL, NULL};
+  if (pt_tool_find_script(NULL, def, sizeof def, w, sizeof w) == 0) dirs[1] = def;
+#ifdef PT_SOURCE_ROOT
+  dirs[2] = PT_SOURCE_ROOT "/examples/generate.py";
+#endif
+  for (int i = 0; i < 3; i++) {
+    if (!dirs[i]) continue;
+    const char *slash = strrchr(dirs[i], '/');
+    int len = slash ? (int)(slash - dirs[i]) + 1 : 0;
+    snprintf(bn->verdict_script, sizeof bn->verdict_script, "%.*sverdict.py", len, dirs[i]);
+    if (access(bn->verdict_script, R_OK) == 0) return 0;
+  }
+  snprintf(why, whylen, "examples/verdict.py not found next to %s; --verdict-steps 0 skips the verdict",
+           bn->script);
+  return -1;
+}
+
+/* The verdict: untimed runs saving their logits, then examples/verdict.py.
+ * 0 with bn->verdict set, or -1 (reason printed). */
+static int pt_bench_verdict(struct pt_bench *bn) {
+  for (int v = 0; v < PT_NVARM; v++)
+    snprintf(bn->vpt[v], sizeof bn->vpt[v], "%s/%c.pt", bn->dir, pt_varm_name[v]);
+  const char *ref = bn->ref_sdpa;
+  if (!(bn->varm[VA] = pt_bench_run(bn, 0, 0, VA, "default"))) return -1;
+  if (!(bn->varm[VB] = pt_bench_run(bn, 1, 0, VB, "default"))) return -1;
+  if (!(bn->varm[VR] = pt_bench_run(bn, 0, 0, VR, ref))) return -1;
+  const char *spt = NULL;
+  if (bn->same_path) {
+    /* S reuses a run already made on the same backend. */
+    if (!strcmp(bn->same_sdpa, ref)) spt = bn->vpt[VR];
+    else if (!strcmp(bn->same_sdpa, "default")) spt = bn->vpt[VA];
+    else if (!(bn->varm[VS] = pt_bench_run(bn, 0, 0, VS, bn->same_sdpa))) return -1;
+    else spt = bn->vpt[VS];
+  }
+  char steps[32], margin[32], rlabel[64], slabel[64], out[PATH_MAX + 32];
+  snprintf(steps, sizeof steps, "%d", bn->verdict_steps);
+  snprintf(margin, sizeof margin, "%g", bn->margin);
+  snprintf(rlabel, sizeof rlabel, "r=stock %s", ref);
+  snprintf(slabel, sizeof slabel, "s=stock %s", bn->same_sdpa);
+  snprintf(out, sizeof out, "%s/verdict.json", bn->dir);
+  const char *args[24];
+  size_t n = 0;
+  args[n++] = bn->python;
+  args[n++] = bn->verdict_script;
+  args[n++] = bn->vpt[VA];
+  args[n++] = bn->vpt[VB];
+  args[n++] = bn->vpt[VR];
+  if (spt) {
+    args[n++] = "--same";
+    args[n++] = spt;
+  }
+  args[n++] = "--steps";
+  args[n++] = steps;
+  args[n++] = "--margin";
+  args[n++] = margin;
+  args[n++] = "--label";
+  args[n++] = rlabel;
+  args[n++] = "--label";
+  args[n++] = slabel;
+  args[n++] = "--json";
+  args[n] = NULL;
+  FILE *f = fopen(out, "w");
+  if (!f) {
+    fprintf(stderr, "ponytail bench: cannot write %s: %s\n", out, strerror(errno));
+    return -1;
+  }
+  struct pt_env env;
+  if (pt_env_from_environ(&env) != 0) {
+    fclose(f);
+    fprintf(stderr, "ponytail bench: out of memory\n");
+    return -1;
+  }
+  /* The verdict reads files: no shim (nor the user's preload) in it. */
+  pt_env_set(&env, "LD_PRELOAD", NULL);
+  fprintf(stderr, "ponytail bench: verdict (%s) ...\n", bn->verdict_script);
+  int st = pt_spawn_wait((char *const *)args, env.v, fileno(f), NULL);
+  pt_env_free(&env);
+  fclose(f);
+  char err[512];
+  if (st != 0 && st != 3 && st != 4) {
+    fprintf(stderr, "ponytail bench: '%s %s' exited with status %d\n", bn->python, bn->verdict_script, st);
+  } else if (!(bn->verdict = pt_json_parse_file(out, err, sizeof err))) {
+    fprintf(stderr, "ponytail bench: cannot read the verdict: %s\n", err);
+  } else if (!pt_json_str(pt_json_get(bn->verdict, "line")) || !pt_json_str(pt_json_get(bn->verdict, "status"))) {
+    fprintf(stderr, "ponytail bench: the verdict has no line or status\n");
+    pt_json_free(bn->verdict);
+    bn->verdict = NULL;
+  }
+  unlink(out);
+  return bn->verdict ? 0 : -1;
 }
 
 static void pt_bench_cell(char *buf, size_t len, double v, int bytes) {
@@ -265,6 +421,23 @@ static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS],
     pt_jw_obj_end(&w);
   }
   pt_jw_bool(&w, "token_ids_match", match);
+  pt_jw_str(&w, "verdict", bn->verdict ? pt_json_str(pt_json_get(bn->verdict, "status"))
+                           : bn->verdict_steps ? "error" : NULL);
+  pt_jw_obj_end(&w);
+  pt_jw_obj_begin(&w, "verdict_settings");
+  pt_jw_i64(&w, "steps", bn->verdict_steps);
+  pt_jw_str(&w, "reference_sdpa", bn->verdict_steps ? bn->ref_sdpa : NULL);
+  pt_jw_str(&w, "same_path_sdpa", bn->verdict_steps && bn->same_path ? bn->same_sdpa : NULL);
+  pt_jw_dbl(&w, "margin", bn->margin);
+  pt_jw_obj_end(&w);
+  if (bn->verdict) pt_json_copy(&w, "verdict", bn->verdict);
+  else pt_jw_str(&w, "verdict", NULL);
+  pt_jw_obj_begin(&w, "verdict_runs");
+  for (int v = 0; v < PT_NVARM; v++)
+    if (bn->varm[v]) {
+      char key[2] = {pt_varm_name[v], 0};
+      pt_json_copy(&w, key, bn->varm[v]);
+    }
   pt_jw_obj_end(&w);
   for (int s = 0; s < 2; s++) {
     pt_jw_obj_begin(&w, s ? "b" : "a");
@@ -286,13 +459,13 @@ static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS],
 
 int pt_cmd_bench(int argc, char **argv) {
   struct pt_bench bn = {.repeats = 1, .timeline_ms = 50, .warmup = 1, .python = "python3",
-                        .out = "ponytail-bench.json"};
+                        .out = "ponytail-bench.json", .verdict_steps = 8, .margin = 2.0};
   const char *envs[64], *stock_envs[64];
   bn.shim_env = envs;
   bn.stock_env = stock_envs;
   /* The workload flags (pt_fwd[k]) are O_FWD + k. */
   enum { O_NO_WARMUP = 256, O_REPEATS, O_TIMELINE_MS, O_SHIM_ENV, O_STOCK_ENV, O_OUT, O_PYTHON, O_SCRIPT,
-         O_SHIM, O_FWD };
+         O_SHIM, O_VERDICT_STEPS, O_REFERENCE_SDPA, O_SAME_PATH, O_VERDICT_MARGIN, O_FWD };
   static const struct option own[] = {
       {"help", no_argument, NULL, 'h'},
       {"no-warmup", no_argument, NULL, O_NO_WARMUP},
@@ -304,6 +477,10 @@ int pt_cmd_bench(int argc, char **argv) {
       {"python", required_argument, NULL, O_PYTHON},
       {"script", required_argument, NULL, O_SCRIPT},
       {"shim", required_argument, NULL, O_SHIM},
+      {"verdict-steps", required_argument, NULL, O_VERDICT_STEPS},
+      {"reference-sdpa", required_argument, NULL, O_REFERENCE_SDPA},
+      {"same-path", no_argument, NULL, O_SAME_PATH},
+      {"verdict-margin", required_argument, NULL, O_VERDICT_MARGIN},
   };
   struct option opts[sizeof own / sizeof own[0] + PT_NFWD + 1];
   memcpy(opts, own, sizeof own);
@@ -342,6 +519,24 @@ int pt_cmd_bench(int argc, char **argv) {
     case O_PYTHON: bn.python = v; break;
     case O_SCRIPT: bn.script_arg = v; break;
     case O_SHIM: bn.shim_arg = v; break;
+    case O_VERDICT_STEPS:
+      x = strtol(v, &end, 10);
+      if (*end || end == v || x < 0 || x > 100000) return bad("bad value", "--verdict-steps");
+      bn.verdict_steps = (int)x;
+      break;
+    case O_REFERENCE_SDPA:
+      if (strcmp(v, "flash") && strcmp(v, "math") && strcmp(v, "efficient") && strcmp(v, "cudnn") &&
+          strcmp(v, "default"))
+        return bad("--reference-sdpa takes flash|math|efficient|cudnn|default", v);
+      bn.ref_sdpa = v;
+      break;
+    case O_SAME_PATH: bn.same_path = 1; break;
+    case O_VERDICT_MARGIN: {
+      double m = strtod(v, &end);
+      if (*end || end == v || !(m >= 1.0) || m > 1e6) return bad("bad value (>= 1)", "--verdict-margin");
+      bn.margin = m;
+      break;
+    }
     case ':': return bad("missing value after", w);
     case '?': return bad("unknown option", w);
     default: /* O_FWD + k */
@@ -351,6 +546,14 @@ int pt_cmd_bench(int argc, char **argv) {
     }
   }
   if (optind < argc) return bad("unexpected argument", argv[optind]);
+  /* R: flash for 16-bit models (what the shim runs, cuDNN being stock's pick on the
+   * H200); fp32 has neither flash nor cuDNN, so math. S: the shim's path. */
+  const char *dtype = "bf16";
+  for (size_t k = 0; k < PT_NFWD; k++)
+    if (pt_fwd[k].check == V_DTYPE && bn.fwd_val[k]) dtype = bn.fwd_val[k];
+  int fp32 = !strcmp(dtype, "fp32");
+  if (!bn.ref_sdpa) bn.ref_sdpa = fp32 ? "math" : "flash";
+  bn.same_sdpa = fp32 ? "default" : "flash";
 
   char why[PATH_MAX * 3];
   if (!pt_gpu_probe(why, sizeof why)) {
@@ -359,6 +562,10 @@ int pt_cmd_bench(int argc, char **argv) {
   }
   if (pt_tool_find_script(bn.script_arg, bn.script, sizeof bn.script, why, sizeof why) ||
       pt_tool_find_shim(bn.shim_arg, bn.shim, sizeof bn.shim, why, sizeof why)) {
+    fprintf(stderr, "ponytail bench: %s\n", why);
+    return 1;
+  }
+  if (bn.verdict_steps && pt_bench_find_verdict(&bn, why, sizeof why)) {
     fprintf(stderr, "ponytail bench: %s\n", why);
     return 1;
   }
@@ -374,9 +581,11 @@ int pt_cmd_bench(int argc, char **argv) {
   if (!bn.a || !bn.b) goto out;
   /* Alternate A and B so drift (clocks, thermals) hits both alike. */
   for (int r = 0; r < bn.repeats; r++) {
-    if (!(bn.a[r] = pt_bench_run(&bn, 0, r + 1))) goto out;
-    if (!(bn.b[r] = pt_bench_run(&bn, 1, r + 1))) goto out;
+    if (!(bn.a[r] = pt_bench_run(&bn, 0, r + 1, -1, NULL))) goto out;
+    if (!(bn.b[r] = pt_bench_run(&bn, 1, r + 1, -1, NULL))) goto out;
   }
+  /* A failed verdict still leaves the table and the result (exit 1). */
+  int verdict_failed = bn.verdict_steps && pt_bench_verdict(&bn) != 0;
   double med[2][PT_NMETRICS];
   for (int s = 0; s < 2; s++)
     for (size_t m = 0; m < PT_NMETRICS; m++)
@@ -385,6 +594,21 @@ int pt_cmd_bench(int argc, char **argv) {
   const char *sha = NULL;
   int match = pt_bench_tokens_match(&bn, &sha);
 
+  /* The verdict first: correctness before speed. */
+  const char *vstatus = NULL;
+  if (bn.verdict) {
+    vstatus = pt_json_str(pt_json_get(bn.verdict, "status"));
+    const struct pt_json *lines = pt_json_get(bn.verdict, "lines");
+    if (pt_json_len(lines))
+      for (size_t i = 0; i < pt_json_len(lines); i++) {
+        const char *l = pt_json_str(pt_json_at(lines, i));
+        printf("%s\n", l ? l : "");
+      }
+    else printf("%s\n", pt_json_str(pt_json_get(bn.verdict, "line")));
+    printf("\n");
+  } else if (verdict_failed) {
+    printf("verdict: n/a (the verdict runs or examples/verdict.py failed: see stderr)\n\n");
+  }
   printf("ponytail bench: %s, median of %d round%s\n\n", bn.script, bn.repeats, bn.repeats > 1 ? "s" : "");
   printf("  %-26s %14s %14s %8s\n", "", "A stock", "B ponytail", "B/A");
   for (size_t m = 0; m < PT_NMETRICS; m++) {
@@ -399,12 +623,18 @@ int pt_cmd_bench(int argc, char **argv) {
          match ? "identical (sha256 equal in every run)" : "DIFFER between runs (see token_ids in the result)");
   if (pt_bench_write(&bn, med, match) != 0) goto out;
   printf("\nwrote %s (plot: ponytail timeline %s -o timeline.png)\n", bn.out, bn.out);
-  rc = 0;
+  rc = verdict_failed ? 1 : !vstatus ? 0 : !strcmp(vstatus, "outside") ? 3 : !strcmp(vstatus, "nonfinite") ? 4 : 0;
+  if (rc == 3 || rc == 4) fprintf(stderr, "ponytail bench: %s\n", pt_json_str(pt_json_get(bn.verdict, "line")));
 out:
   for (int r = 0; r < bn.repeats; r++) {
     if (bn.a) pt_json_free(bn.a[r]);
     if (bn.b) pt_json_free(bn.b[r]);
   }
+  for (int v = 0; v < PT_NVARM; v++) {
+    pt_json_free(bn.varm[v]);
+    if (bn.vpt[v][0]) unlink(bn.vpt[v]);
+  }
+  pt_json_free(bn.verdict);
   free(bn.a);
   free(bn.b);
   rmdir(bn.dir);

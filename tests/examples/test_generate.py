@@ -72,6 +72,15 @@ class Generate(unittest.TestCase):
         self.assertEqual(r["token_ids_sha256"], b["token_ids_sha256"])
         self.assertNotEqual(r["token_ids_sha256"], c["token_ids_sha256"])
 
+    def test_logits_file_has_token_ids(self):
+        # examples/verdict.py compares a row's logits only while both runs fed the same tokens.
+        p = run(SMALL + ["--json", self.path("l.json"), "--logits-out", self.path("l.pt"), "--logits-steps", "2"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("l.pt")) as f:
+            saved = eval(f.read())  # the fake torch.save writes repr()
+        self.assertEqual(saved["token_ids"], load(self.path("l.json"))["token_ids"])
+        self.assertEqual(saved["logits"], [])  # the fake model keeps no logits
+
     def test_tp_outside_torchrun(self):
         p = run(SMALL + ["--tp"])
         self.assertNotEqual(p.returncode, 0)

@@ -290,6 +290,12 @@ FC_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
   *d = ordinal;
   return CUDA_SUCCESS;
 }
+FC_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  FC_ENTER(cuDeviceGetName);
+  if (!name || len < 1 || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(name, (size_t)len, "FakeCUDA H200");
+  return CUDA_SUCCESS;
+}
 FC_EXPORT CUresult cuDeviceGetCount(int *count) {
   FC_ENTER(cuDeviceGetCount);
   if (!count) return CUDA_ERROR_INVALID_VALUE;
@@ -965,6 +971,7 @@ static const struct {
     FC_ROW(cuDriverGetVersion, cuDriverGetVersion, 2020, FC_ANY),
     FC_ROW(cuDeviceGet, cuDeviceGet, 2000, FC_ANY),
     FC_ROW(cuDeviceGetCount, cuDeviceGetCount, 2000, FC_ANY),
+    FC_ROW(cuDeviceGetName, cuDeviceGetName, 2000, FC_ANY),
     FC_ROW(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, FC_ANY),
     FC_ROW(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, FC_ANY),
     FC_ROW(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, FC_ANY),

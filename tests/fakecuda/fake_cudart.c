@@ -264,6 +264,12 @@ static cudaError_t fr_set_last(cudaError_t e) {
   if (e != cudaSuccess) fr_last_error = e;
   return e;
 }
+FR_EXPORT cudaError_t cudaRuntimeGetVersion(int *v) {
+  FR_ENTER(cudaRuntimeGetVersion);
+  if (!v) return cudaErrorInvalidValue;
+  *v = 13000;
+  return cudaSuccess;
+}
 FR_EXPORT cudaError_t cudaGetLastError(void) {
   cudaError_t e = fr_last_error;
   fr_last_error = cudaSuccess;

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `ponytail doctor` against the fake CUDA (tests/fakecuda: libcuda.so.1 with two
+# "FakeCUDA H200" devices of compute capability 9.0, driver and runtime 13.0):
+# driver, GPU, runtime, the shim and its kernels, a shim without kernels, a
+# missing --shim, a missing LD_PRELOAD file, a python without torch, a missing
+# python, no driver at all, --json, exit codes.
+# $1: ponytail; $2: the shim .so; $3: the fakecuda build dir; $4: 1 when the
+# shim was built with its kernels; $5: a shared object without CUDA code.
+set -u
+PT=$1 SHIM=$2 FAKE=$3 BUILT=$4 NOFAT=$5
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# A python that cannot import torch, whatever is installed here.
+cat >"$tmp/notorch" <<'PY'
+#!/usr/bin/env bash
+exec python3 -c 'import sys; sys.modules["torch"] = None; sys.argv = sys.argv[1:]; exec(compile(sys.argv[0], "doctor", "exec"))' "${@:2}"
+PY
+chmod +x "$tmp/notorch"
+doc() { LD_LIBRARY_PATH=$FAKE "$PT" doctor --timeout 60 "$@"; }
+has() { grep -qF -- "$2" <<<"$1" || fail "$3: output lacks '$2'"; }
+line() { grep -E "^\[(( ok )|FAIL|skip)\] $1 " <<<"$2"; }
+
+"$PT" doctor --help | grep -q -- '--model-config' || fail "--help lacks --model-config"
+"$PT" doctor --batch x >/dev/null 2>&1; [ $? = 2 ] || fail "bad --batch should exit 2"
+"$PT" doctor stray >/dev/null 2>&1; [ $? = 2 ] || fail "an operand should exit 2"
+"$PT" doctor --model-config "$tmp/none.json" >/dev/null 2>&1; [ $? = 2 ] || fail "unreadable --model-config should exit 2"
+
+# The fake GPU, the real shim, a python without torch.
+out=$(doc --shim "$SHIM" --python "$tmp/notorch"); rc=$?
+[ $rc = 1 ] || fail "no torch: exit $rc, expected 1"
+has "$(line driver "$out")" "[ ok ] driver" driver
+has "$(line driver "$out")" "$FAKE" "driver path"
+has "$(line driver "$out")" "supports CUDA up to 13.0" "driver version"
+has "$(line gpu "$out")" "FakeCUDA H200, compute capability 9.0 (sm_90)" gpu
+has "$(line runtime "$out")" "libcudart.so.13 13.0" runtime
+has "$(line shim "$out")" "[ ok ] shim" shim
+has "$(line shim-load "$out")" "[ ok ]" shim-load
+if [ "$BUILT" = 1 ]; then
+  has "$(line kernels "$out")" "[ ok ] kernels" kernels
+  has "$(line kernel-arch "$out")" "cubin for this sm_90 GPU" kernel-arch
+else
+  has "$(line kernels "$out")" "[FAIL] kernels          kernels not built" "kernels (not built)"
+fi
+has "$(line torch "$out")" "[FAIL] torch" torch
+has "$out" "what to do: pip install torch" "torch what-to-do"
+has "$(line shim-python "$out")" "[ ok ]" shim-python
+has "$(line selftest "$out")" "[skip]" selftest
+has "$out" "verdict: NOT READY" verdict
+
+# A shared object without kernels as the shim.
+out=$(doc --shim "$NOFAT" --python "$tmp/notorch"); rc=$?
+[ $rc = 1 ] || fail "shim without kernels: exit $rc"
+has "$(line kernels "$out")" "[FAIL] kernels          kernels not built" "kernels of $NOFAT"
+has "$out" "-Dkernels=enabled" "kernels what-to-do"
+
+# A missing --shim is named.
+out=$(doc --shim "$tmp/missing_shim.so" --python "$tmp/notorch"); rc=$?
+[ $rc = 1 ] || fail "missing shim: exit $rc"
+has "$(line shim "$out")" "[FAIL] shim" "missing shim"
+has "$(line shim "$out")" "$tmp/missing_shim.so" "missing shim path"
+
+# LD_PRELOAD of a missing file is named.
+out=$(LD_PRELOAD="$tmp/gone.so" doc --shim "$SHIM" --python "$tmp/notorch" 2>/dev/null); rc=$?
+[ $rc = 1 ] || fail "missing LD_PRELOAD file: exit $rc"
+has "$(line LD_PRELOAD "$out")" "[FAIL] LD_PRELOAD" "LD_PRELOAD"
+has "$(line LD_PRELOAD "$out")" "$tmp/gone.so" "LD_PRELOAD path"
+
+# A python that does not exist.
+out=$(doc --shim "$SHIM" --python "$tmp/no-python"); rc=$?
+[ $rc = 1 ] || fail "missing python: exit $rc"
+has "$(line python "$out")" "[FAIL] python" "missing python"
+has "$(line python "$out")" "$tmp/no-python" "missing python path"
+
+# JSON: parses, lists every check, ready false.
+js=$(doc --json --shim "$SHIM" --python "$tmp/notorch"); rc=$?
+[ $rc = 1 ] || fail "--json: exit $rc"
+python3 - "$js" <<'PY' || fail "--json content"
+import json, sys
+d = json.loads(sys.argv[1])
+names = [c["name"] for c in d["checks"]]
+want = ["toolkit", "driver", "gpu", "runtime", "shim", "shim-load", "LD_PRELOAD", "kernels", "kernel-arch", "python",
+        "torch", "shim-python", "launches", "libraries", "attention", "attention-padded", "selftest"]
+assert all(w in names for w in want), (set(want) - set(names))
+st = {c["name"]: c for c in d["checks"]}
+assert st["driver"]["status"] == "ok" and st["gpu"]["status"] == "ok", st["gpu"]
+assert st["torch"]["status"] == "fail" and st["torch"]["what_to_do"], st["torch"]
+assert d["ready"] is False and d["verdict"].startswith("NOT READY")
+PY
+
+# No driver at all (only where this machine has none): driver and GPU fail, GPU checks skip.
+if [ ! -e /dev/nvidiactl ]; then
+  out=$(env -u LD_LIBRARY_PATH "$PT" doctor --shim "$SHIM" --python "$tmp/notorch" --timeout 60); rc=$?
+  [ $rc = 1 ] || fail "no driver: exit $rc"
+  has "$(line driver "$out")" "[FAIL] driver" "no driver"
+  has "$(line gpu "$out")" "[FAIL] gpu" "no gpu"
+  [ "$BUILT" = 1 ] && has "$(line kernel-arch "$out")" "[skip] kernel-arch      (no GPU" "kernel-arch without GPU"
+fi
+[ "$fails" = 0 ] && echo "doctor: all checks passed" || exit 1
