@@ -21,10 +21,13 @@
 #include <string.h>
 
 #include "hooks/torch_flash.h"
+#include "hooks/torch_sdpa.h"
 #include "common/options.h"
 
 const char pt_attn_r_cudnn[] = "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)";
 const char pt_attn_r_cudnn_keep[] = "cuDNN SDPA: not swappable (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)";
+const char pt_attn_r_cudnn_auto[] = "cuDNN SDPA: kept per call (prefill, or a decode call with no flash or mem-efficient path)";
+const char pt_attn_r_cudnn_unseen[] = "cuDNN SDPA: torch's SDPA choice never reached Ponytail (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)";
 const char pt_attn_r_mem_eff[] = "mem-efficient SDPA (attention mask or unsupported shape): not swappable yet";
 const char pt_attn_r_bwd[] = "training backward: not swapped";
 
@@ -67,9 +70,19 @@ struct pt_hook_outcome pt_attn_report_launch(int id) {
   }
   switch (id) {
   case PT_HOOK_CUDNN_SDPA:
-    /* With the default policy (flash) cuDNN still ran: the user's own
-     * TORCH_CUDNN_SDPA_DEPRIORITIZED or an explicit backend choice won. */
-    o.reason = pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_FLASH ? pt_attn_r_cudnn : pt_attn_r_cudnn_keep;
+    switch (pt_opt_enum(PT_OPT_TORCH_SDPA)) {
+    case PT_TORCH_SDPA_AUTO:
+      /* The per-call policy keeps cuDNN for prefill on purpose; if it never
+       * saw a choice, this torch does not let Ponytail interpose it. */
+      o.reason = pt_sdpa_seen() ? pt_attn_r_cudnn_auto : pt_attn_r_cudnn_unseen;
+      break;
+    case PT_TORCH_SDPA_FLASH:
+      /* cuDNN still ran: the user's own TORCH_CUDNN_SDPA_DEPRIORITIZED or an
+       * explicit backend choice won. */
+      o.reason = pt_attn_r_cudnn;
+      break;
+    default: o.reason = pt_attn_r_cudnn_keep; break;
+    }
     break;
   case PT_HOOK_MEM_EFF: o.reason = pt_attn_r_mem_eff; break;
   case PT_HOOK_CUDNN_SDPA_BWD:

@@ -20,6 +20,7 @@ int pt_attn_report_match(const char *mangled_name);
 /* Always PASS with a static reason; reads nothing of the launch. */
 struct pt_hook_outcome pt_attn_report_launch(int hook_id);
 
-extern const char pt_attn_r_cudnn[], pt_attn_r_cudnn_keep[], pt_attn_r_mem_eff[], pt_attn_r_bwd[];
+extern const char pt_attn_r_cudnn[], pt_attn_r_cudnn_keep[], pt_attn_r_cudnn_auto[], pt_attn_r_cudnn_unseen[],
+    pt_attn_r_mem_eff[], pt_attn_r_bwd[];
 
 #endif

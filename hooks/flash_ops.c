@@ -75,4 +75,5 @@ const struct pt_flash_ops pt_flash_default_ops = {
     .mem_alloc = pt_fo_mem_alloc,
     .copy_to_host = pt_fo_copy_to_host,
     .stream_sync = pt_fo_stream_sync,
+    .fault = pt_attn_fault_launch,
 };

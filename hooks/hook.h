@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hooks/torch_sdpa.h"
+
 enum pt_launch_path { PT_PATH_RUNTIME = 0, PT_PATH_DRIVER = 1 };
 
 struct pt_launch {
@@ -67,6 +69,8 @@ void pt_hooks_policy_apply(void);
  * launches and those out of tolerance). */
 struct pt_hooks_stats {
   uint64_t verified, verify_failures;
+  uint64_t faults_planted; /* PONYTAIL_TEST_FAULT: outputs perturbed on purpose */
+  struct pt_sdpa_stats sdpa; /* the per-call SDPA policy (torch_sdpa.h) */
 };
 void pt_hooks_get_stats(struct pt_hooks_stats *out);
 

@@ -40,4 +40,7 @@ const char *pt_hooks_name(int id) {
   }
 }
 
-void pt_hooks_get_stats(struct pt_hooks_stats *out) { pt_flash_get_stats(out); }
+void pt_hooks_get_stats(struct pt_hooks_stats *out) {
+  pt_flash_get_stats(out);
+  pt_sdpa_get_stats(&out->sdpa);
+}

@@ -62,12 +62,45 @@ static const struct pt_flash_ops *pt_flash_ops_get(void) {
 
 /* ---- statistics ----------------------------------------------------------- */
 
-static uint64_t pt_flash_verified, pt_flash_verify_failures;
+static uint64_t pt_flash_verified, pt_flash_verify_failures, pt_flash_faults;
 
 void pt_flash_get_stats(struct pt_hooks_stats *out) {
   memset(out, 0, sizeof *out);
   out->verified = __atomic_load_n(&pt_flash_verified, __ATOMIC_RELAXED);
   out->verify_failures = __atomic_load_n(&pt_flash_verify_failures, __ATOMIC_RELAXED);
+  out->faults_planted = __atomic_load_n(&pt_flash_faults, __ATOMIC_RELAXED);
+}
+
+/* ---- planted fault (PONYTAIL_TEST_FAULT) ---------------------------------- */
+
+float pt_flash_fault_factor(uint64_t n) {
+  if (n > PT_FLASH_FAULT_MAX) n = PT_FLASH_FAULT_MAX;
+  return 1.0f - (float)n / 100.0f;
+}
+
+/* The negative test of the correctness checks needs a kernel known to be
+ * wrong: this scales what Ponytail's kernel just wrote to d->o, on the same
+ * stream (stream-ordered, no sync, no allocation: capture-safe like the
+ * launch it follows). Wrong results on purpose must never be silent, so the
+ * warning goes out at the default log level. A failed fault launch leaves the
+ * correct output; the swap itself stands either way. */
+static void pt_flash_plant_fault(const struct pt_flash_ops *ops, const struct pt_attn_desc *d,
+                                 void *stream, uint64_t n) {
+  const float factor = pt_flash_fault_factor(n);
+  PT_LOG_ONCE(PT_LOG_WARN,
+              "test fault active (PONYTAIL_TEST_FAULT=%llu): the output of Ponytail's decode "
+              "attention is multiplied by %g on purpose; results are wrong",
+              (unsigned long long)n, (double)factor);
+  if (!ops->fault) {
+    PT_LOG_ONCE(PT_LOG_WARN, "test fault: no fault kernel (driver unavailable); outputs left as computed");
+    return;
+  }
+  int rc = ops->fault(d, factor, stream);
+  if (rc != 0) {
+    PT_LOG_ONCE(PT_LOG_WARN, "test fault: the perturbation did not run (CUDA error %d)", rc);
+    return;
+  }
+  __atomic_add_fetch(&pt_flash_faults, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- pending combines (thread-local) -------------------------------------- */
@@ -227,6 +260,8 @@ static void pt_flash_verify_run(const struct pt_flash_ops *ops, const struct pt_
   t.o_batch_stride = (int64_t)d->seqlen_q * d->h * d->head_dim;
   float host[4] = {0, 0, 0, 0};
   int rc = ops->launch(&t, dec ? ws : NULL, dec ? off_o : 0, stream);
+  uint64_t fault = pt_opt_size(PT_OPT_TEST_FAULT);
+  if (rc == 0 && fault) pt_flash_plant_fault(ops, &t, stream, fault);
   if (rc == 0) rc = ops->compare(d, t.o, t.lse, (float *)(base + off_res), stream);
   if (rc == 0) rc = ops->copy_to_host(host, base + off_res, sizeof host, stream);
   if (rc == 0) rc = ops->stream_sync(stream);
@@ -333,6 +368,8 @@ struct pt_hook_outcome pt_flash_launch(int id, const struct pt_launch *l) {
                              "running the original", rc);
     return pt_pass(pt_flash_r_launch_failed);
   }
+  uint64_t fault = pt_opt_size(PT_OPT_TEST_FAULT);
+  if (fault) pt_flash_plant_fault(ops, &d, l->stream, fault);
   if (split) pt_pend_set(l->stream, PT_PEND_SKIP, &f, &d);
   return pt_done(PT_HOOK_SWAPPED, 0);
 }
@@ -341,6 +378,7 @@ void pt_flash_reset_for_tests(void) {
   __atomic_add_fetch(&pt_pend_epoch_global, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&pt_flash_verified, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&pt_flash_verify_failures, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&pt_flash_faults, 0, __ATOMIC_RELAXED);
   pthread_mutex_lock(&pt_vshape_lock);
   pt_nvshapes = 0;
   pthread_mutex_unlock(&pt_vshape_lock);

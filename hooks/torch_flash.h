@@ -39,6 +39,8 @@ struct pt_flash_ops {
   int (*mem_alloc)(void **dptr, size_t bytes);
   int (*copy_to_host)(void *dst, const void *src, size_t bytes, void *stream);
   int (*stream_sync)(void *stream);
+  /* PONYTAIL_TEST_FAULT: O *= factor on stream (kernels/attn.h). */
+  int (*fault)(const struct pt_attn_desc *d, float factor, void *stream);
 };
 
 /* The default (real) table; NULL members mean "unavailable". */
@@ -57,6 +59,11 @@ struct pt_hook_outcome pt_flash_launch(int hook_id, const struct pt_launch *l);
 int pt_flash_verify_ok(const float r[4], float *rel_o, float *rel_lse);
 
 void pt_flash_get_stats(struct pt_hooks_stats *out);
+
+/* PONYTAIL_TEST_FAULT=N: the factor (1 - N/100) Ponytail's output is scaled
+ * by, N capped at PT_FLASH_FAULT_MAX; 1 when N is 0 (off). */
+#define PT_FLASH_FAULT_MAX 1000
+float pt_flash_fault_factor(uint64_t n);
 
 /* Reasons produced here (beyond flash_params.h's). */
 extern const char pt_flash_r_disabled[], pt_flash_r_no_ws_capture[], pt_flash_r_ws_full[],

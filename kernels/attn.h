@@ -100,6 +100,16 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
 int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
                            const float *test_lse, float *result, void *stream);
 
+/* ---- Planted fault (kernels/attn_fault.cu), PONYTAIL_TEST_FAULT ---------
+ *
+ * Multiplies d->o ([b, seqlen_q, h, head_dim] through d's O strides, dtype
+ * d->dtype) by factor in place, on stream. A test knob: it makes Ponytail's
+ * output wrong on purpose so that the correctness checks have a fault to
+ * catch. Stream-ordered, capture-safe, no allocation; meant to follow a
+ * successful pt_attn_decode_launch (the kernels are then loaded in the
+ * stream's context). Returns a CUresult. */
+int pt_attn_fault_launch(const struct pt_attn_desc *d, float factor, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,3 +3,4 @@
 // the loader looks up must come from a single compilation.
 #include "kernels/attn_decode.cu"
 #include "kernels/attn_compare.cu"
+#include "kernels/attn_fault.cu"

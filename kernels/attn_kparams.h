@@ -31,6 +31,8 @@ extern "C" {
 #define PT_ATTN_PLAN_SMS 132
 /* Threads of the (single-CTA) compare kernel. */
 #define PT_ATTN_CMP_THREADS 512
+/* Threads per query row of the planted-fault kernel (kernels/attn_fault.cu). */
+#define PT_ATTN_FAULT_THREADS 256
 
 /* The decode kernel's only parameter, passed by value (__grid_constant__). */
 struct pt_attn_kparams {
@@ -62,6 +64,14 @@ struct pt_attn_cmp_kparams {
   float *result;
   int64_t o_bs, o_rs, o_hs;        /* ref O strides (elements) */
   int b, h, sq, d;
+};
+
+/* The planted-fault kernel's only parameter: O *= factor, in place. */
+struct pt_attn_fault_kparams {
+  void *o;
+  int64_t o_bs, o_rs, o_hs; /* O strides (elements) */
+  int b, h, sq, d;
+  float factor;
 };
 
 /* How a descriptor is launched (host side). */

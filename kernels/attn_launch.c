@@ -37,6 +37,10 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
   (void)ref; (void)test_o; (void)test_lse; (void)result; (void)stream;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
+int pt_attn_fault_launch(const struct pt_attn_desc *d, float factor, void *stream) {
+  (void)d; (void)factor; (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 #else
 extern const unsigned char pt_attn_fatbin[];
 
@@ -53,6 +57,7 @@ enum {
   PT_FN_BF16_D64, PT_FN_BF16_D128, PT_FN_BF16_D256,
   PT_FN_FP16_D64, PT_FN_FP16_D128, PT_FN_FP16_D256,
   PT_FN_CMP_BF16, PT_FN_CMP_FP16,
+  PT_FN_FAULT_BF16, PT_FN_FAULT_FP16,
   PT_FN_COUNT
 };
 
@@ -60,6 +65,7 @@ static const char *const pt_attn_fn_names[PT_FN_COUNT] = {
   "pt_attn_decode_bf16_d64", "pt_attn_decode_bf16_d128", "pt_attn_decode_bf16_d256",
   "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
   "pt_attn_compare_bf16",    "pt_attn_compare_fp16",
+  "pt_attn_fault_bf16",      "pt_attn_fault_fp16",
 };
 
 #define PT_ATTN_MAX_CTX 64
@@ -296,5 +302,32 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
   const int fi = ref->dtype == PT_DTYPE_BF16 ? PT_FN_CMP_BF16 : PT_FN_CMP_FP16;
   return pt_attn_drv->cuLaunchKernel(m->fn[fi], 1, 1, 1, PT_ATTN_CMP_THREADS, 1, 1, 0,
                                      (CUstream)stream, args, NULL);
+}
+int pt_attn_fault_launch(const struct pt_attn_desc *d, float factor, void *stream) {
+  if (!d || !d->o) return CUDA_ERROR_INVALID_VALUE;
+  if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return CUDA_ERROR_INVALID_VALUE;
+  if (d->b < 1 || d->h < 1 || d->seqlen_q < 1 || d->head_dim < 1 ||
+      (d->o_dim_stride != 0 && d->o_dim_stride != 1))
+    return CUDA_ERROR_INVALID_VALUE;
+  const struct pt_attn_module *m;
+  CUresult r = pt_attn_module_for((CUstream)stream, &m);
+  if (r != CUDA_SUCCESS) return r;
+
+  struct pt_attn_fault_kparams p;
+  memset(&p, 0, sizeof p);
+  p.o = d->o;
+  p.o_bs = d->o_batch_stride;
+  p.o_rs = d->o_row_stride;
+  p.o_hs = d->o_head_stride;
+  p.b = d->b;
+  p.h = d->h;
+  p.sq = d->seqlen_q;
+  p.d = d->head_dim;
+  p.factor = factor;
+  void *args[1] = {&p};
+  const int fi = d->dtype == PT_DTYPE_BF16 ? PT_FN_FAULT_BF16 : PT_FN_FAULT_FP16;
+  /* One CTA per query row (b * seqlen_q <= 65535 * 16: within gridDim.x). */
+  return pt_attn_drv->cuLaunchKernel(m->fn[fi], (unsigned)(d->b * d->seqlen_q), 1, 1,
+                                     PT_ATTN_FAULT_THREADS, 1, 1, 0, (CUstream)stream, args, NULL);
 }
 #endif /* PT_ATTN_HAVE_FATBIN */

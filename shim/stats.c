@@ -137,6 +137,17 @@ void pt_stats_write_json(FILE *f) {
   pt_jw_obj_begin(&w, "hooks");
   pt_jw_u64(&w, "verified", hs.verified);
   pt_jw_u64(&w, "verify_failures", hs.verify_failures);
+  pt_jw_u64(&w, "faults_planted", hs.faults_planted);
+  pt_jw_obj_end(&w);
+  pt_jw_obj_begin(&w, "sdpa_policy");
+  pt_jw_u64(&w, "calls", hs.sdpa.calls);
+  pt_jw_u64(&w, "decode_to_flash", hs.sdpa.decode_flash);
+  pt_jw_u64(&w, "decode_to_mem_efficient", hs.sdpa.decode_mem_eff);
+  pt_jw_u64(&w, "decode_kept_cudnn", hs.sdpa.decode_kept);
+  pt_jw_u64(&w, "prefill_kept_cudnn", hs.sdpa.prefill_kept);
+  pt_jw_u64(&w, "torch_chose_other", hs.sdpa.not_cudnn);
+  pt_jw_u64(&w, "length_unknown", hs.sdpa.unknown_len);
+  pt_jw_str(&w, "layout", hs.sdpa.layout_ok > 0 ? "confirmed" : hs.sdpa.layout_ok < 0 ? "refuted" : "unchecked");
   pt_jw_obj_end(&w);
   pt_jw_u64(&w, "internal_errors", __atomic_load_n(&pt_internal_errors, __ATOMIC_RELAXED));
   if (pt_stats_alloc_json) {
@@ -171,6 +182,13 @@ void pt_stats_write_text(FILE *f) {
   memset(&hs, 0, sizeof hs);
   pt_hooks_get_stats(&hs);
   if (hs.verified) fprintf(f, "  verified %" PRIu64 " (failures %" PRIu64 ")\n", hs.verified, hs.verify_failures);
+  if (hs.faults_planted) fprintf(f, "  test faults planted %" PRIu64 "\n", hs.faults_planted);
+  if (hs.sdpa.calls)
+    fprintf(f, "  SDPA policy: %" PRIu64 " choices; decode to flash %" PRIu64 ", to mem-efficient %" PRIu64
+               ", kept on cuDNN %" PRIu64 "; prefill kept on cuDNN %" PRIu64 "; torch chose another %" PRIu64
+               "; length unknown %" PRIu64 "\n",
+            hs.sdpa.calls, hs.sdpa.decode_flash, hs.sdpa.decode_mem_eff, hs.sdpa.decode_kept, hs.sdpa.prefill_kept,
+            hs.sdpa.not_cudnn, hs.sdpa.unknown_len);
   uint64_t ie = __atomic_load_n(&pt_internal_errors, __ATOMIC_RELAXED);
   if (ie) fprintf(f, "  internal errors %" PRIu64 "\n", ie);
   if (pt_stats_alloc_text) pt_stats_alloc_text(f);

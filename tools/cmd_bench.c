@@ -3,7 +3,8 @@
  * and every run's full result (timelines included) in RESULT.json. Then the
  * correctness verdict: untimed runs that save the first steps' logits (A, B,
  * R = stock on another SDPA backend, optionally S = stock on the shim's
- * attention path), judged by examples/verdict.py; its lines are printed first. */
+ * attention path), judged by examples/verdict.py; its lines are printed first.
+ * The steps are shared (tools/bench.h) with --sweep (tools/bench_sweep.c). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/jsonw.h"
+#include "tools/bench.h"
 #include "tools/cmd.h"
 #include "tools/gpu_probe.h"
 #include "tools/json.h"
@@ -65,10 +67,21 @@ static void usage(FILE *f) {
           "                      default): with --shim-env PONYTAIL_ATTN=off B must equal S\n"
           "  --verdict-margin F  within = B's max and mean rel diff <= F x R's (default 2)\n"
           "  (--stock-env applies to A, R and S, --shim-env to B)\n"
+          "Sweep:\n"
+          "  --sweep SPEC        the A/B at every point of SPEC, e.g. prompt=512,2048,8192,32768\n"
+          "                      or prompt=512,4k,batch=1,8 (k = x1024; every batch with every\n"
+          "                      prompt; a key left out takes --prompt / --batch); A then B at\n"
+          "                      each point, one table per point as it finishes, then a summary\n"
+          "                      (speed-ups, TTFT ratio, memory saved, verdict per point); every\n"
+          "                      result in one --out (default ponytail-sweep.json; plot it with\n"
+          "                      `ponytail plot-sweep`). The verdict runs at the first and the\n"
+          "                      last point, its arms generating --verdict-steps tokens only\n"
+          "  --verdict-every     judge every point of a sweep\n"
           "\n"
           "Exit status: 0 done (verdict within, or no verdict), 1 a run failed or no GPU,\n"
           "2 usage error, 3 verdict OUTSIDE PyTorch's own backend spread, 4 NaN/Inf in the\n"
-          "logits (3 and 4 still print the table and write --out).\n");
+          "logits (3 and 4 still print the table and write --out). A sweep exits with the\n"
+          "worst over its points: 4, then 3, then 1.\n");
 }
 
 static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("bench", usage, msg, arg); }
@@ -85,6 +98,13 @@ static const struct {
     {"--config", V_PATH},
 };
 #define PT_NFWD (sizeof pt_fwd / sizeof pt_fwd[0])
+_Static_assert(PT_NFWD == PT_BENCH_NFWD, "tools/bench.h's PT_BENCH_NFWD counts pt_fwd");
+
+int pt_bench_fwd_index(const char *flag) {
+  for (size_t i = 0; i < PT_NFWD; i++)
+    if (!strcmp(pt_fwd[i].flag, flag)) return (int)i;
+  return -1;
+}
 
 static int pt_bench_check(int check, const char *v) {
   char *end;
@@ -120,6 +140,7 @@ static const struct {
     {"total_s", "generate total (s)", 0, 0},
 };
 #define PT_NMETRICS (sizeof pt_metrics / sizeof pt_metrics[0])
+_Static_assert(PT_NMETRICS == PT_BENCH_NMETRICS, "tools/bench.h's PT_BENCH_NMETRICS counts pt_metrics");
 
 static double pt_metric(const struct pt_json *res, const char *path) {
   char head[64];
@@ -173,32 +194,13 @@ static void pt_json_copy(struct pt_jw *w, const char *key, const struct pt_json 
   }
 }
 
-/* The verdict's untimed arms (pt_bench.varm). */
-enum { VA, VB, VR, VS, PT_NVARM };
 static const char pt_varm_name[PT_NVARM] = {'a', 'b', 'r', 's'};
 
-struct pt_bench {
-  const char *fwd_val[PT_NFWD];
-  int repeats, timeline_ms, warmup;
-  const char *python, *script_arg, *shim_arg, *out;
-  const char **shim_env, **stock_env;
-  size_t nshim_env, nstock_env;
-  char script[PATH_MAX], shim[PATH_MAX], dir[PATH_MAX];
-  struct pt_json **a, **b;
-  /* Verdict. */
-  int verdict_steps, same_path;
-  double margin;
-  const char *ref_sdpa, *same_sdpa; /* "default" = no --sdpa */
-  char verdict_script[PATH_MAX];
-  struct pt_json *varm[PT_NVARM]; /* the verdict runs' results (S: NULL when it reuses A's or R's) */
-  char vpt[PT_NVARM][PATH_MAX + 16]; /* their logits files */
-  struct pt_json *verdict;          /* examples/verdict.py's record */
-};
-
 /* One run of generate.py; returns its parsed result or NULL (reason printed).
- * varm < 0: a timed run of the A/B; else an untimed verdict arm (VA..VS) that
- * saves its logits to bn->vpt[varm] (no warm-up, no timeline, --sdpa sdpa). */
-static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round, int varm, const char *sdpa) {
+ * varm < 0: a timed run of the A/B; else an untimed verdict arm (PT_VA..PT_VS)
+ * that saves its logits to bn->vpt[varm] (no warm-up, no timeline, --sdpa
+ * sdpa, and bn->verdict_new_tokens tokens when set). */
+struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round, int varm, const char *sdpa) {
   char json[PATH_MAX + 32], tl[32], steps[32];
   if (varm >= 0) snprintf(json, sizeof json, "%s/v%c.json", bn->dir, pt_varm_name[varm]);
   else snprintf(json, sizeof json, "%s/%c-%d.json", bn->dir, shimmed ? 'b' : 'a', round);
@@ -208,11 +210,14 @@ static struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round,
   size_t n = 0;
   args[n++] = bn->python;
   args[n++] = bn->script;
-  for (size_t i = 0; i < PT_NFWD; i++)
-    if (bn->fwd_val[i]) {
+  for (size_t i = 0; i < PT_NFWD; i++) {
+    const char *v = bn->fwd_val[i];
+    if (varm >= 0 && bn->verdict_new_tokens && !strcmp(pt_fwd[i].flag, "--new-tokens")) v = bn->verdict_new_tokens;
+    if (v) {
       args[n++] = pt_fwd[i].flag;
-      args[n++] = bn->fwd_val[i];
+      args[n++] = v;
     }
+  }
   args[n++] = "--json";
   args[n++] = json;
   args[n++] = "--timeline-ms";
@@ -301,20 +306,20 @@ static int pt_bench_find_verdict(struct pt_bench *bn, char *why, size_t whylen) 
 
 /* The verdict: untimed runs saving their logits, then examples/verdict.py.
  * 0 with bn->verdict set, or -1 (reason printed). */
-static int pt_bench_verdict(struct pt_bench *bn) {
+int pt_bench_verdict(struct pt_bench *bn) {
   for (int v = 0; v < PT_NVARM; v++)
     snprintf(bn->vpt[v], sizeof bn->vpt[v], "%s/%c.pt", bn->dir, pt_varm_name[v]);
   const char *ref = bn->ref_sdpa;
-  if (!(bn->varm[VA] = pt_bench_run(bn, 0, 0, VA, "default"))) return -1;
-  if (!(bn->varm[VB] = pt_bench_run(bn, 1, 0, VB, "default"))) return -1;
-  if (!(bn->varm[VR] = pt_bench_run(bn, 0, 0, VR, ref))) return -1;
+  if (!(bn->varm[PT_VA] = pt_bench_run(bn, 0, 0, PT_VA, "default"))) return -1;
+  if (!(bn->varm[PT_VB] = pt_bench_run(bn, 1, 0, PT_VB, "default"))) return -1;
+  if (!(bn->varm[PT_VR] = pt_bench_run(bn, 0, 0, PT_VR, ref))) return -1;
   const char *spt = NULL;
   if (bn->same_path) {
     /* S reuses a run already made on the same backend. */
-    if (!strcmp(bn->same_sdpa, ref)) spt = bn->vpt[VR];
-    else if (!strcmp(bn->same_sdpa, "default")) spt = bn->vpt[VA];
-    else if (!(bn->varm[VS] = pt_bench_run(bn, 0, 0, VS, bn->same_sdpa))) return -1;
-    else spt = bn->vpt[VS];
+    if (!strcmp(bn->same_sdpa, ref)) spt = bn->vpt[PT_VR];
+    else if (!strcmp(bn->same_sdpa, "default")) spt = bn->vpt[PT_VA];
+    else if (!(bn->varm[PT_VS] = pt_bench_run(bn, 0, 0, PT_VS, bn->same_sdpa))) return -1;
+    else spt = bn->vpt[PT_VS];
   }
   char steps[32], margin[32], rlabel[64], slabel[64], out[PATH_MAX + 32];
   snprintf(steps, sizeof steps, "%d", bn->verdict_steps);
@@ -326,9 +331,9 @@ static int pt_bench_verdict(struct pt_bench *bn) {
   size_t n = 0;
   args[n++] = bn->python;
   args[n++] = bn->verdict_script;
-  args[n++] = bn->vpt[VA];
-  args[n++] = bn->vpt[VB];
-  args[n++] = bn->vpt[VR];
+  args[n++] = bn->vpt[PT_VA];
+  args[n++] = bn->vpt[PT_VB];
+  args[n++] = bn->vpt[PT_VR];
   if (spt) {
     args[n++] = "--same";
     args[n++] = spt;
@@ -374,6 +379,48 @@ static int pt_bench_verdict(struct pt_bench *bn) {
   return bn->verdict ? 0 : -1;
 }
 
+void pt_bench_verdict_cleanup(struct pt_bench *bn) {
+  for (int v = 0; v < PT_NVARM; v++)
+    if (bn->vpt[v][0]) unlink(bn->vpt[v]);
+}
+
+void pt_bench_medians(const struct pt_bench *bn, double med[2][PT_BENCH_NMETRICS]) {
+  for (int s = 0; s < 2; s++)
+    for (size_t m = 0; m < PT_NMETRICS; m++)
+      med[s][m] = pt_median((const struct pt_json *const *)(s ? bn->b : bn->a), (size_t)bn->repeats,
+                            pt_metrics[m].path);
+}
+
+void pt_bench_side(const double med[PT_BENCH_NMETRICS], struct pt_sweep_side *s) {
+  struct { const char *path; double *to; } map[] = {
+      {"prefill_s", &s->ttft_s},
+      {"decode_step_ms.p50", &s->step_ms},
+      {"tokens_per_s", &s->tokens_per_s},
+      {"nvml_peak_used_bytes", &s->nvml_bytes},
+      {"peak_reserved_bytes", &s->reserved_bytes},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+    *map[i].to = NAN;
+    for (size_t m = 0; m < PT_NMETRICS; m++)
+      if (!strcmp(pt_metrics[m].path, map[i].path)) *map[i].to = med[m];
+  }
+}
+
+void pt_bench_print_verdict(const struct pt_bench *bn, int verdict_failed) {
+  if (bn->verdict) {
+    const struct pt_json *lines = pt_json_get(bn->verdict, "lines");
+    if (pt_json_len(lines))
+      for (size_t i = 0; i < pt_json_len(lines); i++) {
+        const char *l = pt_json_str(pt_json_at(lines, i));
+        printf("%s\n", l ? l : "");
+      }
+    else printf("%s\n", pt_json_str(pt_json_get(bn->verdict, "line")));
+    printf("\n");
+  } else if (verdict_failed) {
+    printf("verdict: n/a (the verdict runs or examples/verdict.py failed: see stderr)\n\n");
+  }
+}
+
 static void pt_bench_cell(char *buf, size_t len, double v, int bytes) {
   if (!isfinite(v)) snprintf(buf, len, "n/a");
   else if (bytes) snprintf(buf, len, "%.3f GiB", v / (1024.0 * 1024.0 * 1024.0));
@@ -381,7 +428,7 @@ static void pt_bench_cell(char *buf, size_t len, double v, int bytes) {
 }
 
 /* 1 when every run carries the same token_ids_sha256. */
-static int pt_bench_tokens_match(const struct pt_bench *bn, const char **sha) {
+int pt_bench_tokens_match(const struct pt_bench *bn, const char **sha) {
   *sha = pt_json_str(pt_json_get(bn->a[0], "token_ids_sha256"));
   if (!*sha) return 0;
   for (int r = 0; r < bn->repeats; r++)
@@ -390,6 +437,78 @@ static int pt_bench_tokens_match(const struct pt_bench *bn, const char **sha) {
       if (!x || strcmp(x, *sha)) return 0;
     }
   return 1;
+}
+
+void pt_bench_write_setup(struct pt_jw *w, const struct pt_bench *bn) {
+  pt_jw_str(w, "version", PT_VERSION);
+  pt_jw_str(w, "shim", bn->shim);
+  pt_jw_str(w, "script", bn->script);
+  pt_jw_i64(w, "repeats", bn->repeats);
+  pt_jw_arr_begin(w, "shim_env");
+  for (size_t i = 0; i < bn->nshim_env; i++) pt_jw_str(w, NULL, bn->shim_env[i]);
+  pt_jw_arr_end(w);
+  pt_jw_arr_begin(w, "stock_env");
+  for (size_t i = 0; i < bn->nstock_env; i++) pt_jw_str(w, NULL, bn->stock_env[i]);
+  pt_jw_arr_end(w);
+}
+
+void pt_bench_write_body(struct pt_jw *w, const struct pt_bench *bn, const double med[2][PT_BENCH_NMETRICS],
+                         int match) {
+  /* The workload's own settings, as generate.py recorded them. */
+  pt_json_copy(w, "settings", pt_json_get(bn->a[0], "settings"));
+  pt_jw_obj_begin(w, "summary");
+  for (int s = 0; s < 2; s++) {
+    pt_jw_obj_begin(w, s ? "b" : "a");
+    for (size_t m = 0; m < PT_NMETRICS; m++) pt_jw_dbl(w, pt_metrics[m].path, med[s][m]);
+    pt_jw_obj_end(w);
+  }
+  pt_jw_bool(w, "token_ids_match", match);
+  pt_jw_str(w, "verdict", bn->verdict ? pt_json_str(pt_json_get(bn->verdict, "status"))
+                          : bn->verdict_steps && !bn->unjudged ? "error" : NULL);
+  pt_jw_obj_end(w);
+  pt_jw_obj_begin(w, "verdict_settings");
+  pt_jw_i64(w, "steps", bn->verdict_steps);
+  pt_jw_str(w, "reference_sdpa", bn->verdict_steps ? bn->ref_sdpa : NULL);
+  pt_jw_str(w, "same_path_sdpa", bn->verdict_steps && bn->same_path ? bn->same_sdpa : NULL);
+  pt_jw_dbl(w, "margin", bn->margin);
+  pt_jw_obj_end(w);
+  if (bn->verdict) pt_json_copy(w, "verdict", bn->verdict);
+  else pt_jw_str(w, "verdict", NULL);
+  pt_jw_obj_begin(w, "verdict_runs");
+  for (int v = 0; v < PT_NVARM; v++)
+    if (bn->varm[v]) {
+      char key[2] = {pt_varm_name[v], 0};
+      pt_json_copy(w, key, bn->varm[v]);
+    }
+  pt_jw_obj_end(w);
+  for (int s = 0; s < 2; s++) {
+    pt_jw_obj_begin(w, s ? "b" : "a");
+    pt_jw_str(w, "label", s ? "with the shim" : "stock");
+    pt_jw_arr_begin(w, "runs");
+    for (int r = 0; r < bn->repeats; r++) pt_json_copy(w, NULL, (s ? bn->b : bn->a)[r]);
+    pt_jw_arr_end(w);
+    pt_jw_obj_end(w);
+  }
+}
+
+void pt_bench_free_results(struct pt_bench *bn) {
+  for (int r = 0; r < bn->repeats; r++) {
+    if (bn->a) {
+      pt_json_free(bn->a[r]);
+      bn->a[r] = NULL;
+    }
+    if (bn->b) {
+      pt_json_free(bn->b[r]);
+      bn->b[r] = NULL;
+    }
+  }
+  for (int v = 0; v < PT_NVARM; v++) {
+    pt_json_free(bn->varm[v]);
+    bn->varm[v] = NULL;
+  }
+  pt_bench_verdict_cleanup(bn);
+  pt_json_free(bn->verdict);
+  bn->verdict = NULL;
 }
 
 static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS], int match) {
@@ -402,51 +521,8 @@ static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_NMETRICS],
   pt_jw_init(&w, f, true);
   pt_jw_obj_begin(&w, NULL);
   pt_jw_str(&w, "tool", "ponytail bench");
-  pt_jw_str(&w, "version", PT_VERSION);
-  pt_jw_str(&w, "shim", bn->shim);
-  pt_jw_str(&w, "script", bn->script);
-  pt_jw_i64(&w, "repeats", bn->repeats);
-  pt_jw_arr_begin(&w, "shim_env");
-  for (size_t i = 0; i < bn->nshim_env; i++) pt_jw_str(&w, NULL, bn->shim_env[i]);
-  pt_jw_arr_end(&w);
-  pt_jw_arr_begin(&w, "stock_env");
-  for (size_t i = 0; i < bn->nstock_env; i++) pt_jw_str(&w, NULL, bn->stock_env[i]);
-  pt_jw_arr_end(&w);
-  /* The workload's own settings, as generate.py recorded them. */
-  pt_json_copy(&w, "settings", pt_json_get(bn->a[0], "settings"));
-  pt_jw_obj_begin(&w, "summary");
-  for (int s = 0; s < 2; s++) {
-    pt_jw_obj_begin(&w, s ? "b" : "a");
-    for (size_t m = 0; m < PT_NMETRICS; m++) pt_jw_dbl(&w, pt_metrics[m].path, med[s][m]);
-    pt_jw_obj_end(&w);
-  }
-  pt_jw_bool(&w, "token_ids_match", match);
-  pt_jw_str(&w, "verdict", bn->verdict ? pt_json_str(pt_json_get(bn->verdict, "status"))
-                           : bn->verdict_steps ? "error" : NULL);
-  pt_jw_obj_end(&w);
-  pt_jw_obj_begin(&w, "verdict_settings");
-  pt_jw_i64(&w, "steps", bn->verdict_steps);
-  pt_jw_str(&w, "reference_sdpa", bn->verdict_steps ? bn->ref_sdpa : NULL);
-  pt_jw_str(&w, "same_path_sdpa", bn->verdict_steps && bn->same_path ? bn->same_sdpa : NULL);
-  pt_jw_dbl(&w, "margin", bn->margin);
-  pt_jw_obj_end(&w);
-  if (bn->verdict) pt_json_copy(&w, "verdict", bn->verdict);
-  else pt_jw_str(&w, "verdict", NULL);
-  pt_jw_obj_begin(&w, "verdict_runs");
-  for (int v = 0; v < PT_NVARM; v++)
-    if (bn->varm[v]) {
-      char key[2] = {pt_varm_name[v], 0};
-      pt_json_copy(&w, key, bn->varm[v]);
-    }
-  pt_jw_obj_end(&w);
-  for (int s = 0; s < 2; s++) {
-    pt_jw_obj_begin(&w, s ? "b" : "a");
-    pt_jw_str(&w, "label", s ? "with the shim" : "stock");
-    pt_jw_arr_begin(&w, "runs");
-    for (int r = 0; r < bn->repeats; r++) pt_json_copy(&w, NULL, (s ? bn->b : bn->a)[r]);
-    pt_jw_arr_end(&w);
-    pt_jw_obj_end(&w);
-  }
+  pt_bench_write_setup(&w, bn);
+  pt_bench_write_body(&w, bn, (const double(*)[PT_BENCH_NMETRICS])med, match);
   pt_jw_obj_end(&w);
   pt_jw_finish(&w);
   int bad_io = ferror(f);
@@ -465,7 +541,8 @@ int pt_cmd_bench(int argc, char **argv) {
   bn.stock_env = stock_envs;
   /* The workload flags (pt_fwd[k]) are O_FWD + k. */
   enum { O_NO_WARMUP = 256, O_REPEATS, O_TIMELINE_MS, O_SHIM_ENV, O_STOCK_ENV, O_OUT, O_PYTHON, O_SCRIPT,
-         O_SHIM, O_VERDICT_STEPS, O_REFERENCE_SDPA, O_SAME_PATH, O_VERDICT_MARGIN, O_FWD };
+         O_SHIM, O_VERDICT_STEPS, O_REFERENCE_SDPA, O_SAME_PATH, O_VERDICT_MARGIN, O_SWEEP, O_VERDICT_EVERY,
+         O_FWD };
   static const struct option own[] = {
       {"help", no_argument, NULL, 'h'},
       {"no-warmup", no_argument, NULL, O_NO_WARMUP},
@@ -481,6 +558,8 @@ int pt_cmd_bench(int argc, char **argv) {
       {"reference-sdpa", required_argument, NULL, O_REFERENCE_SDPA},
       {"same-path", no_argument, NULL, O_SAME_PATH},
       {"verdict-margin", required_argument, NULL, O_VERDICT_MARGIN},
+      {"sweep", required_argument, NULL, O_SWEEP},
+      {"verdict-every", no_argument, NULL, O_VERDICT_EVERY},
   };
   struct option opts[sizeof own / sizeof own[0] + PT_NFWD + 1];
   memcpy(opts, own, sizeof own);
@@ -488,7 +567,8 @@ int pt_cmd_bench(int argc, char **argv) {
     opts[sizeof own / sizeof own[0] + k] = (struct option){pt_fwd[k].flag + 2, required_argument, NULL, O_FWD + (int)k};
   opts[sizeof opts / sizeof opts[0] - 1] = (struct option){NULL, 0, NULL, 0};
   const char *w;
-  int c;
+  int c, out_set = 0;
+  char sweep_why[256];
   optind = 0;
   while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
     const char *v = optarg;
@@ -515,7 +595,10 @@ int pt_cmd_bench(int argc, char **argv) {
       if (bn.nstock_env >= sizeof stock_envs / sizeof stock_envs[0]) return bad("too many --stock-env", v);
       stock_envs[bn.nstock_env++] = v;
       break;
-    case O_OUT: bn.out = v; break;
+    case O_OUT:
+      bn.out = v;
+      out_set = 1;
+      break;
     case O_PYTHON: bn.python = v; break;
     case O_SCRIPT: bn.script_arg = v; break;
     case O_SHIM: bn.shim_arg = v; break;
@@ -537,6 +620,15 @@ int pt_cmd_bench(int argc, char **argv) {
       bn.margin = m;
       break;
     }
+    case O_SWEEP:
+      if (pt_sweep_parse(v, &bn.sweep, sweep_why, sizeof sweep_why)) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "--sweep: %s", sweep_why);
+        return bad(msg, v);
+      }
+      bn.sweeping = 1;
+      break;
+    case O_VERDICT_EVERY: bn.verdict_every = 1; break;
     case ':': return bad("missing value after", w);
     case '?': return bad("unknown option", w);
     default: /* O_FWD + k */
@@ -546,6 +638,16 @@ int pt_cmd_bench(int argc, char **argv) {
     }
   }
   if (optind < argc) return bad("unexpected argument", argv[optind]);
+  if (bn.sweeping) {
+    /* A swept key replaces its flag: both would leave one of them unused. */
+    if (bn.sweep.nprompt && bn.fwd_val[pt_bench_fwd_index("--prompt")])
+      return bad("--prompt and --sweep prompt=... both set the prompt length", NULL);
+    if (bn.sweep.nbatch && bn.fwd_val[pt_bench_fwd_index("--batch")])
+      return bad("--batch and --sweep batch=... both set the batch size", NULL);
+    if (!out_set) bn.out = "ponytail-sweep.json";
+  } else if (bn.verdict_every) {
+    return bad("--verdict-every applies to --sweep only", NULL);
+  }
   /* R: flash for 16-bit models (what the shim runs, cuDNN being stock's pick on the
    * H200); fp32 has neither flash nor cuDNN, so math. S: the shim's path. */
   const char *dtype = "bf16";
@@ -575,6 +677,11 @@ int pt_cmd_bench(int argc, char **argv) {
     fprintf(stderr, "ponytail bench: cannot create a temporary directory: %s\n", strerror(errno));
     return 1;
   }
+  if (bn.sweeping) {
+    int src = pt_bench_sweep(&bn);
+    rmdir(bn.dir);
+    return src;
+  }
   bn.a = calloc((size_t)bn.repeats, sizeof *bn.a);
   bn.b = calloc((size_t)bn.repeats, sizeof *bn.b);
   int rc = 1;
@@ -587,28 +694,13 @@ int pt_cmd_bench(int argc, char **argv) {
   /* A failed verdict still leaves the table and the result (exit 1). */
   int verdict_failed = bn.verdict_steps && pt_bench_verdict(&bn) != 0;
   double med[2][PT_NMETRICS];
-  for (int s = 0; s < 2; s++)
-    for (size_t m = 0; m < PT_NMETRICS; m++)
-      med[s][m] = pt_median((const struct pt_json *const *)(s ? bn.b : bn.a), (size_t)bn.repeats,
-                            pt_metrics[m].path);
+  pt_bench_medians(&bn, med);
   const char *sha = NULL;
   int match = pt_bench_tokens_match(&bn, &sha);
 
   /* The verdict first: correctness before speed. */
-  const char *vstatus = NULL;
-  if (bn.verdict) {
-    vstatus = pt_json_str(pt_json_get(bn.verdict, "status"));
-    const struct pt_json *lines = pt_json_get(bn.verdict, "lines");
-    if (pt_json_len(lines))
-      for (size_t i = 0; i < pt_json_len(lines); i++) {
-        const char *l = pt_json_str(pt_json_at(lines, i));
-        printf("%s\n", l ? l : "");
-      }
-    else printf("%s\n", pt_json_str(pt_json_get(bn.verdict, "line")));
-    printf("\n");
-  } else if (verdict_failed) {
-    printf("verdict: n/a (the verdict runs or examples/verdict.py failed: see stderr)\n\n");
-  }
+  const char *vstatus = bn.verdict ? pt_json_str(pt_json_get(bn.verdict, "status")) : NULL;
+  pt_bench_print_verdict(&bn, verdict_failed);
   printf("ponytail bench: %s, median of %d round%s\n\n", bn.script, bn.repeats, bn.repeats > 1 ? "s" : "");
   printf("  %-26s %14s %14s %8s\n", "", "A stock", "B ponytail", "B/A");
   for (size_t m = 0; m < PT_NMETRICS; m++) {
@@ -626,15 +718,7 @@ int pt_cmd_bench(int argc, char **argv) {
   rc = verdict_failed ? 1 : !vstatus ? 0 : !strcmp(vstatus, "outside") ? 3 : !strcmp(vstatus, "nonfinite") ? 4 : 0;
   if (rc == 3 || rc == 4) fprintf(stderr, "ponytail bench: %s\n", pt_json_str(pt_json_get(bn.verdict, "line")));
 out:
-  for (int r = 0; r < bn.repeats; r++) {
-    if (bn.a) pt_json_free(bn.a[r]);
-    if (bn.b) pt_json_free(bn.b[r]);
-  }
-  for (int v = 0; v < PT_NVARM; v++) {
-    pt_json_free(bn.varm[v]);
-    if (bn.vpt[v][0]) unlink(bn.vpt[v]);
-  }
-  pt_json_free(bn.verdict);
+  pt_bench_free_results(&bn);
   free(bn.a);
   free(bn.b);
   rmdir(bn.dir);

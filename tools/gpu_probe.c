@@ -1,5 +1,8 @@
-/* GPU presence probe: /dev/nvidiactl, then dlopen(libcuda.so.1) + cuInit +
- * cuDeviceGetCount in a throwaway child. The tool links no CUDA library. */
+/* GPU presence probe: dlopen(libcuda.so.1) + cuInit + cuDeviceGetCount in a
+ * throwaway child; /dev/nvidiactl only explains a missing driver. Whatever
+ * libcuda.so.1 the loader finds decides, so the CPU tests reach the GPU
+ * paths of bench through the fake CUDA (tests/fakecuda) on LD_LIBRARY_PATH.
+ * The tool links no CUDA library. */
 #include "tools/gpu_probe.h"
 
 #include <dlfcn.h>
@@ -25,10 +28,6 @@ static int pt_gpu_probe_child(void) {
 }
 
 int pt_gpu_probe(char *why, size_t whylen) {
-  if (access("/dev/nvidiactl", F_OK) != 0) {
-    snprintf(why, whylen, "no GPU: /dev/nvidiactl does not exist (no NVIDIA driver on this machine)");
-    return 0;
-  }
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
@@ -43,7 +42,12 @@ int pt_gpu_probe(char *why, size_t whylen) {
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   switch (code) {
   case PROBE_OK: return 1;
-  case PROBE_NO_LIB: snprintf(why, whylen, "no GPU: libcuda.so.1 cannot be loaded"); break;
+  case PROBE_NO_LIB:
+    if (access("/dev/nvidiactl", F_OK) != 0)
+      snprintf(why, whylen, "no GPU: /dev/nvidiactl does not exist (no NVIDIA driver on this machine)");
+    else
+      snprintf(why, whylen, "no GPU: libcuda.so.1 cannot be loaded");
+    break;
   case PROBE_NO_SYM: snprintf(why, whylen, "no GPU: libcuda.so.1 lacks cuInit/cuDeviceGetCount"); break;
   case PROBE_INIT_FAIL: snprintf(why, whylen, "no GPU: cuInit failed (driver present, no usable device)"); break;
   case PROBE_NO_DEVICE: snprintf(why, whylen, "no GPU: the driver reports no CUDA device"); break;

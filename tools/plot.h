@@ -1,6 +1,8 @@
-/* A small line chart (memory over time) drawn once against an abstract canvas,
- * so the SVG writer and the PNG rasteriser share the layout: axes with ticks,
- * labels, legend, and each series' peak marked and annotated. */
+/* A small line chart drawn once against an abstract canvas, so the SVG writer
+ * and the PNG rasteriser share the layout: axes with ticks, labels, legend,
+ * and each series' peak marked and annotated (memory over time), or, for a
+ * sweep, a log2 x axis, a marker at every point and a reference line; several
+ * charts can share one image as panels. */
 #ifndef PT_TOOLS_PLOT_H
 #define PT_TOOLS_PLOT_H
 #include <stddef.h>
@@ -37,6 +39,14 @@ struct pt_chart {
   struct pt_series s[PT_PLOT_MAX_SERIES];
   size_t ns;
   int width, height;
+  /* Optional (all 0 for a timeline): */
+  int x0, y0;      /* top-left corner of this chart on a shared image (panels) */
+  int logx;        /* log2 x axis, ticks at powers of two (512, 1k, 2k, ...); x > 0 */
+  int markers;     /* a square at every point */
+  int no_peaks;    /* no peak markers or annotations */
+  int has_yref;    /* a horizontal reference line at yref, labelled yref_label */
+  double yref;
+  const char *yref_label;
 };
 
 /* 1, 2 or 5 times a power of ten, >= raw. */
@@ -45,8 +55,13 @@ double pt_plot_nice_step(double raw);
 size_t pt_series_peak(const struct pt_series *s);
 void pt_chart_draw(const struct pt_chart *ch, const struct pt_canvas_ops *ops, void *canvas);
 
-/* Writers. Return 0, or -1 with a message in why. */
+/* Writers. Return 0, or -1 with a message in why. The _charts forms draw n
+ * charts on one image that spans them all (each at its x0, y0). */
 int pt_chart_write_svg(const struct pt_chart *ch, const char *path, char *why, size_t whylen);
 int pt_chart_write_png(const struct pt_chart *ch, const char *path, char *why, size_t whylen);
+int pt_charts_write_svg(const struct pt_chart *ch, size_t n, const char *path, char *why, size_t whylen);
+int pt_charts_write_png(const struct pt_chart *ch, size_t n, const char *path, char *why, size_t whylen);
+/* The image size that holds n charts. */
+void pt_charts_size(const struct pt_chart *ch, size_t n, int *width, int *height);
 
 #endif

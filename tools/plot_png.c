@@ -132,15 +132,22 @@ static int png_chunk(FILE *f, const char *type, const uint8_t *data, size_t len)
 #endif
 
 int pt_chart_write_png(const struct pt_chart *ch, const char *path, char *why, size_t whylen) {
+  return pt_charts_write_png(ch, 1, path, why, whylen);
+}
+
+int pt_charts_write_png(const struct pt_chart *ch, size_t n, const char *path, char *why, size_t whylen) {
 #if !PT_HAVE_ZLIB
   (void)ch;
+  (void)n;
   (void)path;
   (void)png_ops;
   snprintf(why, whylen, "this ponytail was built without zlib: PNG output unavailable, write .svg");
   return -1;
 #else
-  struct raster r = {calloc((size_t)ch->width * (size_t)ch->height, 3), ch->width, ch->height};
-  size_t stride = (size_t)ch->width * 3 + 1, rawlen = stride * (size_t)ch->height;
+  int width, height;
+  pt_charts_size(ch, n, &width, &height);
+  struct raster r = {calloc((size_t)width * (size_t)height, 3), width, height};
+  size_t stride = (size_t)width * 3 + 1, rawlen = stride * (size_t)height;
   uint8_t *raw = malloc(rawlen);
   uLongf zlen = compressBound((uLong)rawlen);
   uint8_t *z = malloc(zlen);
@@ -150,10 +157,10 @@ int pt_chart_write_png(const struct pt_chart *ch, const char *path, char *why, s
     snprintf(why, whylen, "out of memory");
     goto out;
   }
-  pt_chart_draw(ch, &png_ops, &r);
-  for (int y = 0; y < ch->height; y++) {
+  for (size_t i = 0; i < n; i++) pt_chart_draw(&ch[i], &png_ops, &r);
+  for (int y = 0; y < height; y++) {
     raw[(size_t)y * stride] = 0; /* filter type None */
-    memcpy(raw + (size_t)y * stride + 1, r.px + (size_t)y * (size_t)ch->width * 3, (size_t)ch->width * 3);
+    memcpy(raw + (size_t)y * stride + 1, r.px + (size_t)y * (size_t)width * 3, (size_t)width * 3);
   }
   if (compress2(z, &zlen, raw, (uLong)rawlen, 6) != Z_OK) {
     snprintf(why, whylen, "zlib compression failed");
@@ -165,8 +172,8 @@ int pt_chart_write_png(const struct pt_chart *ch, const char *path, char *why, s
   }
   static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   uint8_t ihdr[13];
-  be32(ihdr, (uint32_t)ch->width);
-  be32(ihdr + 4, (uint32_t)ch->height);
+  be32(ihdr, (uint32_t)width);
+  be32(ihdr + 4, (uint32_t)height);
   ihdr[8] = 8;  /* bit depth */
   ihdr[9] = 2;  /* colour type: RGB */
   ihdr[10] = 0; /* deflate */

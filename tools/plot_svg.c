@@ -49,19 +49,21 @@ static void svg_text(void *c, double x, double y, const char *s, uint32_t rgb, i
 
 static const struct pt_canvas_ops svg_ops = {svg_line, svg_polyline, svg_rect, svg_text};
 
-int pt_chart_write_svg(const struct pt_chart *ch, const char *path, char *why, size_t whylen) {
+int pt_charts_write_svg(const struct pt_chart *ch, size_t n, const char *path, char *why, size_t whylen) {
   FILE *f = fopen(path, "w");
   if (!f) {
     snprintf(why, whylen, "cannot write %s: %s", path, strerror(errno));
     return -1;
   }
+  int width, height;
+  pt_charts_size(ch, n, &width, &height);
   /* Monospace at a 20px size advances about 12px a character, the layout's cell. */
   fprintf(f,
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
           "font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\" font-size=\"20\">\n",
-          ch->width, ch->height, ch->width, ch->height);
-  pt_chart_draw(ch, &svg_ops, f);
+          width, height, width, height);
+  for (size_t i = 0; i < n; i++) pt_chart_draw(&ch[i], &svg_ops, f);
   fputs("</svg>\n", f);
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
@@ -69,4 +71,8 @@ int pt_chart_write_svg(const struct pt_chart *ch, const char *path, char *why, s
     return -1;
   }
   return 0;
+}
+
+int pt_chart_write_svg(const struct pt_chart *ch, const char *path, char *why, size_t whylen) {
+  return pt_charts_write_svg(ch, 1, path, why, whylen);
 }

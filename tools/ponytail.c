@@ -21,6 +21,7 @@ static const struct pt_cmd cmds[] = {
   {"replay", pt_cmd_replay, "replay an allocation trace through the pool (host backend)"},
   {"bench", pt_cmd_bench, "A/B a generation run without and with the shim"},
   {"timeline", pt_cmd_timeline, "plot the memory timelines of a bench result (PNG or SVG)"},
+  {"plot-sweep", pt_cmd_plot_sweep, "plot a bench --sweep result: speed-up and memory saved by prompt length"},
   {"doctor", pt_cmd_doctor, "check driver, GPU, torch, shim and kernels; say what is missing"},
 };
 

@@ -8,7 +8,8 @@
 #   CHECKS="core" bash tests/gpu/check_all.sh           # groups and names mix: CHECKS="smoke ipc-shim"
 #   CHECKS=list bash tests/gpu/check_all.sh             # print the checks and groups, run nothing
 # Groups, each sized for one 600 s call (estimates, build included; unmeasured as a whole):
-#   core       smoke attn attn-graph alloc-stress ipc-stock ipc-shim      (~7-8 min)
+#   core       smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim (~4-5 min; 204 s
+#              without sdpa-policy, measured 2026-12-01)
 #   compat     compat-progs compat-matrix                                  (~9 min)
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
 #   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
@@ -30,10 +31,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 py="${PYTHON:-python3}"
 g="$root/tests/gpu/checks"
 
-all_checks=(smoke attn attn-graph alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2)
+all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2)
 group() {
   case $1 in
-    core) echo "smoke attn attn-graph alloc-stress ipc-stock ipc-shim" ;;
+    core) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim" ;;
     compat) echo "compat-progs compat-matrix" ;;
     torch) echo "compat-torch" ;;
     multi-gpu) echo "tp2" ;;
@@ -45,14 +46,14 @@ group() {
 # lim: its own time limit. Both are estimates from the scripts' headers, not measured here.
 est() {
   case $1 in
-    smoke) echo 90 ;; attn) echo 90 ;; attn-graph) echo 110 ;; alloc-stress) echo 60 ;;
+    smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 70 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 120 ;; compat-matrix) echo 300 ;;
     compat-torch) echo 330 ;; tp2) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {
   case $1 in
-    smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; alloc-stress) echo 120 ;;
+    smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 200 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 180 ;; compat-matrix) echo 420 ;;
     compat-torch) echo 480 ;; tp2) echo 330 ;; *) echo 120 ;;
   esac
@@ -62,6 +63,7 @@ describe() {
     smoke) echo "checks/smoke.sh: stock vs shim pass-through, ENABLE=0, swap, verify mode" ;;
     attn) echo "checks/attn.sh ATTN_STAGES='correctness sanitize': kernel vs fp32, memcheck, racecheck" ;;
     attn-graph) echo "checks/attn_graph.sh: decode attention in torch CUDA graphs, shim and stock" ;;
+    sdpa-policy) echo "checks/sdpa_policy.sh: SDPA backend per call (prefill cuDNN, decode flash), outputs vs fp32" ;;
     alloc-stress) echo "checks/alloc_stress.sh SHORT=1: 8 threads x 4 streams, zero corruptions" ;;
     ipc-stock) echo "checks/ipc_torch.py --mode torch and raw, without the shim" ;;
     ipc-shim) echo "checks/ipc_torch.py --mode torch and raw, under the shim" ;;
@@ -110,6 +112,7 @@ run_check() { # NAME: the command of one check (runs inside `timeout`, in a subs
     smoke) bash "$g/smoke.sh" ;;
     attn) ATTN_STAGES="correctness sanitize" bash "$g/attn.sh" ;;
     attn-graph) GRAPH_TIMEOUT="${GRAPH_TIMEOUT:-90}" bash "$g/attn_graph.sh" ;;
+    sdpa-policy) bash "$g/sdpa_policy.sh" ;;
     alloc-stress) SHORT="${STRESS_SHORT:-1}" bash "$g/alloc_stress.sh" ;;
     ipc-stock|ipc-shim)
       local rc=0 m e=(env)
@@ -140,6 +143,7 @@ summary() { # NAME LOG: one line
     smoke) pat='all smoke checks passed|^  [a-z]+: [^t]' ;;  # smoke_report.py: the verdict or the FAILED items
     attn) pat='^correctness:|^compute-sanitizer' ;;
     attn-graph) pat='^attn_graph:' ;;
+    sdpa-policy) pat='^sdpa_policy:' ;;
     alloc-stress) pat='^(default|keep0-)' ;;
     ipc-*) pat='^(PASS|FAIL)' ;;
     compat-progs) pat='^cuda_programs:' ;;

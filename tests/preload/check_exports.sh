@@ -1,6 +1,6 @@
 #!/bin/sh
-# check_exports.sh SHIM_SO SYMS_DEF: the shim's NEEDED list and its dynamic
-# symbol table are exactly what the design allows.
+# check_exports.sh SHIM_SO SYMS_DEF [TORCH_SYMS]: the shim's NEEDED list and its
+# dynamic symbol table are exactly what the design allows.
 set -eu
 so=$1
 def=$2
@@ -15,7 +15,9 @@ done
 want=$(mktemp)
 got=$(mktemp)
 trap 'rm -f "$want" "$got"' EXIT
-{ sed -n -E 's/^PT_SYM\(([A-Za-z0-9_]+), *(RT|DRV)\).*/\1/p' "$def"; echo dlsym; } | sort > "$want"
+torch=${3:-}
+{ sed -n -E 's/^PT_SYM\(([A-Za-z0-9_]+), *(RT|DRV)\).*/\1/p' "$def"; echo dlsym
+  [ -n "$torch" ] && grep -v -e '^#' -e '^$' "$torch"; } | sort > "$want"
 nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | grep -v '^$' | sort > "$got"
 if ! cmp -s "$want" "$got"; then
   echo "exported symbols differ from shim/syms.def (< wanted, > exported):"

@@ -512,7 +512,7 @@ static void check_hooks(const char *js) {
   CHECK_EQ(stat_kernel(js, "drv_swapme", act, sizeof act), 2);
   CHECK(!strcmp(act, "swapped"));
   CHECK(strstr(js, "\"fallback_reasons\":{\"test reason\":6}") != NULL);
-  CHECK(strstr(js, "\"hooks\":{\"verified\":3,\"verify_failures\":1}") != NULL);
+  CHECK(strstr(js, "\"hooks\":{\"verified\":3,\"verify_failures\":1,\"faults_planted\":0}") != NULL);
   /* the forwarded driver launches of runtime launches were not hooked again:
    * origme's 5 runtime launches reached the driver once each */
   CHECK_EQ(stat_call(js, "cuLaunchKernel"), 3 + 3 + 3 + 1);
@@ -599,7 +599,7 @@ static void check_wspool(const char *js) {
 #define AR_CUDNN "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 #define AR_MEFF "_Z40fmha_cutlassF_bf16_aligned_64x128_rf_sm80N22PyTorchMemEffAttention15AttentionKernelIN7cutlass10bfloat16_tENS1_4arch4Sm80ELb1ELi64ELi128ELi128ELb1ELb1EE6ParamsE"
 #define AR_LEAN "_ZN5cudnn6fusion21lean_reduction_kernelIfLi256EEEvv"
-#define AR_R_CUDNN "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)"
+#define AR_R_CUDNN "cuDNN SDPA: torch's SDPA choice never reached Ponytail (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)"
 #define AR_R_MEFF "mem-efficient SDPA (attention mask or unsupported shape): not swappable yet"
 static void stub_meff(void) {}
 static int sc_attn_report(void) {

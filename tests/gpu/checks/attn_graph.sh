@@ -33,6 +33,18 @@ grep -E "^ponytail\[[0-9]+\]: (info|warn|error): .*(custom kernel|fallback|captu
   | sed -E 's/^ponytail\[[0-9]+\]: //; s/_ZN13pytorch_flash//' | cut -c1-160 | sort | uniq -c | head -12
 [ $rc_shim -eq 0 ] || { echo "shim run: exit $rc_shim"; grep -v "^ponytail\[" "$tmp/shim.log" | tail -8; }
 
+# The same under PONYTAIL_TORCH_ALLOC=async: torch then allocates every tensor with
+# cudaMallocAsync, so allocations made inside the capture must pass through to the driver as graph
+# allocations (under the default, keep, torch's caching allocator serves the capture from its own
+# private pool and need not call the driver at all).
+echo "== with the shim, PONYTAIL_TORCH_ALLOC=async"
+timeout -k 10 "$t" env LD_PRELOAD="$shim" PONYTAIL_TORCH_ALLOC=async PONYTAIL_STATS=json \
+  PONYTAIL_STATS_FILE="$tmp/async.stats.json" "$py" "$root/tests/gpu/checks/attn_graph.py" \
+  ${cases[@]+"${cases[@]}"} --json "$tmp/async.json" >"$tmp/async.log" 2>&1
+rc_async=$?
+grep -E "^(PASS|FAIL|attn_graph)" "$tmp/async.log"
+[ $rc_async -eq 0 ] || { echo "async run: exit $rc_async"; grep -v "^ponytail\[" "$tmp/async.log" | tail -8; }
+
 echo "== without the shim"
 timeout -k 10 "$t" "$py" "$root/tests/gpu/checks/attn_graph.py" ${cases[@]+"${cases[@]}"} --json "$tmp/stock.json" \
   >"$tmp/stock.log" 2>&1
@@ -41,9 +53,10 @@ grep -E "^(PASS|FAIL|attn_graph)" "$tmp/stock.log"
 [ $rc_stock -eq 0 ] || { echo "stock run: exit $rc_stock"; tail -8 "$tmp/stock.log"; }
 
 echo "== summary"
-"$py" - "$tmp" "$rc_shim" "$rc_stock" "$out/attn_graph.txt" <<'PY'
+"$py" - "$tmp" "$rc_shim" "$rc_stock" "$out/attn_graph.txt" "$rc_async" <<'PY'
 import json, os, re, sys
 tmp, rc_shim, rc_stock, table_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rc_async = int(sys.argv[5])
 
 def load(name):
     try:
@@ -60,6 +73,9 @@ lines, bad = [], []
 st, shim_res, stock_res = load("shim.stats.json"), load("shim.json"), load("stock.json")
 lines.append("shim run:  %s (exit %d)" % ("PASS" if rc_shim == 0 else "FAIL", rc_shim))
 lines.append("stock run: %s (exit %d)" % ("PASS" if rc_stock == 0 else "FAIL", rc_stock))
+lines.append("async run: %s (exit %d)" % ("PASS" if rc_async == 0 else "FAIL", rc_async))
+if rc_async:
+    bad.append("async run failed")
 if rc_shim:
     bad.append("shim run failed")
 if rc_stock:
@@ -91,18 +107,22 @@ else:
     if hooks.get("verified"):
         lines.append("verified %s, failures %s" % (hooks.get("verified"), hooks.get("verify_failures")))
     lines.append("internal errors: %s" % st.get("internal_errors"))
-    alloc = st.get("alloc") or {}
-    if alloc:
-        calls = st.get("calls") or {}
-        begins = {k: v for k, v in calls.items() if "BeginCapture" in k and v}
-        lines.append("alloc: capture pass-through %s, capture-deferred frees %s; capture begins seen: %s" % (
-            alloc.get("capture_passthrough"), alloc.get("capture_deferred_frees"),
-            ", ".join("%s %s" % kv for kv in sorted(begins.items())) or "none"))
-        # torch allocates inside each capture (SDPA's output): those must reach the driver as
-        # graph allocations, which needs the shim to have seen the capture begin (it skips
-        # the capture query until then).
-        if not alloc.get("capture_passthrough"):
-            bad.append("no allocation passed through during capture")
+for tag, s in (("default", st), ("async", load("async.stats.json"))):
+    alloc = (s or {}).get("alloc") or {}
+    if not alloc:
+        if tag == "async":
+            bad.append("no allocator stats from the async run")
+        continue
+    calls = s.get("calls") or {}
+    begins = {k: v for k, v in calls.items() if "BeginCapture" in k and v}
+    lines.append("alloc (%s): capture pass-through %s, capture-deferred frees %s; capture begins seen: %s" % (
+        tag, alloc.get("capture_passthrough"), alloc.get("capture_deferred_frees"),
+        ", ".join("%s %s" % kv for kv in sorted(begins.items())) or "none"))
+    # Under async torch allocates inside each capture (SDPA's output) with cudaMallocAsync:
+    # those must reach the driver as graph allocations, which needs the shim to have seen the
+    # capture begin (it skips the capture query until then).
+    if tag == "async" and not alloc.get("capture_passthrough"):
+        bad.append("async: no allocation passed through during capture")
 
 # Which kernel each captured graph holds (from the graph dumps).
 for tag, res in (("shim", shim_res), ("stock", stock_res)):

@@ -39,22 +39,34 @@ def same_tokens(a, b):
     return ok
 
 
-if not same_tokens("stock", "pass"):
+# pass and disabled run on torch's flash path like the "flash" arm: same path, so identical.
+if not same_tokens("flash", "pass"):
     fails.append("pass-through changed the tokens")
-if not same_tokens("stock", "disabled"):
+if not same_tokens("flash", "disabled"):
     fails.append("PONYTAIL_ENABLE=0 changed the tokens")
 same_tokens("flash", "swap")
 same_tokens("flash", "verify")
+same_tokens("stock", "flash")
 
+# The swapped kernel's logits against stock flash, next to PyTorch's own spread (stock cuDNN
+# against stock flash) at the same step: within 2x that spread, or 1e-2, whichever is larger.
 try:
     import torch
-    la = torch.load(os.path.join(out, "flash.logits.pt"))["logits"]
-    lb = torch.load(os.path.join(out, "swap.logits.pt"))["logits"]
-    for i, (x, y) in enumerate(zip(la, lb)):
-        rel = ((x - y).abs().max() / x.abs().max()).item()
-        print(f"logits step {i}: max rel diff flash vs swap = {rel:.2e}")
-        if rel > 1e-2:
-            fails.append(f"logits step {i} rel {rel:.2e} > 1e-2")
+
+    def logits(n):
+        return torch.load(os.path.join(out, n + ".logits.pt"))["logits"]
+
+    def rel(x, y):
+        return ((x.float() - y.float()).abs().max() / x.float().abs().max()).item()
+
+    lf, ls, lc = logits("flash"), logits("swap"), logits("stock")
+    for i, (f, s, c) in enumerate(zip(lf, ls, lc)):
+        r_swap, r_ref = rel(f, s), rel(f, c)
+        bound = max(1e-2, 2 * r_ref)
+        print(f"logits step {i}: max rel diff flash vs swap = {r_swap:.2e}, "
+              f"flash vs stock cuDNN = {r_ref:.2e} (bound {bound:.2e})")
+        if r_swap > bound:
+            fails.append(f"logits step {i} rel {r_swap:.2e} > {bound:.2e}")
 except Exception as e:  # noqa: BLE001
     fails.append(f"logits comparison failed: {e}")
 

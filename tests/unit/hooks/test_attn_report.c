@@ -103,6 +103,11 @@ static struct pt_hook_outcome go(const char *name) {
 
 static void test_reasons(void **st) {
   (void)st;
+  /* Default (auto) before any SDPA choice reached the policy: say so. */
+  assert_string_equal(go(CUDNN_SM80).reason,
+                      "cuDNN SDPA: torch's SDPA choice never reached Ponytail (PONYTAIL_TORCH_SDPA=flash routes "
+                      "SDPA to flash)");
+  set_env("PONYTAIL_TORCH_SDPA", "flash");
   assert_string_equal(go(CUDNN_SM80).reason,
                       "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)");
   assert_string_equal(go(CUDNN_SM90).reason, pt_attn_r_cudnn);

@@ -59,15 +59,25 @@ static const char *log_text(void) {
   return buf;
 }
 
-/* The default leaves PyTorch's caching allocator alone: every PyTorch
- * feature (graph trees, private pools, IPC) works only with it. */
-static void test_defaults_set_sdpa_only(void **st) {
+/* The default sets nothing: PyTorch's caching allocator stays (every PyTorch
+ * feature, graph trees, private pools, IPC, works only with it), and the SDPA
+ * policy (auto) acts per call, so torch keeps its own global order. */
+static void test_defaults_set_nothing(void **st) {
   (void)st;
   apply();
-  assert_string_equal(getenv(DEPRIO), "1");
+  assert_null(getenv(DEPRIO));
   assert_null(getenv(ALLOC));
-  assert_non_null(strstr(log_text(), "set " DEPRIO "=1"));
+  assert_null(strstr(log_text(), DEPRIO));
   assert_null(strstr(log_text(), ALLOC));
+}
+
+/* flash: the global policy of earlier releases, every SDPA call on flash. */
+static void test_flash_sets_deprioritized(void **st) {
+  (void)st;
+  setenv("PONYTAIL_TORCH_SDPA", "flash", 1);
+  apply();
+  assert_string_equal(getenv(DEPRIO), "1");
+  assert_non_null(strstr(log_text(), "set " DEPRIO "=1"));
 }
 
 static void test_async_sets_backend(void **st) {
@@ -88,6 +98,7 @@ static void test_expandable_sets_segments(void **st) {
 
 static void test_user_values_respected(void **st) {
   (void)st;
+  setenv("PONYTAIL_TORCH_SDPA", "flash", 1);
   setenv(DEPRIO, "0", 1);
   setenv(ALLOC, "expandable_segments:True", 1);
   setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
@@ -121,13 +132,13 @@ static void test_pool_off_leaves_alloc(void **st) {
   setenv("PONYTAIL_POOL", "0", 1);
   setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
   apply();
-  assert_string_equal(getenv(DEPRIO), "1");
   assert_null(getenv(ALLOC));
 }
 
 static void test_disabled_does_nothing(void **st) {
   (void)st;
   setenv("PONYTAIL_ENABLE", "0", 1);
+  setenv("PONYTAIL_TORCH_SDPA", "flash", 1);
   setenv("PONYTAIL_TORCH_ALLOC", "async", 1);
   apply();
   assert_null(getenv(DEPRIO));
@@ -137,7 +148,8 @@ static void test_disabled_does_nothing(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_defaults_set_sdpa_only, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_defaults_set_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_flash_sets_deprioritized, setup, teardown),
       cmocka_unit_test_setup_teardown(test_async_sets_backend, setup, teardown),
       cmocka_unit_test_setup_teardown(test_expandable_sets_segments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_user_values_respected, setup, teardown),

@@ -1,5 +1,6 @@
 /* The FA2 hook's launch decisions with fake CUDA ops: swap, fallback
- * reasons, the combine-skip state machine, capture, workspaces, verify. */
+ * reasons, the combine-skip state machine, capture, workspaces, verify, and
+ * the planted fault of PONYTAIL_TEST_FAULT. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +32,11 @@ static struct {
   float compare_result[4];
   void *mem[256];
   int nmem;
+  /* planted fault: calls, what they got, and the order of launch / fault / compare */
+  int faults, fault_rc, seq, launch_seq, fault_seq, compare_seq;
+  float fault_factor;
+  struct pt_attn_desc fault_desc;
+  void *fault_stream;
 } fk;
 
 static const char *fk_supported(const struct pt_attn_desc *d) { (void)d; return fk.supported_reason; }
@@ -43,6 +49,7 @@ static int fk_prepare(void *ws, size_t bytes, void *stream) {
 }
 static int fk_launch(const struct pt_attn_desc *d, void *ws, size_t ws_bytes, void *stream) {
   fk.launches++;
+  fk.launch_seq = ++fk.seq;
   fk.last = *d;
   fk.last_ws = ws;
   fk.last_ws_bytes = ws_bytes;
@@ -53,6 +60,7 @@ static int fk_compare(const struct pt_attn_desc *ref, const void *test_o, const 
                       float *result, void *stream) {
   (void)ref; (void)test_o; (void)test_lse; (void)stream;
   fk.compares++;
+  fk.compare_seq = ++fk.seq;
   memcpy(result, fk.compare_result, sizeof fk.compare_result); /* "device" = host here */
   return 0;
 }
@@ -80,16 +88,32 @@ static int fk_sync(void *stream) {
   return 0;
 }
 
+static int fk_fault(const struct pt_attn_desc *d, float factor, void *stream) {
+  fk.faults++;
+  fk.fault_seq = ++fk.seq;
+  fk.fault_desc = *d;
+  fk.fault_factor = factor;
+  fk.fault_stream = stream;
+  return fk.fault_rc;
+}
+
 static const struct pt_flash_ops fk_ops = {
     .supported = fk_supported, .ws_bytes = fk_ws_bytes, .ws_prepare = fk_prepare,
     .launch = fk_launch, .compare = fk_compare, .is_capturing = fk_is_capturing,
     .ctx_current = fk_ctx, .mem_alloc = fk_alloc, .copy_to_host = fk_copy, .stream_sync = fk_sync,
+    .fault = fk_fault,
 };
 
 static int fk_original(const struct pt_launch *l) { (void)l; fk.originals++; return fk.orig_rc; }
 
 static void set_mode(const char *mode) {
   setenv("PONYTAIL_ATTN", mode, 1);
+  pt_opts_reload();
+}
+
+static void set_fault(const char *n) {
+  if (n) setenv("PONYTAIL_TEST_FAULT", n, 1);
+  else unsetenv("PONYTAIL_TEST_FAULT");
   pt_opts_reload();
 }
 
@@ -100,6 +124,7 @@ static int setup(void **st) {
   pt_flash_reset_for_tests();
   pt_flash_set_ops(&fk_ops);
   setenv("PONYTAIL_LOG", "error", 1);
+  unsetenv("PONYTAIL_TEST_FAULT");
   set_mode("on");
   return 0;
 }
@@ -504,6 +529,120 @@ static void test_verify_split(void **st) {
   assert_int_equal(hs.verified, 1);
 }
 
+/* PONYTAIL_TEST_FAULT: off by default; on, every swapped launch is followed on
+ * its stream by the fault kernel over the same O, and only swapped ones. */
+static void test_fault_off_by_default(void **st) {
+  (void)st;
+  struct launch s, c;
+  mk(&s, 464, &hf, STREAM_A, 0);
+  mk(&c, 464, &hf, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  set_fault("0");
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  set_fault("x"); /* not a number: reported, the default (off) kept */
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  set_fault("-5");
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.launches, 4);
+  assert_int_equal(fk.faults, 0);
+  struct pt_hooks_stats hs;
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.faults_planted, 0);
+}
+
+static void test_fault_after_swap(void **st) {
+  (void)st;
+  set_fault("200");
+  struct launch s, c;
+  mk(&s, 472, &hf, STREAM_A, 0);
+  mk(&c, 472, &hf, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.faults, 1);
+  assert_true(fk.fault_seq > fk.launch_seq); /* after Ponytail's kernel, on its stream */
+  assert_ptr_equal(fk.fault_stream, STREAM_A);
+  assert_ptr_equal(fk.fault_desc.o, FA_PTR(0x7f0000400000ull)); /* the real O */
+  assert_ptr_equal(fk.fault_desc.o, fk.last.o);
+  assert_int_equal(fk.fault_desc.o_batch_stride, fk.last.o_batch_stride);
+  assert_int_equal(fk.fault_desc.o_row_stride, fk.last.o_row_stride);
+  assert_int_equal(fk.fault_desc.o_head_stride, fk.last.o_head_stride);
+  assert_int_equal(fk.fault_desc.b, 8);
+  assert_int_equal(fk.fault_desc.seqlen_q, 4);
+  assert_true(fk.fault_factor == -1.0f); /* 200: sign flipped */
+  /* the combine-skip is unchanged */
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  /* a fallback is the original kernel: nothing planted */
+  struct launch bad;
+  mk(&bad, 472, &hf, STREAM_A, 0);
+  FA_PUT(&bad.p, FA_P_DROPOUT, float, 0.5f);
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &bad), "dropout");
+  fk.launch_rc = 700; /* a failed swap runs the original: nothing planted */
+  assert_pass(go(PT_HOOK_FLASH_SPLITKV, &s), "ponytail launch failed");
+  fk.launch_rc = 0;
+  assert_int_equal(fk.faults, 1);
+  /* under capture: stream-ordered, no allocation or sync (the fakes assert that) */
+  fk.capturing = 1;
+  set_fault("5");
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.faults, 2);
+  assert_float_equal(fk.fault_factor, 0.95f, 1e-6);
+  fk.capturing = 0;
+  /* the fault kernel failing leaves the swap in place, uncounted */
+  fk.fault_rc = 700;
+  struct pt_hook_outcome o = go(PT_HOOK_FLASH_SPLITKV, &s);
+  assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(o.status, 0);
+  assert_int_equal(fk.faults, 3);
+  struct pt_hooks_stats hs;
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.faults_planted, 2);
+  /* no fault kernel in the table (no driver): the swap stands, nothing counted */
+  struct pt_flash_ops nofault = fk_ops;
+  nofault.fault = NULL;
+  fk.fault_rc = 0;
+  pt_flash_set_ops(&nofault);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &s).verdict, PT_HOOK_SWAPPED);
+  pt_flash_set_ops(&fk_ops);
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.faults_planted, 2);
+  set_fault(NULL);
+}
+
+/* Verify mode: the fault lands on Ponytail's scratch output before the
+ * compare, so the check sees it; torch's own output stays untouched. */
+static void test_fault_in_verify(void **st) {
+  (void)st;
+  set_mode("verify");
+  set_fault("100");
+  struct fa_shape s1 = hf;
+  s1.num_splits = 0;
+  struct launch f;
+  mk(&f, 464, &s1, STREAM_A, 1);
+  fk.compare_result[1] = 1.0f;
+  fk.compare_result[3] = 1.0f;
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.faults, 1);
+  assert_ptr_equal(fk.fault_desc.o, fk.last.o); /* the scratch ... */
+  assert_ptr_not_equal(fk.fault_desc.o, FA_PTR(0x7f0000400000ull)); /* ... not torch's O */
+  assert_int_equal(fk.fault_desc.o_head_stride, 128);
+  assert_true(fk.launch_seq < fk.fault_seq && fk.fault_seq < fk.compare_seq);
+  assert_true(fk.fault_factor == 0.0f);
+  struct pt_hooks_stats hs;
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.faults_planted, 1);
+  set_fault(NULL);
+}
+
+static void test_fault_factor(void **st) {
+  (void)st;
+  assert_true(pt_flash_fault_factor(0) == 1.0f);
+  assert_float_equal(pt_flash_fault_factor(5), 0.95f, 1e-6);
+  assert_true(pt_flash_fault_factor(100) == 0.0f);
+  assert_true(pt_flash_fault_factor(200) == -1.0f);
+  assert_true(pt_flash_fault_factor(PT_FLASH_FAULT_MAX) == -9.0f);
+  assert_true(pt_flash_fault_factor(UINT64_MAX) == -9.0f); /* capped */
+}
+
 static void test_verify_ok(void **st) {
   (void)st;
   float r1[4] = {0.01f, 1.0f, 0.0f, 0.0f};
@@ -538,6 +677,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_verify_fwd, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verify_split, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verify_ok, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_off_by_default, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_after_swap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_in_verify, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_factor, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* CPU tests of kernels/attn_launch.c against a fake driver table: which
  * driver call a plan leads to (cuLaunchKernel, or cuLaunchKernelEx with the
  * cluster dimension), the grid, and the switch to the workspace path after a
- * GPU refuses a cluster launch. Built only when nvcc built the fatbin (the
+ * GPU refuses a cluster launch; the planted-fault launch (PONYTAIL_TEST_FAULT)
+ * and what it is handed. Built only when nvcc built the fatbin (the
  * launcher is a stub otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +31,13 @@ static struct {
   unsigned num_attrs;
   CUresult ex_rc;
   struct pt_attn_kparams last;
+  /* the functions looked up, by handle (0x1000 + index), and the last launched */
+  const char *fn_names[32];
+  int nfn;
+  const char *last_fn;
+  unsigned block_x, smem;
+  CUstream stream;
+  struct pt_attn_fault_kparams fault;
 } fk;
 
 static CUresult fk_ctx_get(CUcontext *c) { *c = CTX; return CUDA_SUCCESS; }
@@ -42,8 +50,15 @@ static CUresult fk_load(CUmodule *m, const void *image) {
 }
 static CUresult fk_get_fn(CUfunction *f, CUmodule m, const char *name) {
   (void)m;
-  *f = (CUfunction)(uintptr_t)(0x1000 + strlen(name));
+  assert_true(fk.nfn < 32);
+  fk.fn_names[fk.nfn] = name; /* the launcher's own string literals */
+  *f = (CUfunction)(uintptr_t)(0x1000 + fk.nfn++);
   return CUDA_SUCCESS;
+}
+static const char *fk_fn_name(CUfunction f) {
+  uintptr_t i = (uintptr_t)f - 0x1000;
+  assert_true(i < (uintptr_t)fk.nfn);
+  return fk.fn_names[i];
 }
 static CUresult fk_set_attr(CUfunction f, CUfunction_attribute a, int v) {
   (void)f; (void)a; (void)v;
@@ -57,10 +72,16 @@ static CUresult fk_capturing(CUstream s, CUstreamCaptureStatus *st) {
 static CUresult fk_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
                           void **extra) {
-  (void)f; (void)bx; (void)by; (void)bz; (void)smem; (void)s; (void)extra;
+  (void)by; (void)bz; (void)extra;
   fk.launches++;
   fk.grid[0] = gx, fk.grid[1] = gy, fk.grid[2] = gz;
-  memcpy(&fk.last, params[0], sizeof fk.last);
+  fk.last_fn = fk_fn_name(f);
+  fk.block_x = bx;
+  fk.smem = smem;
+  fk.stream = s;
+  /* each kernel's parameter block has its own type */
+  if (!strncmp(fk.last_fn, "pt_attn_fault_", 14)) memcpy(&fk.fault, params[0], sizeof fk.fault);
+  else memcpy(&fk.last, params[0], sizeof fk.last);
   return CUDA_SUCCESS;
 }
 static CUresult fk_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
@@ -151,10 +172,63 @@ static void test_launch_paths(void **st) {
   assert_ptr_equal(fk.last.ws, ws);
 }
 
+/* PONYTAIL_TEST_FAULT's kernel: one CTA per query row over the real O with
+ * its strides, the factor passed through, the dtype's variant, the caller's
+ * stream; bad descriptors are refused before any driver call. */
+static void test_fault_launch(void **st) {
+  (void)st;
+  struct pt_attn_desc d = hf_desc(8, 32, 8, 4096, 128);
+  d.seqlen_q = 2;
+  d.o_row_stride = 32 * 128;
+  d.o_batch_stride = 2 * 32 * 128 + 64; /* padded batch: strides travel, not shapes */
+  /* fk and the module table carry over from the tests before (loaded once per context) */
+  const int launches = fk.launches, loads = fk.loads;
+  assert_int_equal(pt_attn_fault_launch(&d, -1.0f, STREAM), CUDA_SUCCESS);
+  assert_int_equal(fk.launches, launches + 1);
+  assert_string_equal(fk.last_fn, "pt_attn_fault_bf16");
+  assert_int_equal(fk.grid[0], 16);
+  assert_int_equal(fk.grid[1], 1);
+  assert_int_equal(fk.grid[2], 1);
+  assert_int_equal(fk.block_x, PT_ATTN_FAULT_THREADS);
+  assert_int_equal(fk.smem, 0);
+  assert_ptr_equal(fk.stream, STREAM);
+  assert_ptr_equal(fk.fault.o, FAKE(0x40000));
+  assert_int_equal(fk.fault.o_bs, 2 * 32 * 128 + 64);
+  assert_int_equal(fk.fault.o_rs, 32 * 128);
+  assert_int_equal(fk.fault.o_hs, 128);
+  assert_int_equal(fk.fault.b, 8);
+  assert_int_equal(fk.fault.h, 32);
+  assert_int_equal(fk.fault.sq, 2);
+  assert_int_equal(fk.fault.d, 128);
+  assert_true(fk.fault.factor == -1.0f);
+  d.dtype = PT_DTYPE_FP16;
+  assert_int_equal(pt_attn_fault_launch(&d, 0.95f, STREAM), CUDA_SUCCESS);
+  assert_string_equal(fk.last_fn, "pt_attn_fault_fp16");
+  assert_true(fk.fault.factor == 0.95f);
+  assert_int_equal(fk.loads, loads < 1 ? 1 : loads);
+  /* refused: nothing launched */
+  struct pt_attn_desc bad = d;
+  bad.o = NULL;
+  assert_int_equal(pt_attn_fault_launch(&bad, 0.5f, STREAM), CUDA_ERROR_INVALID_VALUE);
+  bad = d;
+  bad.dtype = 7;
+  assert_int_equal(pt_attn_fault_launch(&bad, 0.5f, STREAM), CUDA_ERROR_INVALID_VALUE);
+  bad = d;
+  bad.o_dim_stride = 2;
+  assert_int_equal(pt_attn_fault_launch(&bad, 0.5f, STREAM), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(pt_attn_fault_launch(NULL, 0.5f, STREAM), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.launches, launches + 2);
+  /* without a driver table: not initialized, no call */
+  pt_attn_set_driver(NULL);
+  assert_int_equal(pt_attn_fault_launch(&d, 0.5f, STREAM), CUDA_ERROR_NOT_INITIALIZED);
+  assert_int_equal(fk.launches, launches + 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_no_driver),
     cmocka_unit_test_setup(test_launch_paths, setup),
+    cmocka_unit_test_setup(test_fault_launch, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

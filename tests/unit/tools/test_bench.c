@@ -1,6 +1,8 @@
 /* `ponytail bench`: argument errors (exit 2 + usage), the verdict's flags and
- * documented exit codes, and, on a machine without a GPU, a clear message and
- * exit 1 before anything is run. (The verdict's logic: tests/examples/test_verdict.py.) */
+ * documented exit codes, --sweep's bad specs and conflicting flags (exit 2
+ * with the reason), and, on a machine without a GPU, a clear message and
+ * exit 1 before anything is run. (The verdict's logic: tests/examples/test_verdict.py;
+ * the sweep's figures: test_sweep.c; a whole sweep on the fake CUDA: test_bench_sweep.sh.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,7 +47,41 @@ static void test_usage_errors(void **state) {
   assert_non_null(strstr(r.out, "Exit status: 0"));
   assert_non_null(strstr(r.out, "3 verdict OUTSIDE"));
   assert_non_null(strstr(r.out, "4 NaN/Inf"));
+  assert_non_null(strstr(r.out, "--sweep SPEC"));
+  assert_non_null(strstr(r.out, "--verdict-every"));
+  assert_non_null(strstr(r.out, "worst over its points"));
   pt_test_out_free(&r);
+}
+
+/* A bad --sweep says what is wrong with it, before anything runs. */
+static void test_sweep_usage_errors(void **state) {
+  (void)state;
+  const char *cases[][6] = {
+      {"--sweep", "prmpt=512", "unknown key 'prmpt'"},
+      {"--sweep", "prompt=", "prompt= has no values"},
+      {"--sweep", "prompt=512,x", "bad prompt value 'x'"},
+      {"--sweep", "512,2048", "'512' has no key"},
+      {"--sweep", "prompt=512,512", "prompt 512 given twice"},
+      {"--sweep", "batch=0", "bad batch value '0'"},
+      {"--sweep", NULL, "missing value after"},
+      {"--verdict-every", NULL, "--verdict-every applies to --sweep only"},
+      {"--sweep", "prompt=512", "--prompt and --sweep prompt=... both set the prompt length", "--prompt", "1024"},
+      {"--sweep", "batch=1,8", "--batch and --sweep batch=... both set the batch size", "--batch", "4"},
+      {"--sweep", "prompt=512", "prompt given twice", "--sweep", "prompt=1024"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *argv[8] = {(char *)ponytail, "bench", (char *)cases[i][0], (char *)cases[i][1], NULL};
+    if (cases[i][3]) {
+      argv[4] = (char *)cases[i][3];
+      argv[5] = (char *)cases[i][4];
+    }
+    struct pt_test_out r = pt_test_exec(argv, NULL);
+    assert_int_equal(r.status, 2);
+    if (!strstr(r.err, cases[i][2])) fail_msg("case %zu: want '%s' in: %s", i, cases[i][2], r.err);
+    assert_non_null(strstr(r.err, "usage: ponytail bench"));
+    assert_string_equal(r.out, "");
+    pt_test_out_free(&r);
+  }
 }
 
 /* Valid verdict flags pass the argument check: without a GPU the run then stops at the probe
@@ -59,6 +95,15 @@ static void test_verdict_flags_accepted(void **state) {
   assert_int_equal(r.status, 1);
   assert_non_null(strstr(r.err, "no GPU"));
   assert_null(strstr(r.err, "usage:"));
+  pt_test_out_free(&r);
+  /* so do the sweep's */
+  char *sweep[] = {(char *)ponytail, "bench", "--sweep", "prompt=512,2k", "--sweep", "batch=1,8", "--verdict-every",
+                   "--verdict-steps", "4", "--new-tokens", "16", NULL};
+  r = pt_test_exec(sweep, NULL);
+  assert_int_equal(r.status, 1);
+  assert_non_null(strstr(r.err, "no GPU"));
+  assert_null(strstr(r.err, "usage:"));
+  assert_string_equal(r.out, "");
   pt_test_out_free(&r);
 }
 
@@ -76,7 +121,7 @@ static void test_no_gpu(void **state) {
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   ponytail = argv[1];
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_usage_errors),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_usage_errors), cmocka_unit_test(test_sweep_usage_errors),
                                      cmocka_unit_test(test_verdict_flags_accepted), cmocka_unit_test(test_no_gpu)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

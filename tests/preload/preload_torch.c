@@ -1,0 +1,105 @@
+/* The shim's interposition of torch's SDPA choice (shim/entry_torch.c,
+ * hooks/torch_sdpa.c), end to end under LD_PRELOAD against fake_torch.c,
+ * which this program loads with RTLD_LOCAL as Python loads torch.
+ *
+ * Usage: preload_torch MODE; MODE is the expected PONYTAIL_TORCH_SDPA
+ * behaviour: auto (the default), keep, or off (PONYTAIL_ENABLE=0). In auto a
+ * decode call leaves cuDNN for flash (no mask) or mem-efficient (mask), a
+ * prefill call keeps cuDNN; both through the direct call and the dispatch
+ * stub's pointer; every argument reaches torch's function unchanged; cuDNN
+ * reads as off only during the shim's second ask. In keep and off torch's
+ * answer (cuDNN) always comes back and torch is asked once per call. */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failed;
+#define CHECK(c)                                                     \
+  do {                                                               \
+    if (!(c)) {                                                      \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+      failed = 1;                                                    \
+    }                                                                \
+  } while (0)
+
+struct fake_torch_record {
+  const void *q, *k, *v, *mask;
+  double dropout, scale;
+  bool causal, scale_has, gqa;
+  int calls, cudnn_off_calls;
+};
+
+struct fake_tensor {
+  _Alignas(16) unsigned char impl[256];
+  const unsigned char *handle;
+};
+
+static void tensor(struct fake_tensor *t, int64_t b, int64_t h, int64_t s, int64_t d) {
+  memset(t->impl, 0, sizeof t->impl);
+  int64_t nd = 4, sz[4] = {b, h, s, d};
+  memcpy(t->impl + 0x40, &nd, 8);
+  memcpy(t->impl + 0x48, sz, sizeof sz);
+  t->handle = t->impl;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s auto|keep|off FAKE_TORCH_SO\n", argv[0]);
+    return 2;
+  }
+  const char *mode = argv[1];
+  int act = !strcmp(mode, "auto");
+  void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "dlopen %s: %s\n", argv[2], dlerror());
+    return 2;
+  }
+  int64_t (*sdpa)(int, const void *, const void *, double, bool, double, bool, bool) =
+      (int64_t(*)(int, const void *, const void *, double, bool, double, bool, bool))dlsym(h, "fake_torch_sdpa");
+  void (*set)(bool, bool) = (void (*)(bool, bool))dlsym(h, "fake_torch_set");
+  struct fake_torch_record *rec = dlsym(h, "fake_torch_last");
+  bool (*cudnn_on)(const void *) = (bool (*)(const void *))dlsym(h, "_ZNK2at7Context19userEnabledCuDNNSDPEv");
+  void *(*gctx)(void) = (void *(*)(void))dlsym(h, "_ZN2at13globalContextEv");
+  CHECK(sdpa && set && rec && cudnn_on && gctx);
+  if (failed) return 1;
+
+  struct fake_tensor dec, pre;
+  tensor(&dec, 8, 32, 1, 128);
+  tensor(&pre, 1, 32, 4096, 128);
+  bool no_mask = false, mask = true;
+  for (int via_stub = 0; via_stub < 2; via_stub++) {
+    /* decode, no mask: flash; torch asked twice, the second time with cuDNN off */
+    rec->calls = rec->cudnn_off_calls = 0;
+    int64_t r = sdpa(via_stub, &dec.handle, &no_mask, 0.25, true, 0.125, true, true);
+    CHECK(r == (act ? 1 : 3));
+    CHECK(rec->calls == (act ? 2 : 1));
+    CHECK(rec->cudnn_off_calls == (act ? 1 : 0));
+    /* every argument arrived as given, on both asks */
+    CHECK(rec->q == &dec.handle && rec->k == &dec.handle && rec->v == &dec.handle && rec->mask == &no_mask);
+    CHECK(rec->dropout == 0.25 && rec->causal && rec->scale == 0.125 && rec->scale_has && rec->gqa);
+    /* decode with a mask: mem-efficient */
+    r = sdpa(via_stub, &dec.handle, &mask, 0.0, false, 0.0, false, false);
+    CHECK(r == (act ? 2 : 3));
+    CHECK(rec->dropout == 0.0 && !rec->causal && !rec->scale_has && !rec->gqa && rec->mask == &mask);
+    /* prefill: cuDNN kept, one ask */
+    rec->calls = 0;
+    r = sdpa(via_stub, &pre.handle, &no_mask, 0.0, true, 0.0, false, true);
+    CHECK(r == 3);
+    CHECK(rec->calls == 1);
+  }
+  /* Outside the shim's second ask, torch's flag reads as torch set it. */
+  CHECK(cudnn_on(gctx()));
+  set(false, true);
+  CHECK(!cudnn_on(gctx()));
+  set(true, true);
+  /* math off: no second ask (it could end in "no available kernel") */
+  set(true, false);
+  rec->calls = 0;
+  CHECK(sdpa(0, &dec.handle, &no_mask, 0.0, false, 0.0, false, true) == 3);
+  CHECK(rec->calls == 1);
+  set(true, true);
+  return failed;
+}
