@@ -7,10 +7,10 @@
  * from the real headers, so a typo in the mirror fails the build. */
 #include "hooks/flash_params.h"
 
-#include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
+
+#include "hooks/size_reason.h"
 
 /* Fields up to and including softcap: identical in both layouts. */
 #define PT_FA_HEAD                                                                   \
@@ -131,35 +131,13 @@ const char pt_flash_r_shape[] = "invalid shape";
 const char pt_flash_r_variant[] = "unsupported kernel variant";
 const char pt_flash_r_size_unknown[] = "param size unknown";
 
-/* Interned "param size N ..." strings: the reason must outlive the call and
- * be stable per N (it is a stats key), and sizes seen in one process are few. */
-#define PT_FA_SIZE_SLOTS 8
-static struct { size_t bytes; char text[80]; } pt_fa_size_slots[PT_FA_SIZE_SLOTS];
-static int pt_fa_size_used; /* published with release after the slot is written */
-static pthread_mutex_t pt_fa_size_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pt_size_reasons pt_fa_size_reasons =
+    PT_SIZE_REASONS_INIT("param size ", " not a known Flash_fwd_params layout",
+                         "param size not a known Flash_fwd_params layout");
 
 const char *pt_flash_size_reason(size_t bytes) {
   if (bytes == 0) return pt_flash_r_size_unknown;
-  int n = __atomic_load_n(&pt_fa_size_used, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < n; i++)
-    if (pt_fa_size_slots[i].bytes == bytes) return pt_fa_size_slots[i].text;
-  const char *r = "param size not a known Flash_fwd_params layout";
-  pthread_mutex_lock(&pt_fa_size_lock);
-  n = pt_fa_size_used;
-  int i;
-  for (i = 0; i < n; i++)
-    if (pt_fa_size_slots[i].bytes == bytes) break;
-  if (i < n) {
-    r = pt_fa_size_slots[i].text;
-  } else if (n < PT_FA_SIZE_SLOTS) {
-    pt_fa_size_slots[n].bytes = bytes;
-    snprintf(pt_fa_size_slots[n].text, sizeof pt_fa_size_slots[n].text,
-             "param size %zu not a known Flash_fwd_params layout", bytes);
-    r = pt_fa_size_slots[n].text;
-    __atomic_store_n(&pt_fa_size_used, n + 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&pt_fa_size_lock);
-  return r;
+  return pt_size_reason(&pt_fa_size_reasons, bytes);
 }
 
 /* ---- decoder ------------------------------------------------------------ */

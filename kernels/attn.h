@@ -33,6 +33,16 @@ struct pt_attn_desc {
    * zero-initialised descriptor) and 1 both mean contiguous, which the
    * kernels require; any other value is refused ("last dim not contiguous"). */
   int64_t q_dim_stride, k_dim_stride, v_dim_stride, o_dim_stride;
+  /* Additive attention bias (masked decode, issue 17), or NULL for none: one
+   * value of the q/k/v dtype per (batch, query head, query row, key), added
+   * to the scaled score q.k * scale before the softmax; -inf masks a key.
+   * Keys are contiguous (element stride 1); the other strides may be 0 to
+   * broadcast (a padding mask shared by every head has bias_head_stride 0).
+   * Leading and trailing keys masked for every row of a (batch, KV head) are
+   * skipped without reading K/V (left or right padding). A row whose keys are
+   * all masked gets O = 0 and LSE = -inf. */
+  const void *bias;
+  int64_t bias_batch_stride, bias_head_stride, bias_row_stride;
 };
 
 /* ---- Fused split-KV decode attention (kernels/attn_decode.cu) ----------
@@ -47,7 +57,8 @@ struct pt_attn_desc {
  * Requirements (checked by pt_attn_decode_supported): fp16/bf16, head_dim
  * 64/128/256, seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
  * only with seqlen_q <= seqlen_k, last dim contiguous, every pointer 16-byte
- * aligned and every stride a multiple of 8 elements, b and h_k <= 65535. */
+ * aligned and every stride a multiple of 8 elements, b and h_k <= 65535; a
+ * bias 4-byte aligned with even strides (pairs of keys are read at once). */
 
 /* NULL when the descriptor can run on Ponytail's decode kernel, else a short
  * static reason (usable as a stats key). Pure host code, no CUDA call. */

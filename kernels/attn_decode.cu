@@ -16,6 +16,13 @@
 // partials, writes O and LSE, and resets the counter to 0 so the workspace
 // needs zeroing only once (graph replay safe).
 //
+// An additive bias (masked decode: padded batches, masked SDPA; p.bias) is
+// added to the scaled scores, read two keys at a time next to the K/V tiles.
+// Before its first tile a CTA narrows its key range to the keys some row of it
+// may see (bias > -inf), scanning the bias from both ends: leading and trailing
+// fully-masked keys (left or right padding) are never read from K/V. A row
+// that sees no key at all gets O = 0 and LSE = -inf.
+//
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
 // split merges (merge_cluster, merge_splits, split_count_last) in
@@ -51,6 +58,68 @@ template <int D> __device__ __forceinline__ int swz(int row, int ch) {
   return row * D + ((ch ^ (row & 7)) << 3);
 }
 
+constexpr float LOG2E = 1.4426950408889634f;
+
+// The bias of keys key and key + 1 of one row (row == NULL: padding row, 0);
+// a key at or past sk reads as -inf (the caller masks it anyway). One 32-bit
+// load when both keys exist (key is even, the row 4-byte aligned: checked by
+// pt_attn_plan_check).
+template <typename T>
+__device__ __forceinline__ float2 bias_pair(const T *row, int key, int sk) {
+  if (!row) return make_float2(0.f, 0.f);
+  if (key + 1 < sk) return dt<T>::unpack(*reinterpret_cast<const uint32_t *>(row + key));
+  if (key < sk) return make_float2(dt<T>::to_float(row[key]), NEG_INF);
+  return make_float2(NEG_INF, NEG_INF);
+}
+
+// Narrows [key_begin, key_end) to the keys some row of this CTA may see
+// (bias > -inf for at least one of its rows), scanning NT keys at a time from
+// the front, then from the back; an empty range when every key is masked.
+// Every thread of the CTA calls it (it synchronises); the loops are uniform.
+template <typename T, int NT>
+__device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, const T *bb, int kh,
+                                                  int rows, int group, int &key_begin, int &key_end) {
+  __shared__ int s_key;
+  const int tid = threadIdx.x;
+  auto visible = [&](int key) {
+    bool any = false;
+    for (int r = 0; r < rows && !any; ++r)
+      any = dt<T>::to_float(bb[(kh * group + r % group) * p.bias_hs + (r / group) * p.bias_rs + key]) > NEG_INF;
+    return any;
+  };
+  int first = key_end;
+  for (int k0 = key_begin; k0 < key_end; k0 += NT) {
+    const int key = k0 + tid;
+    const bool any = key < key_end && visible(key);
+    if (__syncthreads_or(any)) {
+      if (tid == 0) s_key = key_end;
+      __syncthreads();
+      if (any) atomicMin(&s_key, key);
+      __syncthreads();
+      first = s_key;
+      break;
+    }
+  }
+  int last = first - 1;
+  for (int k1 = key_end - 1; k1 >= first; k1 -= NT) {
+    const int key = k1 - tid;
+    const bool any = key >= first && visible(key);
+    __syncthreads();  // s_key's previous value has been read by every thread
+    if (__syncthreads_or(any)) {
+      if (tid == 0) s_key = first;
+      __syncthreads();
+      if (any) atomicMax(&s_key, key);
+      __syncthreads();
+      last = s_key;
+      break;
+    }
+  }
+  // An even first key keeps the bias reads of key pairs 4-byte aligned (the
+  // key before a visible one is masked for every row: harmless to compute).
+  key_begin = first < key_end ? (first & ~1) : key_end;
+  key_end = first < key_end ? last + 1 : key_end;
+}
+
 template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   using C = cfg<D>;
@@ -65,9 +134,18 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int split = blockIdx.x, kh = blockIdx.y, bi = blockIdx.z;
   const int group = p.group, rows = p.rows;
 
-  const int key_begin = split * p.tiles_per_split * BK;
-  const int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
-  const int ntiles = (key_end - key_begin + BK - 1) / BK;
+  int key_begin = split * p.tiles_per_split * BK;
+  int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
+
+  // Bias rows of this thread's two mma rows (g, g + 8); NULL for padding rows.
+  const T *brow0 = nullptr, *brow1 = nullptr;
+  if (p.bias) {
+    const T *const bb = static_cast<const T *>(p.bias) + bi * p.bias_bs;
+    if (g < rows) brow0 = bb + (kh * group + g % group) * p.bias_hs + (g / group) * p.bias_rs;
+    if (g + 8 < rows) brow1 = bb + (kh * group + (g + 8) % group) * p.bias_hs + ((g + 8) / group) * p.bias_rs;
+    narrow_to_visible<T, NT>(p, bb, kh, rows, group, key_begin, key_end);
+  }
+  const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;
 
   // Each thread copies the same chunk column of rows r0, r0 + 128/CH, ...
   const int ld_ch = tid % CH, ld_r0 = tid / CH;
@@ -167,14 +245,29 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       dt<T>::mma(s[1], a, b[2], b[3]);
     }
 
-    // Mask (split end, causal) and scale into the log2 domain.
+    // Bias of this thread's keys (kw0 + n*8 + 2t, + 1) for rows g and g + 8,
+    // in the log2 domain; 0 without a bias.
+    float bs[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    if (p.bias) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int key = kw0 + n * 8 + 2 * t;
+        const float2 b0 = bias_pair<T>(brow0, key, p.sk), b1 = bias_pair<T>(brow1, key, p.sk);
+        bs[n][0] = b0.x * LOG2E;
+        bs[n][1] = b0.y * LOG2E;
+        bs[n][2] = b1.x * LOG2E;
+        bs[n][3] = b1.y * LOG2E;
+      }
+    }
+
+    // Mask (split end, causal), scale into the log2 domain, add the bias.
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int key = kw0 + n * 8 + 2 * t + (j & 1);
         const int lim = j < 2 ? lim0 : lim1;
-        s[n][j] = key <= lim ? s[n][j] * sl2 : NEG_INF;
+        s[n][j] = key <= lim ? fmaf(s[n][j], sl2, bs[n][j]) : NEG_INF;
       }
     }
 
@@ -293,12 +386,13 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       o.w += x.w;
     }
     if (p.nsplit == 1) {
-      // Every row sees key 0 (seqlen_q <= seqlen_k when causal), so L > 0.
+      // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
+      // causal), so L > 0; a row the bias masks entirely gets O = 0.
       const int i = r / group, hh = kh * group + r % group;
-      const float inv = 1.f / L;
+      const float inv = L > 0.f ? 1.f / L : 0.f;
       store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
              o.y * inv, o.z * inv, o.w * inv);
-      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
+      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
     } else if (in_cluster) {
       *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
       if (d == 0) part_ml[r] = make_float2(M, L);

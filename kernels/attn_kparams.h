@@ -54,6 +54,10 @@ struct pt_attn_kparams {
   int causal;
   float scale_log2;      /* softmax scale * log2(e) */
   int cluster;           /* > 1: splits merge in a cluster of this size (== nsplit) */
+  /* Additive bias (pt_attn_desc.bias): same dtype as q; keys contiguous;
+   * element strides per batch, query head and query row. NULL: none. */
+  const void *bias;
+  int64_t bias_bs, bias_hs, bias_rs;
 };
 
 /* The compare kernel's only parameter. */

@@ -232,6 +232,10 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   p.causal = d->causal != 0;
   p.scale_log2 = d->scale * 1.4426950408889634f;
   p.cluster = pl.cluster;
+  p.bias = d->bias;
+  p.bias_bs = d->bias_batch_stride;
+  p.bias_hs = d->bias_head_stride;
+  p.bias_rs = d->bias_row_stride;
 
   const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
   void *args[1] = {&p};

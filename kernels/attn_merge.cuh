@@ -27,8 +27,8 @@
 //    other splits' partials are visible (split_count_last's acquire).
 //  - split_count_last: one thread of the CTA, after a __syncthreads that
 //    orders the CTA's partial stores before it; the counter starts at 0.
-//  - O 8-byte aligned per 4 columns (store4); every row saw at least one key
-//    in some split (L > 0).
+//  - O 8-byte aligned per 4 columns (store4). A row that saw no key in any
+//    split (L == 0: masked entirely by a bias) gets O = 0 and LSE = -inf.
 #ifndef PT_KERNELS_ATTN_MERGE_CUH
 #define PT_KERNELS_ATTN_MERGE_CUH
 #include <stdint.h>
@@ -40,6 +40,12 @@ namespace pt_attn {
 
 constexpr float NEG_INF = -__builtin_huge_valf();
 constexpr float LN2 = 0.693147180559945309f;
+
+// LSE (natural log) of a row from its max M and sum L in the log2 domain;
+// -inf for a row that saw no key (L == 0: masked entirely by its bias).
+static __device__ __forceinline__ float row_lse(float M, float L) {
+  return L > 0.f ? (M + __log2f(L)) * LN2 : NEG_INF;
+}
 
 // The last CTA of a (batch, KV head): O = sum_s w_s O_s / L with
 // w_s = 2^(m_s - M), M = max_s m_s, L = sum_s w_s l_s. The partials were just
@@ -96,10 +102,10 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
     }
     L = warp_sum(L);
     if (lane == 0) {
-      inv_l[r] = 1.f / L;
+      inv_l[r] = L > 0.f ? 1.f / L : 0.f;  // 0: a row its bias masks entirely
       if (p.lse) {
         const int i = r / group, hh = kh * group + r % group;
-        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
+        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
       }
     }
   }
@@ -209,12 +215,13 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
         }
       }
     }
-    // Every row sees key 0 (split 0), so L > 0.
+    // Without a bias every row sees key 0 (split 0), so L > 0; a row its bias
+    // masks entirely gets O = 0.
     const int i = r / group, hh = kh * group + r % group;
-    const float inv = 1.f / L;
+    const float inv = L > 0.f ? 1.f / L : 0.f;
     store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
            o.y * inv, o.z * inv, o.w * inv);
-    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = (M + __log2f(L)) * LN2;
+    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
   }
 }
 

@@ -50,6 +50,10 @@ const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
       !mult8(d->v_batch_stride) || !mult8(d->v_row_stride) || !mult8(d->v_head_stride) ||
       !mult8(d->o_batch_stride) || !mult8(d->o_row_stride) || !mult8(d->o_head_stride))
     return "stride not a multiple of 8";
+  /* The kernel reads the bias two keys at a time (one 32-bit load). */
+  if (d->bias && (((uintptr_t)d->bias & 3u) || (d->bias_batch_stride & 1) || (d->bias_head_stride & 1) ||
+                  (d->bias_row_stride & 1)))
+    return "bias not 4-byte aligned";
   return NULL;
 }
 

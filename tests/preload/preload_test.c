@@ -656,6 +656,41 @@ static void check_attn_report(const char *js) {
   CHECK(strstr(log, want) != NULL);
 }
 
+/* ---- scenario: PONYTAIL_ATTN_MASKED=1 hands torch's mem-efficient forward
+ * to its hook (hooks/torch_mem_eff.c) --------------------------------------
+ * The same kernel name as attn_report, under the option: the shim now asks
+ * its parameter size (the hook reads the launch), the fake's one 8-byte
+ * parameter is no Params layout, so both launches run the original with
+ * that reason, logged once. */
+#define AM_R_SIZE "Params layout not recognised (8 bytes)"
+static int sc_attn_masked(void) {
+  void **h = __cudaRegisterFatBinary((void *)"fatbin");
+  __cudaRegisterFunction(h, (const char *)stub_meff, (char *)AR_MEFF, AR_MEFF, -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFatBinaryEnd(h);
+  uint64_t v = 7;
+  void *args[] = {&v};
+  dim3 g = {1, 1, 1};
+  for (int i = 0; i < 2; i++) CHECK_EQ(cudaLaunchKernel((const void *)stub_meff, g, g, args, 0, 0), cudaSuccess);
+  CHECK_EQ(cudaGetLastError(), cudaSuccess);
+  CHECK_EQ(fakecuda_launches(AR_MEFF), 2);
+  CHECK_EQ(fakecuda_arg_sum(), 7 * 2);
+  CHECK(fakecuda_count("cudaFuncGetParamInfo") >= 1);
+  return g_failed;
+}
+static void check_attn_masked(const char *js) {
+  char act[32] = "", want[512];
+  CHECK_EQ(stat_kernel(js, AR_MEFF, act, sizeof act), 2);
+  CHECK(!strcmp(act, "fallback"));
+  CHECK(strstr(js, "\"fallback_reasons\":{\"" AM_R_SIZE "\":2}") != NULL);
+  const char *pid = strstr(js, "\"pid\":");
+  char *log = read_log(g_dir, pid ? atoi(pid + 6) : 0);
+  if (!log) log = read_log(g_dir, getpid());
+  CHECK(log != NULL);
+  if (!log) return;
+  snprintf(want, sizeof want, "info: fallback %s: %s\n", AR_MEFF, AM_R_SIZE);
+  CHECK(strstr(log, want) != NULL);
+}
+
 struct scenario {
   const char *name;
   int (*run)(void);
@@ -676,6 +711,7 @@ static const struct scenario scenarios[] = {
     {"wspool_nopool", sc_wspool, check_wspool, 1},
     {"attn_report", sc_attn_report, check_attn_report, 1},
     {"attn_report_off", sc_attn_report, check_attn_report, 1},
+    {"attn_masked", sc_attn_masked, check_attn_masked, 1},
 };
 
 char pt_test_marker(void) { return 'A'; }

@@ -7,6 +7,7 @@
 #
 #   tests/gpu/checks/attn.sh                      # all stages
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
+#   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -67,10 +68,18 @@ for st in $STAGES; do
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
     summary+=("timing: rc $rc")
     ;;
+  masked-timing)
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" masked-timing \
+      >"$OUT/masked_timing.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_timing.log"; }
+    summary+=("masked-timing: rc $rc")
+    ;;
   esac
 done
 
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
+[ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
 exit $status

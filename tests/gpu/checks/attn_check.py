@@ -8,6 +8,7 @@ torch's current stream.
 
   attn_check.py --lib libattn_test.so correctness   # exit 1 on any failure
   attn_check.py --lib libattn_test.so timing
+  attn_check.py --lib libattn_test.so masked-timing  # issue 17's grid with a padding mask
 
 correctness: fresh random inputs per case, outputs poisoned with NaN, fp32
 reference (torch math on upcast tensors, TF32 off); O error = max|o-ref| /
@@ -55,6 +56,8 @@ class Lib:
         self.l.pt_test_set_split_div.restype = None
         self.l.pt_test_set_cluster_max.argtypes = [I]
         self.l.pt_test_set_cluster_max.restype = None
+        self.l.pt_test_set_bias.argtypes = [P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+        self.l.pt_test_set_bias.restype = None
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
         self.ws = None
@@ -99,14 +102,17 @@ class Lib:
         return need
 
 
-def reference(q, k, v, scale, causal):
-    """fp32 attention: q [B, sq, H, D], k/v [B, S, Hk, D] -> o [B, sq, H, D], lse [B, H, sq]."""
+def reference(q, k, v, scale, causal, bias=None):
+    """fp32 attention: q [B, sq, H, D], k/v [B, S, Hk, D] -> o [B, sq, H, D], lse [B, H, sq].
+    bias: additive, broadcastable to [B, H, sq, S] (its dtype's values, upcast)."""
     B, sq, H, D = q.shape
     S, Hk = k.shape[1], k.shape[2]
     G = H // Hk
     qf = q.float().reshape(B, sq, Hk, G, D)
     kf, vf = k.float(), v.float()
     s = torch.einsum("bihgd,bjhd->bhgij", qf, kf) * scale
+    if bias is not None:
+        s = s + bias.float().expand(B, H, sq, S).reshape(B, Hk, G, sq, S)
     if causal:
         i = torch.arange(sq, device=q.device).view(sq, 1)
         j = torch.arange(S, device=q.device).view(1, S)
@@ -224,6 +230,106 @@ class Checker:
         return ok
 
 
+def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pad_frac=0.75,
+                right=False, graph=False, cluster_max=None):
+    """Additive bias through the lib (pt_test_set_bias): row b of the batch masks its first
+    (or, right=True, last) round(pad_frac * b / (B - 1) * S) keys with -inf (0..75% by
+    default, left padding as HF's), plus a random additive bias on the rest; broadcast over
+    heads unless per_head. The bias rows are padded to a multiple of 8 keys as torch does."""
+    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right)) & 0xffffffff)
+    scale = 1.0 / math.sqrt(D)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", sq)
+    H = Hk * G
+    Sp = (S + 7) // 8 * 8
+    full = torch.randn(B, H if per_head else 1, sq, Sp, device="cuda", dtype=dtype)
+    bias = full[..., :S]
+    for b in range(B):
+        n = round(pad_frac * (b / max(B - 1, 1)) * S)
+        n = min(n, S - 1)  # every row keeps a key: the reference has no empty rows
+        if n:
+            if right:
+                bias[b, :, :, S - n:] = float("-inf")
+            else:
+                bias[b, :, :, :n] = float("-inf")
+    ref_o, ref_lse = reference(q, k, v, scale, causal, bias)
+    a = c.lib.args(q, k, v, o, lse, H, Hk, sq, scale, causal)
+    name = "masked B%-2d S%-6d Hk%d G%d D%-3d %s%s%s%s%s" % (
+        B, S, Hk, G, D, "bf16" if dtype == torch.bfloat16 else "fp16", " sq%d" % sq if sq > 1 else "",
+        " per-head" if per_head else "", " causal" if causal else "", " right" if right else "",
+        " ws" if cluster_max == 1 else "")
+    if cluster_max is not None:
+        c.lib.l.pt_test_set_cluster_max(cluster_max)
+    c.lib.l.pt_test_set_bias(bias.data_ptr(), bias.stride(0), bias.stride(1), bias.stride(2))
+    try:
+        c.poison(o_full, lse)
+        c.lib.decode(a)
+        torch.cuda.synchronize()
+        eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+        ok = c.record(name, eo, el)
+        if graph:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                c.lib.decode(a)
+            c.poison(o_full, lse)
+            g.replay()
+            torch.cuda.synchronize()
+            eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            ok &= c.record(name + " graph", eo, el)
+    finally:
+        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+        if cluster_max is not None:
+            c.lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+    return ok
+
+
+def masked_empty_row(c):
+    """A row whose keys are all masked: O = 0 and LSE = -inf (no NaN), the other rows exact."""
+    B, S, Hk, G, D, dtype = 2, 1000, 2, 2, 128, torch.bfloat16
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
+    H = Hk * G
+    bias = torch.zeros(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
+    bias[0] = float("-inf")
+    a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
+    c.lib.l.pt_test_set_bias(bias.data_ptr(), bias.stride(0), bias.stride(1), bias.stride(2))
+    try:
+        c.poison(o_full, lse)
+        c.lib.decode(a)
+        torch.cuda.synchronize()
+    finally:
+        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+    ref_o, ref_lse = reference(q[1:], k[1:], v[1:], 1.0 / math.sqrt(D), False)
+    ok = bool((o[0] == 0).all()) and bool(torch.isinf(lse[0]).all() and (lse[0] < 0).all())
+    eo, el = rel_err(o[1:], ref_o), rel_err(lse[1:], ref_lse)
+    ok = ok and eo <= O_TOL and el <= LSE_TOL
+    c.rows.append("masked: a fully masked row -> O 0, LSE -inf; other row O %.2e LSE %.2e  %s" % (
+        eo, el, "ok" if ok else "FAIL"))
+    c.failures += not ok
+
+
+def masked_correctness(c):
+    """Issue 17's grid for the masked kernel: left padding 0-75% of the keys per row, random
+    additive bias, broadcast and per head, GQA, several query rows, causal, splits through the
+    cluster and the workspace, right padding, graph replay, an empty row."""
+    for dtype in (torch.bfloat16, torch.float16):
+        for D in (64, 128):
+            for B in (1, 8, 32):
+                for S in (17, 1000, 4100, 32768):
+                    for G in (1, 4, 8):
+                        Hk = 2 if B * S >= 8 * 32768 else 4
+                        masked_case(c, B, S, Hk, G, D, dtype)
+    masked_case(c, 8, 4100, 4, 4, 128, torch.bfloat16, per_head=True)
+    masked_case(c, 8, 4100, 32, 1, 128, torch.bfloat16)  # HF: K/V expanded by repeat_kv
+    masked_case(c, 4, 2048, 2, 4, 128, torch.bfloat16, sq=4)
+    masked_case(c, 2, 1000, 2, 4, 128, torch.bfloat16, sq=4, causal=True)
+    masked_case(c, 8, 4100, 4, 8, 128, torch.bfloat16, right=True)
+    masked_case(c, 8, 32768, 2, 8, 128, torch.float16, graph=True)
+    masked_case(c, 1, 32768, 4, 4, 256, torch.bfloat16)
+    for cm in (1, CLUSTER_MAX):  # workspace merge, then cluster merge
+        masked_case(c, 2, 4100, 2, 8, 128, torch.bfloat16, cluster_max=cm, pad_frac=0.9)
+        masked_case(c, 1, 1000, 4, 4, 64, torch.float16, cluster_max=cm, pad_frac=0.9)
+    masked_empty_row(c)
+
+
 def correctness(lib):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -281,6 +387,7 @@ def correctness(lib):
         c.case(1, 1000, 4, 4, D, torch.float16, layout="fa")
     c.case(2, 140, 2, 1, 128, torch.bfloat16, sq=16, causal=True)  # row 0 sees no key of split 1
     c.case(8, 4100, 4, 4, 128, torch.bfloat16, repeat=True, graph=True)
+    masked_correctness(c)
     compare_tests(lib, c)
     return c
 
@@ -444,11 +551,78 @@ def timing(lib, out_rows):
     return worst
 
 
+def masked_timing(lib, out_rows):
+    """Issue 17's speed grid: B in {1, 8, 32} x KV in {1k, 4k, 32k} x G in {1, 4, 8}, 8 KV heads,
+    d 128, bf16, half the rows left-padded by 25% of the keys (a bool mask broadcast over heads).
+    Ponytail's kernel (additive bias, K/V unexpanded) against torch's mem-efficient kernel
+    (K/V expanded to the query heads, as HF's repeat_kv gives it) and cuDNN (GQA) on the same
+    mask, by graph replay. Floor: the K/V bytes that must be read (unmasked keys, each KV head
+    once) at 4.8 TB/s. Goals: faster than both at every point; <= 1.2x the floor where the
+    floor is >= 25 us."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s" % (
+        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win")
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    for B in (1, 8, 32):
+        for S in (1024, 4096, 32768):
+            for G in (1, 4, 8):
+                H = Hk * G
+                pad = [S // 4 if b % 2 else 0 for b in range(B)]  # half the rows: 25% of keys
+                keys = sum(S - n for n in pad)
+                floor = 2 * Hk * keys * D * 2 / HBM * 1e6
+                torch.manual_seed(B * 1000 + S + G)
+                q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
+                k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+                v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+                keep = torch.ones(B, 1, 1, S, dtype=torch.bool, device="cuda")
+                for b, n in enumerate(pad):
+                    keep[b, ..., :n] = False
+                Sp = (S + 7) // 8 * 8
+                bias = torch.zeros(B, 1, 1, Sp, device="cuda", dtype=dtype)[..., :S]
+                bias.masked_fill_(keep.logical_not(), float("-inf"))
+                o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
+                lse = torch.empty(B, H, 1, device="cuda")
+                a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse,
+                             H, Hk, 1, 1.0 / math.sqrt(D), False)
+                lib.l.pt_test_set_bias(bias.data_ptr(), bias.stride(0), bias.stride(1), bias.stride(2))
+                try:
+                    lib.decode(a)
+                    res = {"pt": graph_time(lambda i: lib.decode(a))}
+                finally:
+                    lib.l.pt_test_set_bias(None, 0, 0, 0)
+                ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+                for name, be, kk, vv, gqa in (("mem_eff", SDPBackend.EFFICIENT_ATTENTION, ke, ve, False),
+                                             ("cudnn", SDPBackend.CUDNN_ATTENTION, k, v, True)):
+                    try:
+                        def f(i, be=be, kk=kk, vv=vv, gqa=gqa):
+                            with sdpa_kernel(be):
+                                return F.scaled_dot_product_attention(q, kk, vv, attn_mask=keep,
+                                                                      enable_gqa=gqa)
+                        res[name] = graph_time(f)
+                    except Exception as e:
+                        res[name] = float("nan")
+                        print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G, str(e).splitlines()[0]))
+                peers = [x for x in (res["mem_eff"], res["cudnn"]) if not math.isnan(x)]
+                win = all(res["pt"] < x for x in peers)
+                row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s" % (
+                    B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
+                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO")
+                if floor >= 25 and res["pt"] / floor > 1.2:
+                    row += "  >1.2x floor"
+                out_rows.append(row)
+                print(row, flush=True)
+                del q, k, v, ke, ve, keep, bias
+                torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
-    ap.add_argument("what", choices=["correctness", "timing"])
+    ap.add_argument("what", choices=["correctness", "timing", "masked-timing"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -463,10 +637,13 @@ def main():
         print("correctness: %d checks, %d failures" % (len(c.rows), c.failures), flush=True)
         return 1 if c.failures else 0
     rows = []
-    timing(lib, rows)
+    if args.what == "masked-timing":
+        masked_timing(lib, rows)
+    else:
+        timing(lib, rows)
     text = "\n".join(rows) + "\n"
     if args.out:
-        with open(os.path.join(args.out, "attn_timing.txt"), "w") as f:
+        with open(os.path.join(args.out, "attn_%s.txt" % args.what.replace("-", "_")), "w") as f:
             f.write(text)
     print(text)
     return 0

@@ -48,6 +48,25 @@ static CUdeviceptr dev_random(size_t n, int bf16, unsigned seed) {
   return p;
 }
 
+/* Masked runs (masked != 0): a bias [b, 1, sq, sk] of exactly that size (no
+ * padding, so memcheck sees any read past it), broadcast over heads; batch
+ * entry i masks its first i * sk / (2 b) keys with -inf, the rest 0. */
+static int masked;
+
+static CUdeviceptr dev_bias(int b, int sq, int sk, int bf16) {
+  const size_t n = (size_t)b * sq * sk;
+  uint16_t *h = calloc(n, 2);
+  const uint16_t ninf = bf16 ? 0xff80u : 0xfc00u;
+  for (int i = 0; i < b; ++i)
+    for (int r = 0; r < sq; ++r)
+      for (int j = 0; j < i * sk / (2 * b); ++j) h[((size_t)i * sq + r) * sk + j] = ninf;
+  CUdeviceptr p;
+  CK(cuMemAlloc(&p, n * 2));
+  CK(cuMemcpyHtoD(p, h, n * 2));
+  free(h);
+  return p;
+}
+
 /* FA layout [b, s, h, d] contiguous for q, k, v, o. */
 static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int causal) {
   const int bf16 = dtype == PT_DTYPE_BF16;
@@ -83,6 +102,14 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   d.o_head_stride = d.q_head_stride;
   d.scale = 0.125f;
   d.causal = causal;
+  CUdeviceptr bias = 0;
+  if (masked) {
+    bias = dev_bias(b, sq, sk, bf16);
+    d.bias = (void *)bias;
+    d.bias_batch_stride = (int64_t)sq * sk;
+    d.bias_row_stride = sk;
+    d.bias_head_stride = 0;
+  }
   const char *why = pt_attn_decode_supported(&d);
   if (why) {
     fprintf(stderr, "unsupported: %s\n", why);
@@ -100,8 +127,9 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   CK(cuCtxSynchronize());
   float r[4];
   CK(cuMemcpyDtoH(r, res, 16));
-  printf("dtype %s b%d h%d h_k%d sq%d sk%d d%d causal%d ws %zu B: compare %g %g %g %g\n",
-         bf16 ? "bf16" : "fp16", b, h, h_k, sq, sk, hd, causal, wsb, r[0], r[1], r[2], r[3]);
+  printf("dtype %s b%d h%d h_k%d sq%d sk%d d%d causal%d%s ws %zu B: compare %g %g %g %g\n",
+         bf16 ? "bf16" : "fp16", b, h, h_k, sq, sk, hd, causal, masked ? " masked" : "", wsb, r[0], r[1],
+         r[2], r[3]);
   if (r[0] != 0.f || r[2] != 0.f || !(r[1] > 0.f)) {
     fprintf(stderr, "self-compare not zero\n");
     exit(1);
@@ -113,6 +141,7 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   cuMemFree(lse);
   cuMemFree(res);
   if (ws) cuMemFree(ws);
+  if (bias) cuMemFree(bias);
 }
 
 int main(void) {
@@ -138,6 +167,16 @@ int main(void) {
   run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 128, 0);
   run(PT_DTYPE_BF16, 1, 2, 1, 8, 130, 64, 1);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  /* Masked (additive bias, left padding): splits through the cluster, the
+   * workspace and one split, several query rows with causal. */
+  masked = 1;
+  run(PT_DTYPE_BF16, 4, 8, 2, 1, 2000, 128, 0);
+  run(PT_DTYPE_FP16, 2, 4, 4, 4, 130, 64, 1);
+  run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);
+  pt_attn_plan_cluster_max = 1;
+  run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  masked = 0;
   printf("sancheck ok\n");
   return 0;
 }

@@ -16,6 +16,13 @@
 
 static struct pt_driver pt_drv;
 
+/* The bias every following descriptor carries (pt_test_set_bias; NULL: none),
+ * so the entry points below keep their signatures. */
+static struct {
+  const void *p;
+  int64_t bs, hs, rs;
+} pt_test_bias;
+
 bool pt_real_driver(void); /* also called by attn_sancheck.c */
 bool pt_real_driver(void) {
   static int done;
@@ -69,6 +76,20 @@ static void fill_desc(struct pt_attn_desc *d, const void *q, const void *k, cons
   d->o_head_stride = st[11];
   d->scale = scale;
   d->causal = causal;
+  d->bias = pt_test_bias.p;
+  d->bias_batch_stride = pt_test_bias.bs;
+  d->bias_head_stride = pt_test_bias.hs;
+  d->bias_row_stride = pt_test_bias.rs;
+}
+
+/* Masked cases: the additive bias (q's dtype, keys contiguous, element
+ * strides per batch, query head, query row) of the following calls. */
+__attribute__((visibility("default"))) void pt_test_set_bias(const void *bias, int64_t bs, int64_t hs,
+                                                             int64_t rs) {
+  pt_test_bias.p = bias;
+  pt_test_bias.bs = bs;
+  pt_test_bias.hs = hs;
+  pt_test_bias.rs = rs;
 }
 
 __attribute__((visibility("default"))) int pt_test_init(void) {

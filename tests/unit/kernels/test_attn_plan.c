@@ -79,6 +79,31 @@ static void test_reasons(void **state) {
   REFUSE(d.lse = FAKE(0x50002), "misaligned pointer");
   REFUSE(d.k_row_stride = 132, "stride not a multiple of 8");
   REFUSE(d.o_head_stride = 4, "stride not a multiple of 8");
+  /* The bias is read two keys at a time. */
+  REFUSE((d.bias = FAKE(0x60002), d.bias_row_stride = 4104), "bias not 4-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.bias_row_stride = 4101), "bias not 4-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.bias_head_stride = 3), "bias not 4-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.bias_batch_stride = 41041), "bias not 4-byte aligned");
+}
+
+/* A bias (masked decode) with even strides, broadcast (stride 0) or not, is
+ * accepted and changes neither the split plan nor the workspace. */
+static void test_bias_accepted(void **state) {
+  (void)state;
+  struct pt_attn_desc d = hf_desc(8, 32, 8, 4100, 128);
+  const size_t ws = pt_attn_decode_workspace_bytes(&d);
+  struct pt_attn_plan a, b;
+  pt_attn_plan_make(&d, &a);
+  d.bias = FAKE(0x70000);
+  d.bias_batch_stride = 4104;
+  d.bias_head_stride = 0;
+  d.bias_row_stride = 4104;
+  assert_null(pt_attn_plan_check(&d));
+  d.bias_head_stride = 4104;
+  assert_null(pt_attn_plan_check(&d));
+  pt_attn_plan_make(&d, &b);
+  assert_memory_equal(&a, &b, sizeof a);
+  assert_int_equal(pt_attn_decode_workspace_bytes(&d), ws);
 }
 
 static void test_supported_build(void **state) {
@@ -243,6 +268,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_valid_shapes),
     cmocka_unit_test(test_reasons),
+    cmocka_unit_test(test_bias_accepted),
     cmocka_unit_test(test_supported_build),
     cmocka_unit_test(test_plan_sweep),
     cmocka_unit_test(test_plan_fills_gpu),
