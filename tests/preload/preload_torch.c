@@ -2,8 +2,9 @@
  * hooks/torch_sdpa.c), end to end under LD_PRELOAD against fake_torch.c,
  * which this program loads with RTLD_LOCAL as Python loads torch.
  *
- * Usage: preload_torch MODE; MODE is the expected PONYTAIL_TORCH_SDPA
- * behaviour: auto (the default), keep, or off (PONYTAIL_ENABLE=0). In auto a
+ * Usage: preload_torch MODE FAKE_TORCH_SO; MODE is the expected
+ * PONYTAIL_TORCH_SDPA behaviour: auto (the default), keep, or off
+ * (PONYTAIL_ENABLE=0); or missing: no torch loaded at all. In auto a
  * decode call leaves cuDNN for flash (no mask) or mem-efficient (mask), a
  * prefill call keeps cuDNN; both through the direct call and the dispatch
  * stub's pointer; every argument reaches torch's function unchanged; cuDNN
@@ -47,11 +48,29 @@ static void tensor(struct fake_tensor *t, int64_t b, int64_t h, int64_t s, int64
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s auto|keep|off FAKE_TORCH_SO\n", argv[0]);
+    fprintf(stderr, "usage: %s auto|keep|off|missing FAKE_TORCH_SO\n", argv[0]);
     return 2;
   }
   const char *mode = argv[1];
   int act = !strcmp(mode, "auto");
+  if (!strcmp(mode, "missing")) {
+    /* The shim's choice called while no library defines torch's own (a
+     * program that is not torch, or a renamed torch): it must answer math
+     * (0, correct for any input) and treat cuDNN as enabled, never crash. */
+    int64_t (*choice)(const void *, const void *, const void *, const void *, double, bool, double, bool,
+                      bool) =
+        (int64_t(*)(const void *, const void *, const void *, const void *, double, bool, double, bool, bool))dlsym(
+            RTLD_DEFAULT, "_ZN2at6native22_fused_sdp_choice_cudaERKNS_6TensorES3_S3_RKSt8optionalIS1_EdbS4_IdEb");
+    bool (*cudnn_on)(const void *) = (bool (*)(const void *))dlsym(RTLD_DEFAULT, "_ZNK2at7Context19userEnabledCuDNNSDPEv");
+    CHECK(choice && cudnn_on);
+    if (failed) return 1;
+    struct fake_tensor q;
+    tensor(&q, 8, 32, 1, 128);
+    bool no_mask = false;
+    CHECK(choice(&q.handle, &q.handle, &q.handle, &no_mask, 0.0, false, 0.0, false, true) == 0);
+    CHECK(cudnn_on(NULL));
+    return failed;
+  }
   void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     fprintf(stderr, "dlopen %s: %s\n", argv[2], dlerror());
