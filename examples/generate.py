@@ -77,7 +77,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int)
     p.add_argument("--config", help="Hugging Face config.json whose keys override the defaults "
                                     "(explicit flags still win)")
-    p.add_argument("--warmup", action="store_true", help="a short generate() first")
+    p.add_argument("--warmup", action="store_true",
+                   help="a generate() of the same prompt shape and 2 new tokens first, so that the "
+                        "measured prefill (time to first token) is a warm one")
     p.add_argument("--cache", choices=["dynamic", "static"], default="dynamic",
                    help="HF KV cache: dynamic (eager), or static (transformers then compiles the "
                         "forward itself: inductor with CUDA-graph trees; the first generate() "
@@ -382,9 +384,11 @@ def run(args, s, extra, st):
                            max_new_tokens=s["new_tokens"], **gen)
             torch.cuda.synchronize(device)
         elif args.warmup:
-            wp = min(s["prompt"], 64)
-            model.generate(input_ids=ids[:, -wp:], attention_mask=mask[:, -wp:], min_new_tokens=4,
-                           max_new_tokens=4, **gen)
+            # The measured call's own prompt shape, two new tokens: prefill_s (the time to first
+            # token) then leaves out what only a cold process pays for a new shape (cuDNN builds
+            # a plan per sequence length, the allocators grow their segments), in every arm alike.
+            model.generate(input_ids=ids, attention_mask=mask, min_new_tokens=2, max_new_tokens=2,
+                           **gen)
             torch.cuda.synchronize(device)
         if args.barrier:
             barrier_wait(args.barrier)
