@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "tools/cmd.h"
 #include "tools/json.h"
@@ -34,11 +33,6 @@ static void usage(FILE *f) {
 }
 
 static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("plot-sweep", usage, msg, arg); }
-
-static const char *pt_ps_ext(const char *path) {
-  const char *dot = strrchr(path, '.');
-  return dot && !strchr(dot, '/') ? dot + 1 : "";
-}
 
 static int pt_ps_by_prompt(const void *x, const void *y) {
   const struct pt_sweep_row *a = x, *b = y;
@@ -67,7 +61,6 @@ int pt_cmd_plot_sweep(int argc, char **argv) {
   };
   const char *in = NULL, *out = NULL, *memory = "auto", *w;
   int width = 1200, height = 1200, c;
-  char tail;
   optind = 0;
   while ((c = pt_getopt(argc, argv, "-:ho:", opts, &w)) != -1) {
     switch (c) {
@@ -75,8 +68,7 @@ int pt_cmd_plot_sweep(int argc, char **argv) {
     case 'o': out = optarg; break;
     case O_MEMORY: memory = optarg; break;
     case O_SIZE:
-      if (sscanf(optarg, "%dx%d%c", &width, &height, &tail) != 2 || width < 480 || height < 600 ||
-          width > 8000 || height > 8000)
+      if (pt_plot_parse_size(optarg, 480, 600, &width, &height))
         return bad("--size takes WxH between 480x600 and 8000x8000", optarg);
       break;
     case 1:
@@ -91,9 +83,8 @@ int pt_cmd_plot_sweep(int argc, char **argv) {
   if (optind < argc) return bad("more than one input file", argv[optind]);
   if (!in) return bad("no RESULT.json given", NULL);
   if (!out) return bad("no output file given (-o OUT.png|OUT.svg)", NULL);
-  const char *ext = pt_ps_ext(out);
-  int svg = !strcasecmp(ext, "svg"), png = !strcasecmp(ext, "png");
-  if (!svg && !png) return bad("the output must end in .png or .svg", out);
+  const int svg = pt_plot_format(out);
+  if (svg < 0) return bad("the output must end in .png or .svg", out);
   if (strcmp(memory, "auto") && strcmp(memory, "nvml") && strcmp(memory, "reserved"))
     return bad("--memory takes auto|nvml|reserved", memory);
 

@@ -58,11 +58,6 @@ static int pt_tl_series(const struct pt_json *res, const char *key, double **x, 
   return 0;
 }
 
-static const char *pt_tl_ext(const char *path) {
-  const char *dot = strrchr(path, '.');
-  return dot && !strchr(dot, '/') ? dot + 1 : "";
-}
-
 int pt_cmd_timeline(int argc, char **argv) {
   enum { O_TITLE = 256, O_METRIC, O_SIZE };
   static const struct option opts[] = {
@@ -75,7 +70,6 @@ int pt_cmd_timeline(int argc, char **argv) {
   };
   const char *in = NULL, *out = NULL, *title = NULL, *metric = "auto", *w;
   int width = 1200, height = 700, c;
-  char tail;
   optind = 0;
   /* '-': RESULT.json may come before or after the flags. */
   while ((c = pt_getopt(argc, argv, "-:ho:", opts, &w)) != -1) {
@@ -85,8 +79,7 @@ int pt_cmd_timeline(int argc, char **argv) {
     case O_TITLE: title = optarg; break;
     case O_METRIC: metric = optarg; break;
     case O_SIZE:
-      if (sscanf(optarg, "%dx%d%c", &width, &height, &tail) != 2 || width < 320 || height < 240 ||
-          width > 8000 || height > 8000)
+      if (pt_plot_parse_size(optarg, 320, 240, &width, &height))
         return bad("--size takes WxH between 320x240 and 8000x8000", optarg);
       break;
     case 1:
@@ -101,9 +94,8 @@ int pt_cmd_timeline(int argc, char **argv) {
   if (optind < argc) return bad("more than one input file", argv[optind]);
   if (!in) return bad("no RESULT.json given", NULL);
   if (!out) return bad("no output file given (-o OUT.png|OUT.svg)", NULL);
-  const char *ext = pt_tl_ext(out);
-  int svg = !strcasecmp(ext, "svg"), png = !strcasecmp(ext, "png");
-  if (!svg && !png) return bad("the output must end in .png or .svg", out);
+  const int svg = pt_plot_format(out);
+  if (svg < 0) return bad("the output must end in .png or .svg", out);
   if (strcmp(metric, "auto") && strcmp(metric, "nvml") && strcmp(metric, "reserved") &&
       strcmp(metric, "allocated"))
     return bad("--metric takes auto|nvml|reserved|allocated", metric);

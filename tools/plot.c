@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define COL_BG 0xffffffu
 #define COL_AXIS 0x222222u
@@ -237,4 +238,16 @@ void pt_charts_size(const struct pt_chart *ch, size_t n, int *width, int *height
     if (ch[i].x0 + ch[i].width > *width) *width = ch[i].x0 + ch[i].width;
     if (ch[i].y0 + ch[i].height > *height) *height = ch[i].y0 + ch[i].height;
   }
+}
+
+int pt_plot_format(const char *path) {
+  const char *dot = strrchr(path, '.');
+  const char *ext = dot && !strchr(dot, '/') ? dot + 1 : "";
+  return !strcasecmp(ext, "svg") ? 1 : !strcasecmp(ext, "png") ? 0 : -1;
+}
+
+int pt_plot_parse_size(const char *text, int minw, int minh, int *w, int *h) {
+  char tail;
+  if (sscanf(text, "%dx%d%c", w, h, &tail) != 2) return -1;
+  return *w < minw || *h < minh || *w > 8000 || *h > 8000 ? -1 : 0;
 }

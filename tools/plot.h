@@ -64,4 +64,11 @@ int pt_charts_write_png(const struct pt_chart *ch, size_t n, const char *path, c
 /* The image size that holds n charts. */
 void pt_charts_size(const struct pt_chart *ch, size_t n, int *width, int *height);
 
+/* For the commands that write a chart (timeline, plot-sweep): the format an
+ * output path names by its extension, case-insensitive: 1 SVG, 0 PNG, -1
+ * neither; and a --size WxH within [minw, 8000] x [minh, 8000] (0, or -1 with
+ * *w and *h unspecified). */
+int pt_plot_format(const char *path);
+int pt_plot_parse_size(const char *text, int minw, int minh, int *w, int *h);
+
 #endif
