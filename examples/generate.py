@@ -221,6 +221,30 @@ class MemorySampler:
             self.nvml_used()
 
 
+def make_model(torch, s, extra, device, longest):
+    """The random-weight Llama of settings s (and a config's extra keys) on device, in eval mode,
+    with positions for sequences of up to longest tokens. Seeded by s["seed"]."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    dtype = dict(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32)[s["dtype"]]
+    cfg = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
+               num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+               num_key_value_heads=s["kv_heads"], head_dim=s["head_dim"],
+               max_position_embeddings=max(4096, longest + 16),
+               pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg.update({k: v for k, v in extra.items() if k not in ("torch_dtype", "dtype", "architectures")})
+    config = LlamaConfig(**cfg)
+    torch.manual_seed(s["seed"])
+    old_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(old_dtype)
+    model.eval()
+    return model
+
+
 def make_inputs(torch, s, device):
     """Random prompts; the first round(pad * batch) rows are shorter and left-padded."""
     g = torch.Generator().manual_seed(s["seed"] + 1)
@@ -310,9 +334,8 @@ def run(args, s, extra, st):
     st.torch = torch
     import transformers
     st.transformers = transformers
-    from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+    from transformers import LogitsProcessor, LogitsProcessorList
 
-    dtype = dict(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32)[s["dtype"]]
     if st.tp:
         import tensor_parallel
         st.dist = tensor_parallel.init(torch, st.tp[2])
@@ -329,22 +352,7 @@ def run(args, s, extra, st):
     st.sampler = sampler
     sampler.start()
 
-    cfg = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
-               num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-               num_key_value_heads=s["kv_heads"], head_dim=s["head_dim"],
-               max_position_embeddings=max(4096, s["prompt"] + s["new_tokens"] + 16),
-               pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    cfg.update({k: v for k, v in extra.items() if k not in ("torch_dtype", "dtype", "architectures")})
-    config = LlamaConfig(**cfg)
-    torch.manual_seed(s["seed"])
-    old_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            model = LlamaForCausalLM(config)
-    finally:
-        torch.set_default_dtype(old_dtype)
-    model.eval()
+    model = make_model(torch, s, extra, device, s["prompt"] + s["new_tokens"])
     st.model = model
     if st.tp:
         tensor_parallel.shard_llama(torch, st.dist, model, st.tp[0], st.tp[1])

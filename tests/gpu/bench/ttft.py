@@ -29,22 +29,11 @@ def main():
     rows = [tuple(int(x) for x in r.split("x")) for r in a.rows.split(",")]
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+    from transformers import LogitsProcessor, LogitsProcessorList
 
     s, extra = generate.settings_from(generate.parse_args([]))
     dev = torch.device("cuda", torch.cuda.current_device())
-    longest = max(p for _, p in rows) + a.new_tokens + 16
-    cfg = LlamaConfig(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
-                      num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-                      num_key_value_heads=s["kv_heads"], head_dim=s["head_dim"],
-                      max_position_embeddings=max(4096, longest), pad_token_id=0, bos_token_id=1,
-                      eos_token_id=2)
-    torch.manual_seed(s["seed"])
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device(dev):
-        model = LlamaForCausalLM(cfg)
-    torch.set_default_dtype(torch.float32)
-    model.eval()
+    model = generate.make_model(torch, s, extra, dev, max(p for _, p in rows) + a.new_tokens)
 
     stamps = []
 
