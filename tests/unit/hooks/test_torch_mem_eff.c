@@ -16,83 +16,8 @@
 #include "hooks/torch_flash.h"
 #include "hooks/torch_mem_eff.h"
 #include "common/options.h"
+#include "tests/unit/hooks/fake_swap_ops.h"
 #include "tests/unit/hooks/me_buf.h"
-
-/* ---- fake CUDA ----------------------------------------------------------- */
-
-static struct {
-  int launches, compares, allocs, syncs, copies, originals, faults, seq;
-  int launch_seq, compare_seq, fault_seq, original_seq;
-  int launch_rc, orig_rc, capturing;
-  const char *supported_reason;
-  struct pt_attn_desc last, compared, fault_desc;
-  void *last_ws, *last_stream;
-  size_t last_ws_bytes, ws_need;
-  float compare_result[4], fault_factor;
-  void *mem[64];
-  int nmem;
-} fk;
-
-static const char *fk_supported(const struct pt_attn_desc *d) { (void)d; return fk.supported_reason; }
-static size_t fk_ws_bytes(const struct pt_attn_desc *d) { (void)d; return fk.ws_need; }
-static int fk_prepare(void *ws, size_t bytes, void *stream) { (void)stream; memset(ws, 0, bytes); return 0; }
-static int fk_launch(const struct pt_attn_desc *d, void *ws, size_t ws_bytes, void *stream) {
-  fk.launches++;
-  fk.launch_seq = ++fk.seq;
-  fk.last = *d;
-  fk.last_ws = ws;
-  fk.last_ws_bytes = ws_bytes;
-  fk.last_stream = stream;
-  return fk.launch_rc;
-}
-static int fk_compare(const struct pt_attn_desc *ref, const void *test_o, const float *test_lse,
-                      float *result, void *stream) {
-  (void)test_o; (void)test_lse; (void)stream;
-  fk.compares++;
-  fk.compare_seq = ++fk.seq;
-  fk.compared = *ref;
-  memcpy(result, fk.compare_result, sizeof fk.compare_result); /* "device" = host here */
-  return 0;
-}
-static int fk_is_capturing(void *stream, int *c) { (void)stream; *c = fk.capturing; return 0; }
-static int fk_ctx(void **ctx) { *ctx = (void *)0xC0; return 0; }
-static int fk_alloc(void **p, size_t bytes) {
-  assert_false(fk.capturing); /* never allocate inside a capture */
-  assert_true(fk.nmem < 64);
-  *p = calloc(1, bytes);
-  fk.mem[fk.nmem++] = *p;
-  fk.allocs++;
-  return 0;
-}
-static int fk_copy(void *dst, const void *src, size_t n, void *stream) {
-  (void)stream;
-  memcpy(dst, src, n);
-  fk.copies++;
-  return 0;
-}
-static int fk_sync(void *stream) { (void)stream; assert_false(fk.capturing); fk.syncs++; return 0; }
-static int fk_fault(const struct pt_attn_desc *d, float factor, void *stream) {
-  (void)stream;
-  fk.faults++;
-  fk.fault_seq = ++fk.seq;
-  fk.fault_desc = *d;
-  fk.fault_factor = factor;
-  return 0;
-}
-
-static const struct pt_flash_ops fk_ops = {
-    .supported = fk_supported, .ws_bytes = fk_ws_bytes, .ws_prepare = fk_prepare,
-    .launch = fk_launch, .compare = fk_compare, .is_capturing = fk_is_capturing,
-    .ctx_current = fk_ctx, .mem_alloc = fk_alloc, .copy_to_host = fk_copy, .stream_sync = fk_sync,
-    .fault = fk_fault,
-};
-
-static int fk_original(const struct pt_launch *l) {
-  (void)l;
-  fk.originals++;
-  fk.original_seq = ++fk.seq;
-  return fk.orig_rc;
-}
 
 static void set_env(const char *k, const char *v) {
   if (v) setenv(k, v, 1);
