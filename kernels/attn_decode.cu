@@ -72,6 +72,14 @@ __device__ __forceinline__ float2 bias_pair(const T *row, int key, int sk) {
   return make_float2(NEG_INF, NEG_INF);
 }
 
+// Row r of a (batch, KV head) unit is query position r / group of head
+// kh * group + r % group; bb is the bias of the unit's batch entry.
+template <typename T>
+__device__ __forceinline__ const T *bias_row(const pt_attn_kparams &p, const T *bb, int kh, int group,
+                                             int r) {
+  return bb + (kh * group + r % group) * p.bias_hs + (r / group) * p.bias_rs;
+}
+
 // Narrows [key_begin, key_end) to the keys some row of this CTA may see
 // (bias > -inf for at least one of its rows), scanning NT keys at a time from
 // the front, then from the back; an empty range when every key is masked.
@@ -84,7 +92,7 @@ __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, cons
   auto visible = [&](int key) {
     bool any = false;
     for (int r = 0; r < rows && !any; ++r)
-      any = dt<T>::to_float(bb[(kh * group + r % group) * p.bias_hs + (r / group) * p.bias_rs + key]) > NEG_INF;
+      any = dt<T>::to_float(bias_row(p, bb, kh, group, r)[key]) > NEG_INF;
     return any;
   };
   int first = key_end;
@@ -141,8 +149,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const T *brow0 = nullptr, *brow1 = nullptr;
   if (p.bias) {
     const T *const bb = static_cast<const T *>(p.bias) + bi * p.bias_bs;
-    if (g < rows) brow0 = bb + (kh * group + g % group) * p.bias_hs + (g / group) * p.bias_rs;
-    if (g + 8 < rows) brow1 = bb + (kh * group + (g + 8) % group) * p.bias_hs + ((g + 8) / group) * p.bias_rs;
+    if (g < rows) brow0 = bias_row(p, bb, kh, group, g);
+    if (g + 8 < rows) brow1 = bias_row(p, bb, kh, group, g + 8);
     narrow_to_visible<T, NT>(p, bb, kh, rows, group, key_begin, key_end);
   }
   const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;
