@@ -58,7 +58,8 @@ struct pt_attn_desc {
  * 64/128/256, seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
  * only with seqlen_q <= seqlen_k, last dim contiguous, every pointer 16-byte
  * aligned and every stride a multiple of 8 elements, b and h_k <= 65535; a
- * bias 4-byte aligned with even strides (pairs of keys are read at once). */
+ * bias likewise 16-byte aligned with strides a multiple of 8 (it is copied
+ * 8 keys at a time). */
 
 /* NULL when the descriptor can run on Ponytail's decode kernel, else a short
  * static reason (usable as a stats key). Pure host code, no CUDA call. */

@@ -17,11 +17,13 @@
 // needs zeroing only once (graph replay safe).
 //
 // An additive bias (masked decode: padded batches, masked SDPA; p.bias) is
-// added to the scaled scores, read two keys at a time next to the K/V tiles.
+// added to the scaled scores. Its rows for a tile's 64 keys travel with the
+// K/V tile through the cp.async ring (one row per query position when it is
+// broadcast over heads), so the loop never waits on a global load for it.
 // Before its first tile a CTA narrows its key range to the keys some row of it
-// may see (bias > -inf), scanning the bias from both ends: leading and trailing
-// fully-masked keys (left or right padding) are never read from K/V. A row
-// that sees no key at all gets O = 0 and LSE = -inf.
+// may see (bias not -inf), scanning the bias 16 bytes at a time from both
+// ends: leading and trailing fully-masked keys (left or right padding) are
+// never read from K/V. A row that sees no key at all gets O = 0 and LSE = -inf.
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
@@ -60,71 +62,104 @@ template <int D> __device__ __forceinline__ int swz(int row, int ch) {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
-// The bias of keys key and key + 1 of one row (row == NULL: padding row, 0);
-// a key at or past sk reads as -inf (the caller masks it anyway). One 32-bit
-// load when both keys exist (key is even, the row 4-byte aligned: checked by
-// pt_attn_plan_check).
+// Bias row i (of p.bias_rows) of a (batch, KV head) unit; bb is the bias of
+// the unit's batch entry. Broadcast over heads (bias_hs == 0) the CTA rows of
+// one query position share a row, so row i is query position i; otherwise
+// row i is CTA row i: query position i / group of head kh * group + i % group.
 template <typename T>
-__device__ __forceinline__ float2 bias_pair(const T *row, int key, int sk) {
-  if (!row) return make_float2(0.f, 0.f);
-  if (key + 1 < sk) return dt<T>::unpack(*reinterpret_cast<const uint32_t *>(row + key));
-  if (key < sk) return make_float2(dt<T>::to_float(row[key]), NEG_INF);
-  return make_float2(NEG_INF, NEG_INF);
+__device__ __forceinline__ const T *bias_src(const pt_attn_kparams &p, const T *bb, int kh, int group,
+                                             int i) {
+  return p.bias_hs == 0 ? bb + i * p.bias_rs
+                        : bb + (kh * group + i % group) * p.bias_hs + (i / group) * p.bias_rs;
 }
 
-// Row r of a (batch, KV head) unit is query position r / group of head
-// kh * group + r % group; bb is the bias of the unit's batch entry.
+// Whether a key of one 8-key chunk (16 bytes at `key`, a multiple of 8) of a
+// bias row may be seen: its bias is not -inf (NaN counts as seen: torch's
+// kernels propagate it). Keys at or past key_end are left out.
 template <typename T>
-__device__ __forceinline__ const T *bias_row(const pt_attn_kparams &p, const T *bb, int kh, int group,
-                                             int r) {
-  return bb + (kh * group + r % group) * p.bias_hs + (r / group) * p.bias_rs;
+__device__ __forceinline__ bool chunk_visible(const T *row, int key, int key_end) {
+  constexpr uint32_t NI = dt<T>::NEG_INF_BITS;
+  if (key + 8 <= key_end) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(row + key);
+    return (v.x & 0xffffu) != NI || (v.x >> 16) != NI || (v.y & 0xffffu) != NI || (v.y >> 16) != NI ||
+           (v.z & 0xffffu) != NI || (v.z >> 16) != NI || (v.w & 0xffffu) != NI || (v.w >> 16) != NI;
+  }
+  const uint16_t *const bits = reinterpret_cast<const uint16_t *>(row);
+  bool any = false;
+  for (int k = key; k < key_end; ++k) any |= bits[k] != NI;
+  return any;
 }
 
-// Narrows [key_begin, key_end) to the keys some row of this CTA may see
-// (bias > -inf for at least one of its rows), scanning NT keys at a time from
-// the front, then from the back; an empty range when every key is masked.
-// Every thread of the CTA calls it (it synchronises); the loops are uniform.
+// 8-key chunks each thread tests per step of the key-range scan: with one
+// bias row, SCAN_CPT independent 16-byte loads in flight per thread, so a
+// step covers NT * SCAN_CPT * 8 = 4096 keys for one memory latency.
+constexpr int SCAN_CPT = 4;
+
+// Narrows [key_begin, key_end) (key_begin a multiple of 8) to the keys some
+// row of this CTA may see, to 8-key granularity: scanning the bias from the
+// front, then from the back; an empty range when every key is masked. The
+// keys let back in around the visible ones are masked for every row, so
+// computing them is harmless. Every thread of the CTA calls it (it
+// synchronises); the loops are uniform.
 template <typename T, int NT>
 __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, const T *bb, int kh,
-                                                  int rows, int group, int &key_begin, int &key_end) {
+                                                  int group, int &key_begin, int &key_end) {
   __shared__ int s_key;
-  const int tid = threadIdx.x;
-  auto visible = [&](int key) {
-    bool any = false;
-    for (int r = 0; r < rows && !any; ++r)
-      any = dt<T>::to_float(bias_row(p, bb, kh, group, r)[key]) > NEG_INF;
-    return any;
+  const int tid = threadIdx.x, nb = p.bias_rows;
+  const int c0 = key_begin >> 3, c1 = (key_end + 7) >> 3;  // chunks [c0, c1)
+  // vis[j]: chunk `chunk(j)` holds a key some row may see.
+  auto scan = [&](bool (&vis)[SCAN_CPT], auto chunk, int lo, int hi) {
+#pragma unroll
+    for (int j = 0; j < SCAN_CPT; ++j) vis[j] = false;
+    for (int i = 0; i < nb; ++i) {
+      const T *const row = bias_src(p, bb, kh, group, i);
+#pragma unroll
+      for (int j = 0; j < SCAN_CPT; ++j) {
+        const int c = chunk(j);
+        if (c >= lo && c < hi) vis[j] |= chunk_visible(row, c * 8, key_end);
+      }
+    }
   };
+  bool vis[SCAN_CPT];
   int first = key_end;
-  for (int k0 = key_begin; k0 < key_end; k0 += NT) {
-    const int key = k0 + tid;
-    const bool any = key < key_end && visible(key);
+  for (int cb = c0; cb < c1; cb += NT * SCAN_CPT) {
+    scan(vis, [&](int j) { return cb + j * NT + tid; }, c0, c1);
+    int mine = key_end;
+#pragma unroll
+    for (int j = SCAN_CPT - 1; j >= 0; --j)
+      if (vis[j]) mine = (cb + j * NT + tid) * 8;
+    const bool any = mine < key_end;
     if (__syncthreads_or(any)) {
       if (tid == 0) s_key = key_end;
       __syncthreads();
-      if (any) atomicMin(&s_key, key);
+      if (any) atomicMin(&s_key, mine);
       __syncthreads();
       first = s_key;
       break;
     }
   }
   int last = first - 1;
-  for (int k1 = key_end - 1; k1 >= first; k1 -= NT) {
-    const int key = k1 - tid;
-    const bool any = key >= first && visible(key);
-    __syncthreads();  // s_key's previous value has been read by every thread
-    if (__syncthreads_or(any)) {
-      if (tid == 0) s_key = first;
-      __syncthreads();
-      if (any) atomicMax(&s_key, key);
-      __syncthreads();
-      last = s_key;
-      break;
+  if (first < key_end) {
+    const int cf = first >> 3;
+    for (int ce = c1 - 1; ce >= cf; ce -= NT * SCAN_CPT) {
+      scan(vis, [&](int j) { return ce - j * NT - tid; }, cf, c1);
+      int mine = -1;
+#pragma unroll
+      for (int j = SCAN_CPT - 1; j >= 0; --j)
+        if (vis[j]) mine = min((ce - j * NT - tid) * 8 + 7, key_end - 1);
+      const bool any = mine >= 0;
+      __syncthreads();  // s_key's previous value has been read by every thread
+      if (__syncthreads_or(any)) {
+        if (tid == 0) s_key = -1;
+        __syncthreads();
+        if (any) atomicMax(&s_key, mine);
+        __syncthreads();
+        last = s_key;
+        break;
+      }
     }
   }
-  // An even first key keeps the bias reads of key pairs 4-byte aligned (the
-  // key before a visible one is masked for every row: harmless to compute).
-  key_begin = first < key_end ? (first & ~1) : key_end;
+  key_begin = first < key_end ? first : key_end;
   key_end = first < key_end ? last + 1 : key_end;
 }
 
@@ -145,14 +180,11 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   int key_begin = split * p.tiles_per_split * BK;
   int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
 
-  // Bias rows of this thread's two mma rows (g, g + 8); NULL for padding rows.
-  const T *brow0 = nullptr, *brow1 = nullptr;
-  if (p.bias) {
-    const T *const bb = static_cast<const T *>(p.bias) + bi * p.bias_bs;
-    if (g < rows) brow0 = bias_row(p, bb, kh, group, g);
-    if (g + 8 < rows) brow1 = bias_row(p, bb, kh, group, g + 8);
-    narrow_to_visible<T, NT>(p, bb, kh, rows, group, key_begin, key_end);
-  }
+  // The bias ring: nb rows of PT_ATTN_BIAS_LD keys per stage, after Q.
+  const int nb = p.bias_rows;
+  T *const sB = sQ + 16 * D;
+  const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
+  if (nb) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
   const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;
 
   // Each thread copies the same chunk column of rows r0, r0 + 128/CH, ...
@@ -174,6 +206,26 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       const int off = swz<D>(row, ld_ch);
       cp_async16(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0);
       cp_async16(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0);
+    }
+    // The tile's bias, 8 keys per copy, in the same commit group: read next
+    // to the K/V tile with no global load in the loop. The chunk holding sk
+    // is copied key by key and keys past sk are zeros (the loop masks them
+    // anyway): no byte past the bias row's last key is read. These plain
+    // shared stores are ordered by the barrier before the stage is read.
+    T *const db = sB + stage * nb * PT_ATTN_BIAS_LD;
+    for (int c = tid; c < nb * (BK / 8); c += NT) {
+      const int i = c / (BK / 8), ch = c % (BK / 8);
+      const int key = key0 + ch * 8;
+      const int n = key < p.sk ? min(8, p.sk - key) : 0;
+      T *const dst = db + i * PT_ATTN_BIAS_LD + ch * 8;
+      if (n == 8) {
+        cp_async16(smem_u32(dst), bias_src(p, bb, kh, group, i) + key, 16);
+      } else {
+        const uint16_t *const src = reinterpret_cast<const uint16_t *>(bias_src(p, bb, kh, group, i) + key);
+        uint16_t *const d16 = reinterpret_cast<uint16_t *>(dst);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d16[j] = j < n ? src[j] : uint16_t(0);
+      }
     }
   };
 
@@ -209,6 +261,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     for (int ks = 0; ks < QF; ++ks)
       ldsm_x4(qf[ks], smem_u32(sQ + swz<D>((mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
   }
+
+  // Offsets of the staged bias rows of this thread's two mma rows (g, g + 8).
+  const int bslot0 = (p.bias_hs == 0 ? g / group : g) * PT_ATTN_BIAS_LD;
+  const int bslot1 = (p.bias_hs == 0 ? (g + 8) / group : g + 8) * PT_ATTN_BIAS_LD;
 
   // Last key each of this thread's two rows (g, g+8) may see in this split.
   int lim0 = key_end - 1, lim1 = key_end - 1;
@@ -256,11 +312,15 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     // Bias of this thread's keys (kw0 + n*8 + 2t, + 1) for rows g and g + 8,
     // in the log2 domain; 0 without a bias.
     float bs[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    if (p.bias) {
+    if (nb) {
+      const T *const tb = sB + (it % NST) * nb * PT_ATTN_BIAS_LD + warp * 16 + 2 * t;
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        const int key = kw0 + n * 8 + 2 * t;
-        const float2 b0 = bias_pair<T>(brow0, key, p.sk), b1 = bias_pair<T>(brow1, key, p.sk);
+        const float2 b0 = g < rows ? dt<T>::unpack(*reinterpret_cast<const uint32_t *>(tb + bslot0 + n * 8))
+                                   : make_float2(0.f, 0.f);
+        const float2 b1 = g + 8 < rows
+                              ? dt<T>::unpack(*reinterpret_cast<const uint32_t *>(tb + bslot1 + n * 8))
+                              : make_float2(0.f, 0.f);
         bs[n][0] = b0.x * LOG2E;
         bs[n][1] = b0.y * LOG2E;
         bs[n][2] = b1.x * LOG2E;

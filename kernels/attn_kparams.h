@@ -13,6 +13,9 @@ extern "C" {
 #define PT_ATTN_BK 64
 #define PT_ATTN_THREADS 128
 #define PT_ATTN_MAX_ROWS 16
+/* Shared-memory row pitch (elements) of a staged bias tile: PT_ATTN_BK keys
+ * plus 8, so the 8 rows an mma fragment reads start on different banks. */
+#define PT_ATTN_BIAS_LD (PT_ATTN_BK + 8)
 /* Upper bound on KV splits: bounds the last CTA's per-split weight table. */
 #define PT_ATTN_MAX_SPLITS 256
 /* One 32-bit counter per (batch, KV head) in the workspace's fixed head;
@@ -58,6 +61,7 @@ struct pt_attn_kparams {
    * element strides per batch, query head and query row. NULL: none. */
   const void *bias;
   int64_t bias_bs, bias_hs, bias_rs;
+  int bias_rows;         /* distinct bias rows per CTA (pt_attn_plan.bias_rows); 0: no bias */
 };
 
 /* The compare kernel's only parameter. */
@@ -85,6 +89,9 @@ struct pt_attn_plan {
   int tiles, nsplit, tiles_per_split;
   int cluster;         /* 1, or nsplit when the splits merge in one cluster */
   unsigned smem_bytes; /* dynamic shared memory per CTA */
+  /* Distinct bias rows a CTA stages per tile: seqlen_q when the bias is
+   * broadcast over heads (head stride 0), else rows; 0 without a bias. */
+  int bias_rows;
   int64_t ws_ml_off, ws_o_off;
   uint64_t ws_bytes;   /* 0 when nsplit == 1 */
 };

@@ -236,6 +236,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   p.bias_bs = d->bias_batch_stride;
   p.bias_hs = d->bias_head_stride;
   p.bias_rs = d->bias_row_stride;
+  p.bias_rows = pl.bias_rows;
 
   const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
   void *args[1] = {&p};

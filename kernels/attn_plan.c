@@ -6,11 +6,15 @@
 #include "kernels/attn_plan.h"
 
 /* Shared memory per CTA: the K/V ring (stages x 64 keys x d x 2 tensors x 2
- * bytes) plus the 16 padded query rows. Must match cfg<D> in attn_decode.cu. */
-unsigned pt_attn_plan_smem(int d) {
-  const unsigned stages = d == 64 ? 4 : 3;
-  return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u;
+ * bytes), the 16 padded query rows, then a bias ring of bias_rows rows per
+ * stage. Must match cfg<D> and the layout in attn_decode.cu. */
+static unsigned plan_stages(int d) { return d == 64 ? 4 : 3; }
+static unsigned plan_smem_for(int d, int bias_rows) {
+  const unsigned stages = plan_stages(d);
+  return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u +
+         stages * (unsigned)bias_rows * PT_ATTN_BIAS_LD * 2u;
 }
+unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 
 /* CTAs resident per SM at that shared memory (the kernels' launch bounds
  * promise at least this many). */
@@ -50,10 +54,11 @@ const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
       !mult8(d->v_batch_stride) || !mult8(d->v_row_stride) || !mult8(d->v_head_stride) ||
       !mult8(d->o_batch_stride) || !mult8(d->o_row_stride) || !mult8(d->o_head_stride))
     return "stride not a multiple of 8";
-  /* The kernel reads the bias two keys at a time (one 32-bit load). */
-  if (d->bias && (((uintptr_t)d->bias & 3u) || (d->bias_batch_stride & 1) || (d->bias_head_stride & 1) ||
-                  (d->bias_row_stride & 1)))
-    return "bias not 4-byte aligned";
+  /* The kernel copies the bias 8 keys (16 bytes) at a time into shared
+   * memory, next to the K/V tiles. */
+  if (d->bias && (!aligned16(d->bias) || !mult8(d->bias_batch_stride) || !mult8(d->bias_head_stride) ||
+                  !mult8(d->bias_row_stride)))
+    return "bias not 16-byte aligned";
   return NULL;
 }
 
@@ -64,7 +69,8 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   pl->dkind = hd == 64 ? 0 : (hd == 128 ? 1 : 2);
   pl->group = d->h / d->h_k;
   pl->rows = d->seqlen_q * pl->group;
-  pl->smem_bytes = pt_attn_plan_smem(hd);
+  pl->bias_rows = !d->bias ? 0 : d->bias_head_stride == 0 ? d->seqlen_q : pl->rows;
+  pl->smem_bytes = plan_smem_for(hd, pl->bias_rows);
   pl->tiles = (d->seqlen_k + PT_ATTN_BK - 1) / PT_ATTN_BK;
 
   const int64_t units = (int64_t)d->b * d->h_k;

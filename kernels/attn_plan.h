@@ -10,7 +10,8 @@
  * kernels built" check: NULL or a static reason. */
 const char *pt_attn_plan_check(const struct pt_attn_desc *d);
 
-/* Dynamic shared memory of the decode kernel for head_dim d (64/128/256). */
+/* The most dynamic shared memory a decode launch for head_dim d (64/128/256)
+ * asks for (a bias of 16 distinct rows); the kernels' attribute. */
 unsigned pt_attn_plan_smem(int d);
 
 /* Test-only tuning knob (tests/gpu timing): divides the split count the

@@ -97,6 +97,7 @@ static __device__ __forceinline__ float ex2(float x) {
 
 template <typename T> struct dt;
 template <> struct dt<__nv_bfloat16> {
+  static constexpr uint16_t NEG_INF_BITS = 0xff80;
   static __device__ __forceinline__ uint32_t pack(float a, float b) {
     __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
     return *reinterpret_cast<uint32_t *>(&v);
@@ -115,6 +116,7 @@ template <> struct dt<__nv_bfloat16> {
   }
 };
 template <> struct dt<__half> {
+  static constexpr uint16_t NEG_INF_BITS = 0xfc00;
   static __device__ __forceinline__ uint32_t pack(float a, float b) {
     __half2 v = __floats2half2_rn(a, b);
     return *reinterpret_cast<uint32_t *>(&v);

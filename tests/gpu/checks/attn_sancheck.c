@@ -48,18 +48,23 @@ static CUdeviceptr dev_random(size_t n, int bf16, unsigned seed) {
   return p;
 }
 
-/* Masked runs (masked != 0): a bias [b, 1, sq, sk] of exactly that size (no
- * padding, so memcheck sees any read past it), broadcast over heads; batch
- * entry i masks its first i * sk / (2 b) keys with -inf, the rest 0. */
+/* Masked runs (masked != 0): a bias [b, 1, sq, sk] broadcast over heads,
+ * rows a multiple of 8 keys apart as torch pads them (bias_pitch), and the
+ * allocation ends right after the last row's sk-th key, so memcheck sees any
+ * read past the keys; batch entry i masks its first i * sk / (2 b) keys with
+ * -inf, the rest 0. */
 static int masked;
 
+static int64_t bias_pitch(int sk) { return ((int64_t)sk + 7) / 8 * 8; }
+
 static CUdeviceptr dev_bias(int b, int sq, int sk, int bf16) {
-  const size_t n = (size_t)b * sq * sk;
+  const int64_t pitch = bias_pitch(sk);
+  const size_t n = (size_t)((int64_t)b * sq - 1) * (size_t)pitch + (size_t)sk;
   uint16_t *h = calloc(n, 2);
   const uint16_t ninf = bf16 ? 0xff80u : 0xfc00u;
   for (int i = 0; i < b; ++i)
     for (int r = 0; r < sq; ++r)
-      for (int j = 0; j < i * sk / (2 * b); ++j) h[((size_t)i * sq + r) * sk + j] = ninf;
+      for (int j = 0; j < i * sk / (2 * b); ++j) h[((size_t)i * sq + r) * (size_t)pitch + j] = ninf;
   CUdeviceptr p;
   CK(cuMemAlloc(&p, n * 2));
   CK(cuMemcpyHtoD(p, h, n * 2));
@@ -106,8 +111,8 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   if (masked) {
     bias = dev_bias(b, sq, sk, bf16);
     d.bias = (void *)bias;
-    d.bias_batch_stride = (int64_t)sq * sk;
-    d.bias_row_stride = sk;
+    d.bias_batch_stride = (int64_t)sq * bias_pitch(sk);
+    d.bias_row_stride = bias_pitch(sk);
     d.bias_head_stride = 0;
   }
   const char *why = pt_attn_decode_supported(&d);

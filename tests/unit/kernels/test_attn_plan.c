@@ -79,30 +79,47 @@ static void test_reasons(void **state) {
   REFUSE(d.lse = FAKE(0x50002), "misaligned pointer");
   REFUSE(d.k_row_stride = 132, "stride not a multiple of 8");
   REFUSE(d.o_head_stride = 4, "stride not a multiple of 8");
-  /* The bias is read two keys at a time. */
-  REFUSE((d.bias = FAKE(0x60002), d.bias_row_stride = 4104), "bias not 4-byte aligned");
-  REFUSE((d.bias = FAKE(0x60000), d.bias_row_stride = 4101), "bias not 4-byte aligned");
-  REFUSE((d.bias = FAKE(0x60000), d.bias_head_stride = 3), "bias not 4-byte aligned");
-  REFUSE((d.bias = FAKE(0x60000), d.bias_batch_stride = 41041), "bias not 4-byte aligned");
+  /* The bias is copied 8 keys (16 bytes) at a time. */
+  REFUSE((d.bias = FAKE(0x60008), d.bias_row_stride = 4104), "bias not 16-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.bias_row_stride = 4102), "bias not 16-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.bias_head_stride = 4), "bias not 16-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.bias_batch_stride = 41044), "bias not 16-byte aligned");
 }
 
-/* A bias (masked decode) with even strides, broadcast (stride 0) or not, is
- * accepted and changes neither the split plan nor the workspace. */
+/* A bias (masked decode) with strides a multiple of 8, broadcast (stride 0)
+ * or not, is accepted and changes neither the split plan nor the workspace;
+ * only the shared memory grows by the staged bias rows: one per query row
+ * when broadcast over heads, one per CTA row otherwise. */
 static void test_bias_accepted(void **state) {
   (void)state;
   struct pt_attn_desc d = hf_desc(8, 32, 8, 4100, 128);
+  d.seqlen_q = 2;  /* rows = 2 x 4 = 8 */
   const size_t ws = pt_attn_decode_workspace_bytes(&d);
-  struct pt_attn_plan a, b;
+  struct pt_attn_plan a, b, c;
+  memset(&a, 0, sizeof a);  /* the padding too: the plans are compared bytewise */
+  memset(&b, 0, sizeof b);
+  memset(&c, 0, sizeof c);
   pt_attn_plan_make(&d, &a);
+  assert_int_equal(a.bias_rows, 0);
   d.bias = FAKE(0x70000);
   d.bias_batch_stride = 4104;
   d.bias_head_stride = 0;
   d.bias_row_stride = 4104;
   assert_null(pt_attn_plan_check(&d));
+  pt_attn_plan_make(&d, &b);
+  assert_int_equal(b.bias_rows, 2);
   d.bias_head_stride = 4104;
   assert_null(pt_attn_plan_check(&d));
-  pt_attn_plan_make(&d, &b);
+  pt_attn_plan_make(&d, &c);
+  assert_int_equal(c.bias_rows, 8);
+  /* d128: 3 stages of bias_rows x (64 + 8) keys x 2 bytes */
+  assert_int_equal(b.smem_bytes, a.smem_bytes + 3u * 2u * PT_ATTN_BIAS_LD * 2u);
+  assert_int_equal(c.smem_bytes, a.smem_bytes + 3u * 8u * PT_ATTN_BIAS_LD * 2u);
+  assert_true(c.smem_bytes <= pt_attn_plan_smem(128));
+  b.smem_bytes = c.smem_bytes = a.smem_bytes;
+  b.bias_rows = c.bias_rows = 0;
   assert_memory_equal(&a, &b, sizeof a);
+  assert_memory_equal(&a, &c, sizeof a);
   assert_int_equal(pt_attn_decode_workspace_bytes(&d), ws);
 }
 
