@@ -1,10 +1,10 @@
 /* AttentionKernel<...>::Params: layout, decoder, eligibility and descriptor
  * (see mem_eff_params.h).
  *
- * The mirror struct in the header restates the field order of torch's
- * kernel_forward.h; the offsets below were worked out from that order under
- * the x86-64 ABI (natural alignment) and are pinned by static assertions, so
- * a typo in the mirror fails the build instead of misreading launches. */
+ * The offsets below are the ones read from torch 2.11's launches on the GPU
+ * (the mirror in the header restates them field by field); the static
+ * assertions pin the mirror to them, so a typo fails the build instead of
+ * misreading launches. */
 #include "hooks/mem_eff_params.h"
 
 #include <string.h>
@@ -13,7 +13,6 @@
 #include "hooks/size_reason.h"
 
 #if defined(__x86_64__) || defined(__aarch64__)
-_Static_assert(sizeof(struct pt_me_philox) == 24, "PhiloxCudaState mirror");
 _Static_assert(sizeof(struct pt_mem_eff_params) == PT_MEM_EFF_PARAMS_BYTES, "Params mirror");
 #define PT_ME_OFF(f, v) _Static_assert(offsetof(struct pt_mem_eff_params, f) == (v), "Params." #f)
 PT_ME_OFF(query_ptr, 0);
@@ -22,40 +21,35 @@ PT_ME_OFF(value_ptr, 16);
 PT_ME_OFF(attn_bias_ptr, 24);
 PT_ME_OFF(seqstart_q_ptr, 32);
 PT_ME_OFF(seqstart_k_ptr, 40);
-PT_ME_OFF(causal_diagonal_ptr, 48);
-PT_ME_OFF(seqlen_k_ptr, 56);
-PT_ME_OFF(causal_diagonal_offset, 64);
-PT_ME_OFF(output_ptr, 72);
-PT_ME_OFF(output_accum_ptr, 80);
-PT_ME_OFF(logsumexp_ptr, 88);
-PT_ME_OFF(scale, 96);
-PT_ME_OFF(head_dim, 100);
-PT_ME_OFF(head_dim_value, 104);
-PT_ME_OFF(num_queries, 108);
-PT_ME_OFF(num_keys, 112);
-PT_ME_OFF(num_keys_absolute, 116);
-PT_ME_OFF(custom_mask_type, 120);
-PT_ME_OFF(q_strideM, 124);
-PT_ME_OFF(k_strideM, 128);
-PT_ME_OFF(v_strideM, 132);
-PT_ME_OFF(bias_strideM, 136);
-PT_ME_OFF(o_strideM, 140);
-PT_ME_OFF(q_strideH, 144);
-PT_ME_OFF(k_strideH, 148);
-PT_ME_OFF(v_strideH, 152);
-PT_ME_OFF(bias_strideH, 160);
-PT_ME_OFF(q_strideB, 168);
-PT_ME_OFF(k_strideB, 176);
-PT_ME_OFF(v_strideB, 184);
-PT_ME_OFF(bias_strideB, 192);
-PT_ME_OFF(num_batches, 200);
-PT_ME_OFF(num_heads, 204);
-PT_ME_OFF(use_dropout, 208);
-PT_ME_OFF(dropout_batch_head_rng_offset, 216);
-PT_ME_OFF(dropout_prob, 224);
-PT_ME_OFF(rng_engine_inputs, 232);
-PT_ME_OFF(extragraph_offset, 256);
-PT_ME_OFF(seed, 264);
+PT_ME_OFF(seqlen_k_ptr, 48);
+PT_ME_OFF(causal_diagonal_offset, 56);
+PT_ME_OFF(output_ptr, 64);
+PT_ME_OFF(output_accum_ptr, 72);
+PT_ME_OFF(logsumexp_ptr, 80);
+PT_ME_OFF(window_size, 88);
+PT_ME_OFF(scale, 92);
+PT_ME_OFF(head_dim, 96);
+PT_ME_OFF(head_dim_value, 100);
+PT_ME_OFF(num_queries, 104);
+PT_ME_OFF(num_keys, 108);
+PT_ME_OFF(num_keys_absolute, 112);
+PT_ME_OFF(custom_mask_type, 116);
+PT_ME_OFF(q_strideM, 120);
+PT_ME_OFF(k_strideM, 124);
+PT_ME_OFF(v_strideM, 128);
+PT_ME_OFF(bias_strideM, 132);
+PT_ME_OFF(o_strideM, 136);
+PT_ME_OFF(q_strideH, 140);
+PT_ME_OFF(k_strideH, 144);
+PT_ME_OFF(v_strideH, 148);
+PT_ME_OFF(bias_strideH, 152);
+PT_ME_OFF(q_strideB, 160);
+PT_ME_OFF(k_strideB, 168);
+PT_ME_OFF(v_strideB, 176);
+PT_ME_OFF(bias_strideB, 184);
+PT_ME_OFF(num_batches, 192);
+PT_ME_OFF(num_heads, 196);
+PT_ME_OFF(dropout_state, 200);
 #define PT_ME_HOST_OK 1
 #else
 /* Another host ABI: the mirror may not match what the kernels expect. */
@@ -70,6 +64,7 @@ const char pt_me_r_diagonal[] = "causal diagonal offset";
 const char pt_me_r_top_left[] = "causal from top-left";
 const char pt_me_r_lse[] = "logsumexp requested (training)";
 const char pt_me_r_dv[] = "head_dim_value != head_dim";
+const char pt_me_r_window[] = "sliding window";
 
 static struct pt_size_reasons pt_me_size_reasons =
     PT_SIZE_REASONS_INIT("Params layout not recognised (", " bytes)", "Params layout not recognised");
@@ -105,26 +100,37 @@ const char *pt_mem_eff_name_dtype(const char *name, int *dtype) {
 
 /* ---- eligibility --------------------------------------------------------- */
 
+static int pt_me_all_zero(const unsigned char *b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (b[i]) return 0;
+  return 1;
+}
+
 const char *pt_mem_eff_eligible(const struct pt_mem_eff_params *p, const unsigned grid[3]) {
-  if (p->num_batches <= 0 || p->num_heads <= 0 || p->num_queries <= 0 || p->num_keys <= 0 ||
-      !p->query_ptr || !p->key_ptr || !p->value_ptr || !p->output_ptr)
-    return pt_flash_r_shape;
   /* torch launches (ceil(num_queries / queries per block), num_heads,
    * num_batches) (Params::getBlocksGrid); a launch that disagrees was not
-   * made from these bytes the way we read them. */
+   * made from these bytes the way we read them (another layout, such as the
+   * older one with causal_diagonal_ptr). Checked first: such bytes say
+   * nothing about the shape. */
   if (grid && (grid[0] < 1 || grid[1] != (unsigned)p->num_heads ||
                grid[2] != (unsigned)p->num_batches))
     return pt_flash_r_variant;
-  /* Neither a C++ bool nor a CustomMaskType: same conclusion. */
-  if (p->use_dropout > 1 || p->custom_mask_type > PT_ME_MASK_BOTTOM_RIGHT) return pt_flash_r_variant;
-  if (p->use_dropout) return pt_flash_r_dropout;
+  /* Not a CustomMaskType: same conclusion. */
+  if (p->custom_mask_type > PT_ME_MASK_BOTTOM_RIGHT) return pt_flash_r_variant;
+  if (p->num_batches <= 0 || p->num_heads <= 0 || p->num_queries <= 0 || p->num_keys <= 0 ||
+      !p->query_ptr || !p->key_ptr || !p->value_ptr || !p->output_ptr)
+    return pt_flash_r_shape;
+  /* Dropout on: torch has filled the flag, RNG offset, probability or Philox
+   * state; without it every byte there is zero. */
+  if (!pt_me_all_zero(p->dropout_state, sizeof p->dropout_state)) return pt_flash_r_dropout;
   /* Nested tensors and the varlen entry point: per-batch sequence starts or
    * key counts, which the descriptor cannot express. */
   if (p->seqstart_q_ptr || p->seqstart_k_ptr || p->seqlen_k_ptr) return pt_flash_r_varlen;
-  /* A moved causal diagonal (per batch, or a fixed offset under a causal
-   * mask) is not the bottom-right diagonal the decode kernel applies. */
-  if (p->causal_diagonal_ptr || (p->causal_diagonal_offset && p->custom_mask_type != PT_ME_MASK_NONE))
-    return pt_me_r_diagonal;
+  /* A sliding window hides the oldest keys, which the decode kernel does not. */
+  if (p->window_size != 0) return pt_me_r_window;
+  /* A moved causal diagonal (a fixed offset under a causal mask) is not the
+   * bottom-right diagonal the decode kernel applies. */
+  if (p->causal_diagonal_offset && p->custom_mask_type != PT_ME_MASK_NONE) return pt_me_r_diagonal;
   /* Top-left: query row i sees keys 0..i. For one query and one key that is
    * no mask at all; anything else hides the newest keys, unlike decode. */
   if (p->custom_mask_type == PT_ME_MASK_TOP_LEFT && !(p->num_queries == 1 && p->num_keys == 1))

@@ -9,12 +9,18 @@
  * Like FA2's, the struct has no version field: the size is the only layout
  * tag, and a size other than the one below is always refused.
  *
- * Layout: torch 2.11, aten/src/ATen/native/transformers/cuda/mem_eff_attention/
- * kernel_forward.h, x86-64 (LP64, natural alignment; nvcc lays kernel
+ * Layout: torch 2.11 as its launches carry it, read on the H200 from a
+ * padded Hugging Face decode (PONYTAIL_LOG=debug dumps the words of the first
+ * refused launch; bench/records/2026-12-01-masked-decode.md): the
+ * kernel_forward.h Params with a sliding-window field and no
+ * causal_diagonal_ptr, x86-64 (LP64, natural alignment; nvcc lays kernel
  * parameters out as the host compiler does): 272 bytes. The same for every
  * template instance (dtype, arch, tile sizes): only pointee types depend on
  * the template arguments. The dtype is not in the struct: it comes from the
- * kernel's name. Offsets: the mirror in mem_eff_params.c (static-asserted).
+ * kernel's name. Offsets: the mirror below (static-asserted in
+ * mem_eff_params.c). An older layout of the same size (causal_diagonal_ptr
+ * at 48, output_ptr at 72) puts other fields where num_batches and num_heads
+ * are read here, so the launch-grid check refuses it.
  *
  * Tensors, in elements: q [B, num_queries, H, head_dim] through q_strideB,
  * q_strideM, q_strideH (k, v the same over num_keys); O [B, num_queries, H,
@@ -29,25 +35,21 @@
 #include "kernels/attn.h"
 
 #define PT_MEM_EFF_PARAMS_BYTES 272
+/* Bytes from num_heads to the end: use_dropout, the dropout RNG offset and
+ * probability, the Philox state and its graph pointers. torch fills them
+ * only when dropout is on; which byte is which is not needed to swap, only
+ * that they are all zero. */
+#define PT_ME_DROPOUT_STATE_BYTES 72
 
-/* at::PhiloxCudaState: two 8-byte unions (seed, offset: a value or a
- * pointer), uint32 offset_intragraph, bool captured -> 24 bytes, 8-aligned. */
-struct pt_me_philox {
-  uint64_t seed, offset;
-  uint32_t offset_intragraph;
-  uint8_t captured;
-};
-
-/* C mirror of AttentionKernel<...>::Params, field for field. Pointers are
- * device addresses (never dereferenced on the host); C++ bools are read as
- * their byte. */
+/* C mirror of AttentionKernel<...>::Params, field for field up to num_heads.
+ * Pointers are device addresses (never dereferenced on the host). */
 struct pt_mem_eff_params {
   const void *query_ptr, *key_ptr, *value_ptr, *attn_bias_ptr;
-  const int32_t *seqstart_q_ptr, *seqstart_k_ptr;
-  const int32_t *causal_diagonal_ptr, *seqlen_k_ptr;
+  const int32_t *seqstart_q_ptr, *seqstart_k_ptr, *seqlen_k_ptr;
   uint32_t causal_diagonal_offset;
   void *output_ptr;
   float *output_accum_ptr, *logsumexp_ptr;
+  int32_t window_size; /* sliding window; 0: none */
   float scale;
   int32_t head_dim, head_dim_value, num_queries, num_keys, num_keys_absolute;
   uint8_t custom_mask_type; /* enum pt_me_mask */
@@ -56,11 +58,7 @@ struct pt_mem_eff_params {
   int64_t bias_strideH;
   int64_t q_strideB, k_strideB, v_strideB, bias_strideB;
   int32_t num_batches, num_heads;
-  uint8_t use_dropout;
-  uint64_t dropout_batch_head_rng_offset;
-  float dropout_prob;
-  struct pt_me_philox rng_engine_inputs;
-  const int64_t *extragraph_offset, *seed;
+  unsigned char dropout_state[PT_ME_DROPOUT_STATE_BYTES];
 };
 
 /* AttentionKernel::CustomMaskType. Bottom-right is the decode kernel's
@@ -98,6 +96,7 @@ const char *pt_mem_eff_read(const void *params, size_t bytes, const char *mangle
 
 /* The reasons of this family (beyond the shared flash_params.h ones), exported
  * so tests and stats compare strings. */
-extern const char pt_me_r_diagonal[], pt_me_r_top_left[], pt_me_r_lse[], pt_me_r_dv[];
+extern const char pt_me_r_diagonal[], pt_me_r_top_left[], pt_me_r_lse[], pt_me_r_dv[],
+    pt_me_r_window[];
 
 #endif

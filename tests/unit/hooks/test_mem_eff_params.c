@@ -53,8 +53,9 @@ static void test_decode_fields(void **st) {
   me_fill(&p, &hf);
   ME_PUT(&p, ME_CAUSAL_DIAGONAL_OFFSET, uint32_t, 7);
   ME_PUT(&p, ME_NUM_KEYS_ABSOLUTE, int32_t, 4242);
-  ME_PUT(&p, ME_DROPOUT_RNG_OFFSET, uint64_t, 0x1122334455667788ull);
-  ME_PUT(&p, ME_DROPOUT_PROB, float, 0.25f);
+  ME_PUT(&p, ME_WINDOW_SIZE, int32_t, 99);
+  p.b[ME_DROPOUT_STATE + 9] = 0x77;
+  p.b[ME_BYTES - 1] = 0x88;
   struct pt_mem_eff_params m;
   assert_null(pt_mem_eff_decode(p.b, ME_BYTES, &m));
   assert_ptr_equal(m.query_ptr, ME_Q);
@@ -63,12 +64,12 @@ static void test_decode_fields(void **st) {
   assert_ptr_equal(m.attn_bias_ptr, ME_BIAS);
   assert_null(m.seqstart_q_ptr);
   assert_null(m.seqstart_k_ptr);
-  assert_null(m.causal_diagonal_ptr);
   assert_null(m.seqlen_k_ptr);
   assert_int_equal(m.causal_diagonal_offset, 7);
   assert_ptr_equal(m.output_ptr, ME_O);
   assert_ptr_equal(m.output_accum_ptr, ME_ACCUM);
   assert_null(m.logsumexp_ptr);
+  assert_int_equal(m.window_size, 99);
   assert_true(m.scale == 0.125f);
   assert_int_equal(m.head_dim, 128);
   assert_int_equal(m.head_dim_value, 128);
@@ -91,11 +92,8 @@ static void test_decode_fields(void **st) {
   assert_int_equal(m.bias_strideB, 4112);
   assert_int_equal(m.num_batches, 8);
   assert_int_equal(m.num_heads, 32);
-  assert_int_equal(m.use_dropout, 0);
-  assert_true(m.dropout_batch_head_rng_offset == 0x1122334455667788ull);
-  assert_true(m.dropout_prob == 0.25f);
-  assert_ptr_equal(m.extragraph_offset, ME_PTR(0xdeadbeef0ull));
-  assert_ptr_equal(m.seed, ME_PTR(0xdeadbeef8ull));
+  assert_int_equal(m.dropout_state[9], 0x77);
+  assert_int_equal(m.dropout_state[PT_ME_DROPOUT_STATE_BYTES - 1], 0x88);
   /* an unaligned host copy decodes the same */
   unsigned char odd[ME_BYTES + 1];
   memcpy(odd + 1, p.b, ME_BYTES);
@@ -103,7 +101,7 @@ static void test_decode_fields(void **st) {
   assert_null(pt_mem_eff_decode(odd + 1, ME_BYTES, &m2));
   assert_int_equal(m2.num_keys, 4100);
   assert_int_equal(m2.bias_strideB, 4112);
-  assert_ptr_equal(m2.seed, ME_PTR(0xdeadbeef8ull));
+  assert_int_equal(m2.dropout_state[PT_ME_DROPOUT_STATE_BYTES - 1], 0x88);
 }
 
 /* bf16 decode with the padding mask shared by every head. */
@@ -295,10 +293,18 @@ static void test_refusals(void **st) {
   me_fill(&p, &s);
   REFUSED(&p, &s, ME_F32_NAME, "dtype not fp16/bf16");
 
+  /* dropout: any byte of the dropout state set (the flag, the RNG offset,
+   * the probability, the Philox state, the graph pointers) */
+  static const int dropout_bytes[] = {0, 8, 16, 24, 40, 48, 56, 64, PT_ME_DROPOUT_STATE_BYTES - 1};
+  for (size_t i = 0; i < sizeof dropout_bytes / sizeof dropout_bytes[0]; ++i) {
+    me_fill(&p, &s);
+    p.b[ME_DROPOUT_STATE + dropout_bytes[i]] = 1;
+    REFUSED(&p, &s, ME_BF16_NAME, "dropout");
+  }
+
   me_fill(&p, &s);
-  ME_PUT(&p, ME_USE_DROPOUT, uint8_t, 1);
-  ME_PUT(&p, ME_DROPOUT_PROB, float, 0.1f);
-  REFUSED(&p, &s, ME_BF16_NAME, "dropout");
+  ME_PUT(&p, ME_WINDOW_SIZE, int32_t, 256);
+  REFUSED(&p, &s, ME_BF16_NAME, "sliding window");
 
   me_fill(&p, &s);
   ME_PUT(&p, ME_SEQSTART_Q_PTR, void *, ME_PTR(0x7000));
@@ -311,9 +317,6 @@ static void test_refusals(void **st) {
   ME_PUT(&p, ME_SEQLEN_K_PTR, void *, ME_PTR(0x7200));
   REFUSED(&p, &s, ME_BF16_NAME, "varlen");
 
-  me_fill(&p, &s);
-  ME_PUT(&p, ME_CAUSAL_DIAGONAL_PTR, void *, ME_PTR(0x7300));
-  REFUSED(&p, &s, ME_BF16_NAME, "causal diagonal offset");
   struct me_shape c = s;
   c.mask = 2;
   me_fill(&p, &c);
@@ -357,16 +360,30 @@ static void test_refusals(void **st) {
   me_fill(&p, &s);
   ME_PUT(&p, ME_OUTPUT_PTR, void *, ME_PTR(0));
   REFUSED(&p, &s, ME_BF16_NAME, "invalid shape");
+  /* without a grid to check them against, heads and batches must be > 0 */
   me_fill(&p, &s);
   ME_PUT(&p, ME_NUM_HEADS, int32_t, -1);
-  REFUSED(&p, &s, ME_BF16_NAME, "invalid shape");
+  assert_string_equal(pt_mem_eff_read(p.b, ME_BYTES, ME_BF16_NAME, NULL, &d), "invalid shape");
+  me_fill(&p, &s);
+  ME_PUT(&p, ME_NUM_BATCHES, int32_t, 0);
+  assert_string_equal(pt_mem_eff_read(p.b, ME_BYTES, ME_BF16_NAME, NULL, &d), "invalid shape");
 
   /* bytes that are not what we read them as */
   me_fill(&p, &s);
   ME_PUT(&p, ME_CUSTOM_MASK_TYPE, uint8_t, 3);
   REFUSED(&p, &s, ME_BF16_NAME, "unsupported kernel variant");
+  /* with a grid, heads or batches that disagree with it: the bytes are not
+   * a Params of this layout (checked before anything else is read) */
   me_fill(&p, &s);
-  ME_PUT(&p, ME_USE_DROPOUT, uint8_t, 0x5A);
+  ME_PUT(&p, ME_NUM_HEADS, int32_t, -1);
+  ME_PUT(&p, ME_NUM_KEYS, int32_t, 0);
+  REFUSED(&p, &s, ME_BF16_NAME, "unsupported kernel variant");
+  /* the older layout of the same size (causal_diagonal_ptr at 48, every
+   * field after it 8 bytes later): num_batches/num_heads read the bias's
+   * batch stride, so the grid refuses it */
+  me_fill(&p, &s);
+  memmove(p.b + 56, p.b + 48, 192 - 48);
+  memset(p.b + 48, 0, 8);
   REFUSED(&p, &s, ME_BF16_NAME, "unsupported kernel variant");
   /* a grid that these Params did not produce */
   me_fill(&p, &s);
@@ -394,6 +411,7 @@ static void test_shared_reasons(void **st) {
   assert_string_equal(pt_me_r_top_left, "causal from top-left");
   assert_string_equal(pt_me_r_lse, "logsumexp requested (training)");
   assert_string_equal(pt_me_r_dv, "head_dim_value != head_dim");
+  assert_string_equal(pt_me_r_window, "sliding window");
 }
 
 int main(void) {

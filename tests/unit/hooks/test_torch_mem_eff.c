@@ -211,7 +211,7 @@ static void test_fallback_reasons(void **st) {
   assert_pass(go(&x), "param size unknown");
   mk(&x, &hf);
   assert_pass(go_named(ME_F32_NAME, &x), "dtype not fp16/bf16");
-  ME_PUT(&x.p, ME_USE_DROPOUT, uint8_t, 1);
+  x.p.b[ME_DROPOUT_STATE] = 1; /* use_dropout */
   assert_pass(go(&x), "dropout");
   mk(&x, &hf);
   ME_PUT(&x.p, ME_LOGSUMEXP_PTR, void *, ME_PTR(0x7f0000700000ull));
@@ -224,8 +224,8 @@ static void test_fallback_reasons(void **st) {
   x.l.grid[2] = 3;
   assert_pass(go(&x), "unsupported kernel variant");
   mk(&x, &hf);
-  fk.supported_reason = "bias not 4-byte aligned";
-  assert_pass(go(&x), "bias not 4-byte aligned");
+  fk.supported_reason = "bias not 16-byte aligned";
+  assert_pass(go(&x), "bias not 16-byte aligned");
   fk.supported_reason = NULL;
   x.l.stream = (void *)0x2;
   assert_pass(go(&x), "per-thread default stream");
@@ -331,7 +331,7 @@ static void test_verify(void **st) {
   fk.capturing = 0;
   assert_int_equal(fk.launches, 2);
   /* a refused launch is not verified either */
-  ME_PUT(&x.p, ME_USE_DROPOUT, uint8_t, 1);
+  x.p.b[ME_DROPOUT_STATE] = 1; /* use_dropout */
   assert_pass(pt_hooks_launch(id, ME_BF16_NAME, &x.l), "dropout");
   assert_int_equal(fk.originals, 3);
 }
