@@ -153,7 +153,20 @@ static void pt_cupti_fail(const char *what, const char *detail) {
   pthread_mutex_unlock(&pt_cupti_mu);
 }
 
+/* The final flush must run while the CUDA runtime still stands. The shim's
+ * own exit handler is registered at load, before the runtime (and torch)
+ * register theirs, so it runs after their teardown; flushing CUPTI then can
+ * crash inside CUPTI (seen on the H200 with torch 2.11: a SIGSEGV at exit
+ * after a padded Hugging Face run). CUPTI asks for its first buffer when the
+ * first kernel is traced, i.e. after the runtime has initialised: a handler
+ * registered then runs before the runtime's teardown. pt_cupti_stop() is
+ * idempotent, so the shim's late call does nothing afterwards. */
+static void pt_cupti_atexit(void) { pt_cupti_stop(); }
+
 static void pt_cupti_buf_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  static int exit_hooked;
+  if (!__atomic_exchange_n(&exit_hooked, 1, __ATOMIC_ACQ_REL) && atexit(pt_cupti_atexit) != 0)
+    PT_LOG_ONCE(PT_LOG_WARN, "cupti: atexit failed: the records are flushed at the shim's own exit");
   void *p = NULL;
   if (posix_memalign(&p, PT_CUPTI_ALIGN, PT_CUPTI_BUF_SIZE) != 0) p = NULL;
   if (!p) PT_LOG_ONCE(PT_LOG_WARN, "cupti: out of memory for an activity buffer; records are dropped");

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,12 +137,50 @@ static void test_paths(void **state) {
   trace_in_child("/nonexistent-dir/cupti", NULL);
 }
 
+/* The first buffer CUPTI asks for (its first traced kernel, after the CUDA
+ * runtime has started) registers an exit handler that flushes and closes the
+ * file. The shim's own handler is registered at load and so runs after the
+ * runtime's teardown, where a flush crashed on the H200; here the child never
+ * calls pt_cupti_stop() and exits normally: the records and the end line must
+ * still be there. */
+static void test_flush_at_exit(void **state) {
+  (void)state;
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/atexit", dir);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setenv("PONYTAIL_CUPTI", path, 1);
+    setenv("PONYTAIL_LOG", "error", 1);
+    pt_opts_reload();
+    pt_cupti_start();
+    /* The fake hands the tracer a buffer of records on a flush: the first
+     * buffer request, as a traced kernel would make it. */
+    void *lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+    int (*flush)(uint32_t) = lib ? (int (*)(uint32_t))dlsym(lib, "cuptiActivityFlushAll") : NULL;
+    if (!flush) _exit(3);
+    flush(0);
+    exit(0); /* atexit handlers run; pt_cupti_stop() is never called here */
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  char *s = slurp(path);
+  assert_non_null(s);
+  assert_non_null(strstr(s, "\nK 100 200 7 kernA\n"));
+  /* records=6: the child's flush and the exit handler's forced one */
+  assert_non_null(strstr(s, "\n# end stop_ns=90000 records=6 dropped="));
+  unlink(path);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/pt-test-cupti-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) return 1;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_records), cmocka_unit_test(test_kernel_fallback),
-                                     cmocka_unit_test(test_cannot_attach), cmocka_unit_test(test_paths)};
+                                     cmocka_unit_test(test_cannot_attach), cmocka_unit_test(test_paths),
+                                     cmocka_unit_test(test_flush_at_exit)};
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rmdir(dir);
   return rc;
