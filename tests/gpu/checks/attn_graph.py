@@ -18,10 +18,18 @@ Cases:
                                   nothing else: the shim sees it first while capturing
   two_graphs                      B=8 S=4100 and B=32 S=2048 in two graphs, replayed
                                   back to back before one synchronize
+  masked_b8_s4100, masked_b2_s1000  masked decode (issue 17) as Hugging Face runs it with
+                                  left-padded prompts: K/V expanded to the 16 query heads
+                                  (repeat_kv), a boolean padding mask [B, 1, 1, S] in a static
+                                  tensor, torch's mem-efficient SDPA (the path a mask takes).
+                                  Every round draws new padding lengths (0-75% of the keys per
+                                  row) into the static mask, so a replay that read a stale mask
+                                  fails the reference. Swapped under PONYTAIL_ATTN_MASKED=1.
 
 For each graph the kernels it holds are read from torch's debug dump (DOT text of
 cudaGraphDebugDotPrint): "ponytail" counts pt_attn_decode_* nodes (Ponytail's kernel
-was captured), "flash" counts torch's flash_fwd* nodes (it fell back, or no shim).
+was captured), "flash" counts torch's flash_fwd* nodes and "mem_eff" its fmha_cutlassF*
+nodes (it fell back, or no shim).
 Prints PASS/FAIL per case; exit 1 on any failure. --json writes the details, including
 the eager and captured SDPA call counts (what the shim's launch counters should add up to).
 """
@@ -42,40 +50,58 @@ TOL = 1e-2
 ROUNDS = 3
 WARMUP = 3  # eager calls per problem before its capture
 
-CASES = ["b8_s4100", "b1_s1000", "b32_s2048", "fresh_stream", "two_graphs"]
+CASES = ["b8_s4100", "b1_s1000", "b32_s2048", "fresh_stream", "two_graphs", "masked_b8_s4100",
+         "masked_b2_s1000"]
 calls = dict(eager=0, captured=0)
 
 
 class Problem:
-    """Static decode-attention inputs and the SDPA call on them."""
+    """Static decode-attention inputs and the SDPA call on them. masked: K/V expanded to the
+    query heads and a boolean left-padding mask, on torch's mem-efficient kernel (HF's padded
+    decode); else GQA K/V without a mask on torch's flash kernel."""
 
-    def __init__(self, b, s):
-        self.b, self.s = b, s
+    def __init__(self, b, s, masked=False):
+        self.b, self.s, self.masked = b, s, masked
         dev, dt = "cuda", torch.bfloat16
+        hkv = H if masked else HKV
         self.q = torch.empty(b, H, 1, D, device=dev, dtype=dt)
-        self.k = torch.empty(b, HKV, s, D, device=dev, dtype=dt)
-        self.v = torch.empty(b, HKV, s, D, device=dev, dtype=dt)
+        self.k = torch.empty(b, hkv, s, D, device=dev, dtype=dt)
+        self.v = torch.empty(b, hkv, s, D, device=dev, dtype=dt)
+        self.mask = torch.ones(b, 1, 1, s, device=dev, dtype=torch.bool) if masked else None
         self.fill()
 
     def fill(self):
-        """Fresh random values into the static tensors (copy_: addresses unchanged)."""
+        """Fresh random values into the static tensors (copy_: addresses unchanged); masked:
+        new padding lengths too, the first row always unpadded."""
         for t in (self.q, self.k, self.v):
             t.copy_(torch.randn(t.shape, device=t.device, dtype=t.dtype))
+        if self.masked:
+            pad = [0] + [int(x) for x in torch.randint(0, 3 * self.s // 4 + 1, (self.b - 1,))]
+            keep = torch.arange(self.s).unsqueeze(0) >= torch.tensor(pad).unsqueeze(1)
+            self.mask.copy_(keep.view(self.b, 1, 1, self.s))
 
     def call(self, captured):
         calls["captured" if captured else "eager"] += 1
-        return F.scaled_dot_product_attention(self.q, self.k, self.v, enable_gqa=True)
+        if self.masked:
+            with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+                return F.scaled_dot_product_attention(self.q, self.k, self.v, attn_mask=self.mask)
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(self.q, self.k, self.v, enable_gqa=True)
 
     def reference(self):
-        """fp32 attention; query head h reads KV head h // (H / HKV), as enable_gqa does."""
-        g = H // HKV
-        qf = self.q.float().reshape(self.b, HKV, g, D)
+        """fp32 attention; query head h reads KV head h // (H / HKV), as enable_gqa does;
+        masked keys get -inf."""
+        g = H // self.k.shape[1]
+        hkv = self.k.shape[1]
+        qf = self.q.float().reshape(self.b, hkv, g, D)
         s = torch.einsum("bhgd,bhsd->bhgs", qf, self.k.float()) / math.sqrt(D)
+        if self.masked:
+            s = s.masked_fill(~self.mask.view(self.b, 1, 1, self.s), float("-inf"))
         p = torch.softmax(s, dim=-1)
         return torch.einsum("bhgs,bhsd->bhgd", p, self.v.float()).reshape(self.b, H, 1, D)
 
     def label(self):
-        return "B=%d S=%d" % (self.b, self.s)
+        return "B=%d S=%d%s" % (self.b, self.s, " masked" if self.masked else "")
 
 
 def rel_err(o, ref):
@@ -116,6 +142,7 @@ def graph_kernels(g, tmpdir, tag):
     lines = text.splitlines()
     return dict(ponytail=sum("pt_attn_decode" in l for l in lines),
                 flash=sum("flash_fwd" in l for l in lines),
+                mem_eff=sum("fmha_cutlassF" in l for l in lines),
                 kernel_nodes=sum("KERNEL" in l for l in lines))
 
 
@@ -165,6 +192,10 @@ def run_case(name, tmpdir):
         groups = [[Problem(32, 2048)]]
     elif name == "two_graphs":
         groups = [[Problem(8, 4100)], [Problem(32, 2048)]]
+    elif name == "masked_b8_s4100":
+        groups = [[Problem(8, 4100, masked=True)]]
+    elif name == "masked_b2_s1000":
+        groups = [[Problem(2, 1000, masked=True)]]
     else:
         raise ValueError("unknown case %s" % name)
     warmup([p for ps in groups for p in ps])
@@ -192,7 +223,7 @@ def main():
     print("attn_graph: torch %s, %s, %s" % (torch.__version__, torch.cuda.get_device_name(),
                                             "under the Ponytail shim" if shim else "no shim"))
     results = []
-    with tempfile.TemporaryDirectory() as tmpdir, torch.no_grad(), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    with tempfile.TemporaryDirectory() as tmpdir, torch.no_grad():
         for name in [c for c in args.cases.split(",") if c]:
             try:
                 r = run_case(name, tmpdir)
@@ -206,8 +237,8 @@ def main():
                 continue
             for i, label in enumerate(r["problems"]):
                 k = r["graph_kernels"][min(i, len(r["graph_kernels"]) - 1)]
-                ks = ("graph: ponytail %d, flash %d (kernel nodes %d)" % (k["ponytail"], k["flash"], k["kernel_nodes"])
-                      if k else "graph: n/a")
+                ks = ("graph: ponytail %d, flash %d, mem-eff %d (kernel nodes %d)" % (
+                    k["ponytail"], k["flash"], k["mem_eff"], k["kernel_nodes"]) if k else "graph: n/a")
                 print("%s %-13s %-12s rel err %s (tol %.0e), changed between rounds %s, %s" % (
                     "PASS" if r["ok"] else "FAIL", name, label,
                     " ".join("%.1e" % e for e in r["rel_err"][i]), TOL,

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Decode attention captured into real torch CUDA graphs (issue 4): tests/gpu/checks/attn_graph.py under
-# the shim (PONYTAIL_STATS=json, PONYTAIL_LOG=info) and without it. Both runs must PASS
-# (graph output vs an fp32 reference, fresh inputs every replay). From the shim's exit stats it
-# then shows whether torch's flash launches were swapped for Ponytail's kernel or fell back (and
-# why), and from each captured graph's dump which kernel the graph holds. The shim run must have
-# swapped at least one launch, else FAIL "not swapped".
+# Decode attention captured into real torch CUDA graphs (issues 4 and 17): tests/gpu/checks/attn_graph.py
+# under the shim (PONYTAIL_STATS=json, PONYTAIL_LOG=info, PONYTAIL_ATTN_MASKED=1 so that the masked
+# cases' mem-efficient launches are swapped too) and without it. Both runs must PASS (graph output vs
+# an fp32 reference, fresh inputs every replay). From the shim's exit stats it then shows whether
+# torch's flash and mem-efficient launches were swapped for Ponytail's kernel or fell back (and why),
+# and from each captured graph's dump which kernel the graph holds. The shim run must have swapped at
+# least one launch, else FAIL "not swapped"; every masked case's graph must hold Ponytail's kernel
+# under the shim, else FAIL "masked not swapped in a graph".
 #
 # Usage: tests/gpu/checks/attn_graph.sh      (results in $OUT, default ./gpu-out)
 #   GRAPH_TIMEOUT=240   limit per python run (s)
@@ -25,7 +27,7 @@ cases=()
 echo "== with the shim"
 # env (not timeout) carries LD_PRELOAD: only python writes the stats file.
 timeout -k 10 "$t" env LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/shim.stats.json" \
-  PONYTAIL_LOG=info "$py" "$root/tests/gpu/checks/attn_graph.py" ${cases[@]+"${cases[@]}"} --json "$tmp/shim.json" \
+  PONYTAIL_LOG=info PONYTAIL_ATTN_MASKED=1 "$py" "$root/tests/gpu/checks/attn_graph.py" ${cases[@]+"${cases[@]}"} --json "$tmp/shim.json" \
   >"$tmp/shim.log" 2>&1
 rc_shim=$?
 grep -E "^(PASS|FAIL|attn_graph)" "$tmp/shim.log"
@@ -87,8 +89,8 @@ if st is None:
     bad.append("no stats")
 else:
     k = st.get("kernels", {})
-    flash = [e for e in k.get("top", []) if "flash_fwd" in e.get("name", "")]
-    lines.append("%-48s %9s %11s %8s %8s %9s" % ("torch flash kernel (shim stats)", "launches", "action",
+    flash = [e for e in k.get("top", []) if "flash_fwd" in e.get("name", "") or "fmha_cutlassF" in e.get("name", "")]
+    lines.append("%-48s %9s %11s %8s %8s %9s" % ("torch flash/mem-eff kernel (shim stats)", "launches", "action",
                                                 "swapped", "skipped", "fallbacks"))
     for e in flash:
         lines.append("%-48s %9s %11s %8s %8s %9s" % (short(e["name"]), e.get("launches"), e.get("action"),
@@ -132,7 +134,8 @@ for tag, res in (("shim", shim_res), ("stock", stock_res)):
     for c in res.get("cases", []):
         for i, g in enumerate(c.get("graph_kernels") or []):
             name = c["name"] + ("#%d" % i if len(c.get("graph_kernels")) > 1 else "")
-            cells.append("%s %s" % (name, "ponytail %d/flash %d/nodes %d" % (g["ponytail"], g["flash"], g.get("kernel_nodes", 0)) if g else "n/a"))
+            cells.append("%s %s" % (name, "ponytail %d/flash %d/mem-eff %d/nodes %d" % (
+                g["ponytail"], g["flash"], g.get("mem_eff", 0), g.get("kernel_nodes", 0)) if g else "n/a"))
     if cells:
         lines.append("graphs (%s): %s" % (tag, "; ".join(cells)))
     if tag == "shim":
@@ -147,6 +150,12 @@ graph_swaps = sum(g["ponytail"] for c in (shim_res or {}).get("cases", [])
                   for g in (c.get("graph_kernels") or []) if g)
 if st is not None and swapped == 0 and graph_swaps == 0:
     bad.append("not swapped")
+# Masked decode (issue 17) in a graph: each masked case's graph holds Ponytail's kernel.
+# (Without graph dumps the stats above are all there is.)
+for c in (shim_res or {}).get("cases", []):
+    dumps = [g for g in (c.get("graph_kernels") or []) if g]
+    if c["name"].startswith("masked") and dumps and not any(g["ponytail"] > 0 for g in dumps):
+        bad.append("masked not swapped in a graph (%s)" % c["name"])
 lines.append("attn_graph: %s" % ("PASS" if not bad else "FAIL: " + "; ".join(bad)))
 text = "\n".join(lines)
 print(text)

@@ -14,6 +14,9 @@ Arms (all rows run the first three unless --arms says otherwise):
               allocator and interception may never change)
   expandable  the shim with PONYTAIL_TORCH_ALLOC=expandable (memory comparison)
   async       the shim with PONYTAIL_TORCH_ALLOC=async (memory comparison)
+  masked      the shim's defaults plus PONYTAIL_ATTN_MASKED=1: masked decode (padded batches,
+              masked SDPA) on Ponytail's kernel, the run that decides whether that option can
+              default to on (issue 17)
 The "shim" arm takes another attention path than stock where the policy sends SDPA to
 flash (cuDNN stock): its outputs are compared too, and the table names both paths.
 
@@ -72,6 +75,7 @@ ARMS = {
     "same_flash": {"": "shim", "PONYTAIL_ATTN": "off"},  # the shim's SDPA policy, nothing swapped
     "expandable": {"": "shim", "PONYTAIL_TORCH_ALLOC": "expandable"},
     "async": {"": "shim", "PONYTAIL_TORCH_ALLOC": "async"},
+    "masked": {"": "shim", "PONYTAIL_ATTN_MASKED": "1"},
     "stock_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
 # The arm whose outputs each arm's must equal bit for bit: the same attention path, so only the
