@@ -1,0 +1,59 @@
+/* Ponytail's prefill attention kernel for sm_90a (kernels/attn_prefill.cu, issue 18): the
+ * parameter block shared by the kernel and the host code that fills it, and the tile sizes.
+ *
+ * Status: written and compiled for sm_90a; not yet run on a GPU and not reachable from the shim.
+ * tests/gpu/checks/prefill.sh builds it with its test library and checks it against an fp32
+ * reference (then times it against torch's flash and cuDNN kernels); the hook that swaps it for
+ * torch's prefill launches comes after that check passes.
+ *
+ * One CTA computes BM = 128 query rows of one (batch, head): three warpgroups, the first
+ * loading Q once and K/V tiles of BN = 64 keys through a ring of NSTAGE stages with TMA, the
+ * other two each computing 64 of the rows (S = Q K^T and O += P V on wgmma, online softmax in
+ * registers). Causal is bottom-right aligned (query row i sees keys j <= i + sk - sq), as
+ * FA2's; K/V tiles past the diagonal are never loaded. GQA: query head h reads KV head
+ * h / (h / h_k), never expanded. Output: O in the input dtype, LSE (fp32, natural log,
+ * [b, h, sq] contiguous) as FA2's softmax_lse. */
+#ifndef PT_KERNELS_ATTN_PREFILL_H
+#define PT_KERNELS_ATTN_PREFILL_H
+#include <cuda.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PT_PREFILL_BM 128     /* query rows per CTA (two consumer warpgroups of 64) */
+#define PT_PREFILL_BN 64      /* keys per K/V tile */
+#define PT_PREFILL_NSTAGE 4   /* K/V tiles in flight */
+#define PT_PREFILL_THREADS 384
+/* Each tile is stored as d / 64 sub-tiles of [rows][64] elements (128-byte rows, the TMA's and
+ * wgmma's 128-byte swizzle), each 1024-byte aligned. */
+#define PT_PREFILL_SUB 64
+
+/* The kernel's only parameter, passed by value (__grid_constant__: the TMA reads the maps from
+ * the parameter space). Tensor maps: 4D (d, seq, head, batch) views of Q [b, sq, h, d] and
+ * K, V [b, sk, h_k, d], 16-bit elements, box (64, BM or BN, 1, 1), 128-byte swizzle, rows past
+ * the sequence filled with zeros. */
+struct pt_prefill_kparams {
+  CUtensorMap tq, tk, tv;
+  void *o;
+  float *lse;                 /* NULL: no LSE */
+  int64_t o_bs, o_rs, o_hs;   /* O strides in elements, head_dim contiguous */
+  int b, h, h_k, sq, sk;
+  int group;                  /* h / h_k */
+  int causal;
+  int m_blocks;               /* ceil(sq / BM) = gridDim.x */
+  float scale_log2;           /* softmax scale * log2(e) */
+};
+
+/* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */
+static inline unsigned pt_prefill_smem_bytes(int d) {
+  const unsigned q = PT_PREFILL_BM * (unsigned)d * 2u;
+  const unsigned kv = 2u * PT_PREFILL_NSTAGE * PT_PREFILL_BN * (unsigned)d * 2u;
+  return 1024u /* alignment slack */ + q + kv + 1024u /* barriers */;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

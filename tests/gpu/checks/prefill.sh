@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Ponytail's prefill kernel (kernels/attn_prefill.cu, issue 18) on the H200: builds it with its
+# test library for sm_90a (tests/gpu/checks/prefill_testlib.cu), then runs the stages of
+# PREFILL_STAGES (default "correctness sanitize"; add "timing"):
+#   correctness  tests/gpu/checks/prefill_check.py correctness: fp32 reference, poisoned outputs
+#   sanitize     compute-sanitizer memcheck, racecheck and synccheck on two small launches
+#   timing       graph replay against torch flash and cuDNN; PREFILL_TIMING_ARGS picks a subset
+#                (e.g. "--b 1,4 --s 4096 --d 128 --causal 1"): the whole grid takes several calls
+# Results in $OUT (default a temporary directory): prefill_correctness.txt, prefill_timing.txt,
+# ptxas.txt, the sanitizer logs. Exit non-zero when a stage failed (every stage still runs).
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
+OUT=${OUT:-$(mktemp -d)}
+B=$(mktemp -d)
+PY=${PYTHON:-python3}
+status=0
+summary=()
+
+nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I. \
+  tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_test.so" \
+  2>"$OUT/ptxas.txt" || { cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
+grep -E "Used|spill" "$OUT/ptxas.txt" | sed 's/^ptxas info    : //' | sort | uniq -c
+
+for st in ${PREFILL_STAGES:-correctness sanitize}; do
+  case $st in
+  correctness)
+    $PY tests/gpu/checks/prefill_check.py --lib "$B/libprefill_test.so" --out "$OUT" correctness \
+      >"$OUT/correctness.log" 2>&1
+    rc=$?
+    grep -E "FAIL" "$OUT/correctness.log" | head -20
+    summary+=("correctness: $(tail -n 1 "$OUT/correctness.log") (rc $rc)")
+    [ "$rc" = 0 ] || status=1
+    ;;
+  sanitize)
+    for tool in memcheck racecheck synccheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 9 $PY tests/gpu/checks/prefill_check.py \
+        --lib "$B/libprefill_test.so" sanitize >"$OUT/sanitize_$tool.log" 2>&1
+      rc=$?
+      summary+=("compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' \
+        "$OUT/sanitize_$tool.log" | head -n 1)")
+      [ "$rc" = 0 ] || status=1
+    done
+    ;;
+  timing)
+    # shellcheck disable=SC2086
+    $PY tests/gpu/checks/prefill_check.py --lib "$B/libprefill_test.so" --out "$OUT" timing \
+      ${PREFILL_TIMING_ARGS:-} >"$OUT/timing.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
+    summary+=("timing: rc $rc")
+    ;;
+  *) echo "unknown stage $st"; status=1 ;;
+  esac
+done
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
+[ -f "$OUT/prefill_timing.txt" ] && cat "$OUT/prefill_timing.txt"
+exit $status

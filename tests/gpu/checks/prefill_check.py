@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Ponytail's prefill kernel (kernels/attn_prefill.cu, issue 18) on the GPU, through its test
+library (tests/gpu/checks/prefill_testlib.cu, built by tests/gpu/checks/prefill.sh).
+
+  prefill_check.py --lib libprefill_test.so correctness   # vs fp32, poisoned outputs; exit 1 on a failure
+  prefill_check.py --lib libprefill_test.so sanitize      # two small launches (run under compute-sanitizer)
+  prefill_check.py --lib libprefill_test.so timing        # graph replay vs torch flash and cuDNN
+
+correctness: fresh random inputs per case, O and LSE poisoned with NaN before the launch, then
+compared with attention computed in fp32 (matmul + softmax, TF32 off): max|O - ref| / max|ref|
+<= 1e-2 and the same for the LSE <= 1e-3 (issue 18's bounds). Cases: bf16 and fp16, d 64 and
+128, causal and not, seqlen_q == seqlen_k and seqlen_q < seqlen_k (bottom-right causal), GQA
+(K/V heads shared, never expanded), lengths that are not multiples of the tiles (1, 77, 1000,
+...), torch's flash layout [b, s, h, d] and Hugging Face's transposed one.
+
+timing: B in {1, 4, 8} x S in {2k, 4k, 16k, 32k} x d in {64, 128}, causal and not (--b, --s,
+--d, --causal pick a subset: the whole grid is several device calls), 32 query heads over 8 KV
+heads, bf16; each kernel by CUDA-graph replay (median), TFLOP/s counting 4 * B * H * S^2 * d
+(half of it causal). Goals: faster than cuDNN at every point, >= 600 TFLOP/s causal d=128 at
+S >= 4096. Prints one row per point and writes prefill_timing.txt.
+"""
+import argparse
+import ctypes
+import math
+import os
+import sys
+
+import torch
+
+O_TOL, LSE_TOL = 1e-2, 1e-3
+
+
+class Lib:
+    def __init__(self, path):
+        self.l = ctypes.CDLL(path)
+        P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+        S = ctypes.POINTER(ctypes.c_int64)
+        self.l.pt_prefill_test.argtypes = [P, P, P, P, P, I, I, I, I, I, I, I, S, F, I, P]
+        self.l.pt_prefill_test.restype = I
+
+    def run(self, q, k, v, o, lse, causal, scale, stream=None):
+        """q [b, sq, h, d], k/v [b, sk, hk, d], o like q (any strides, d contiguous)."""
+        b, sq, h, d = q.shape
+        sk, hk = k.shape[1], k.shape[2]
+        st = (ctypes.c_int64 * 12)(*(list(q.stride()[:3]) + list(k.stride()[:3]) + list(v.stride()[:3]) +
+                                    list(o.stride()[:3])))
+        s = stream if stream is not None else torch.cuda.current_stream().cuda_stream
+        return self.l.pt_prefill_test(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                      lse.data_ptr() if lse is not None else None,
+                                      1 if q.dtype == torch.bfloat16 else 0, b, h, hk, sq, sk, d, st, scale,
+                                      1 if causal else 0, s)
+
+
+def reference(q, k, v, causal, scale):
+    """fp32 attention in [b, s, h, d] layout; GQA by repeating K/V heads; bottom-right causal."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    qf = q.float().transpose(1, 2)
+    kf = k.float().transpose(1, 2).repeat_interleave(h // hk, 1)
+    vf = v.float().transpose(1, 2).repeat_interleave(h // hk, 1)
+    s = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if causal:
+        i = torch.arange(sq, device=q.device).view(sq, 1)
+        j = torch.arange(sk, device=q.device).view(1, sk)
+        s = s.masked_fill(j > i + (sk - sq), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)                       # [b, h, sq]
+    o = torch.matmul(torch.softmax(s, dim=-1), vf)         # [b, h, sq, d]
+    return o.transpose(1, 2), lse
+
+
+def rel_err(x, ref):
+    den = ref.float().abs().max().item()
+    e = (x.float() - ref.float()).abs().max().item()
+    if math.isnan(e) or math.isinf(e):
+        return float("inf")
+    return e / max(den, 1e-30)
+
+
+def make(b, sq, sk, h, hk, d, dtype, layout):
+    if layout == "hf":  # [b, h, s, d] storage seen as [b, s, h, d]
+        q = torch.randn(b, h, sq, d, device="cuda", dtype=dtype).transpose(1, 2)
+        k = torch.randn(b, hk, sk, d, device="cuda", dtype=dtype).transpose(1, 2)
+        v = torch.randn(b, hk, sk, d, device="cuda", dtype=dtype).transpose(1, 2)
+    else:
+        q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype)
+        k = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype)
+        v = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype)
+    return q, k, v
+
+
+def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa"):
+    torch.manual_seed(hash((b, sq, sk, h, hk, d, str(dtype), causal, layout)) & 0xffffffff)
+    q, k, v = make(b, sq, sk, h, hk, d, dtype, layout)
+    scale = 1.0 / math.sqrt(d)
+    o = torch.full((b, sq, h, d), float("nan"), device="cuda", dtype=dtype)
+    lse = torch.full((b, h, sq), float("nan"), device="cuda", dtype=torch.float32)
+    rc = lib.run(q, k, v, o, lse, causal, scale)
+    torch.cuda.synchronize()
+    name = "B%-2d sq%-5d sk%-5d H%-2d Hk%-2d d%-3d %s%s %s" % (
+        b, sq, sk, h, hk, d, "bf16" if dtype == torch.bfloat16 else "fp16", " causal" if causal else "", layout)
+    if rc != 0:
+        rows.append("%-58s launch rc %d  FAIL" % (name, rc))
+        return False
+    ro, rl = reference(q, k, v, causal, scale)
+    eo, el = rel_err(o, ro), rel_err(lse, rl)
+    ok = eo <= O_TOL and el <= LSE_TOL
+    rows.append("%-58s O %.2e  LSE %.2e  %s" % (name, eo, el, "ok" if ok else "FAIL"))
+    print(rows[-1], flush=True)
+    return ok
+
+
+def correctness(lib):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rows, fails = [], 0
+    for dtype in (torch.bfloat16, torch.float16):
+        for d in (64, 128):
+            for causal in (False, True):
+                for (b, sq, sk, h, hk) in ((1, 1, 1, 2, 1), (2, 77, 77, 4, 2), (1, 128, 128, 2, 2),
+                                          (1, 129, 200, 4, 1), (2, 1000, 1000, 8, 2), (1, 300, 1000, 4, 4),
+                                          (1, 2048, 2048, 8, 2)):
+                    fails += not case(lib, rows, b, sq, sk, h, hk, d, dtype, causal)
+    fails += not case(lib, rows, 2, 1000, 1000, 8, 2, 128, torch.bfloat16, True, layout="hf")
+    fails += not case(lib, rows, 1, 4096, 4096, 4, 1, 128, torch.bfloat16, True)
+    fails += not case(lib, rows, 1, 17, 4096, 4, 2, 128, torch.bfloat16, True)  # chunked prefill
+    rows.append("%d cases, %d failures" % (len(rows), fails))
+    return rows, fails
+
+
+def sanitize(lib):
+    """Two small launches (one causal with sq < sk, one with tails in every dimension)."""
+    rows = []
+    fails = not case(lib, rows, 1, 130, 200, 4, 2, 128, torch.bfloat16, True)
+    fails += not case(lib, rows, 2, 77, 77, 2, 1, 64, torch.float16, False)
+    print("\n".join(rows))
+    return fails
+
+
+def graph_time(fn, calls, replays=5, warm=2):
+    """Median GPU time per call (us) of `calls` launches captured in one graph."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    for _ in range(warm):
+        g.replay()
+    times = []
+    for _ in range(replays):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000.0 / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def timing(lib, out_rows, bs, ss, ds, causals):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    H, HK, dtype = 32, 8, torch.bfloat16
+    hdr = "%2s %6s %4s %6s | %9s %7s | %9s %7s | %9s %7s | %4s" % (
+        "B", "S", "d", "causal", "ponytail", "TFLOP/s", "flash", "TFLOP/s", "cudnn", "TFLOP/s", "win")
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    for d in ds:
+        for causal in causals:
+            for b in bs:
+                for s in ss:
+                    torch.manual_seed(b * 100000 + s + d)
+                    q, k, v = make(b, s, s, H, HK, d, dtype, "fa")
+                    o = torch.empty_like(q)
+                    lse = torch.empty(b, H, s, device="cuda", dtype=torch.float32)
+                    flops = 4.0 * b * H * s * s * d / (2 if causal else 1)
+                    calls = max(1, min(10, int(2e12 / flops)))
+                    big = flops > 1e15  # seconds per call: fewer replays
+                    scale = 1.0 / math.sqrt(d)
+                    res = {}
+                    if lib.run(q, k, v, o, lse, causal, scale) != 0:
+                        res["pt"] = float("nan")
+                    else:
+                        res["pt"] = graph_time(lambda: lib.run(q, k, v, o, lse, causal, scale), calls,
+                                               replays=3 if big else 5, warm=1 if big else 2)
+                    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                        try:
+                            def f(be=be):
+                                with sdpa_kernel(be):
+                                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
+                                                                          enable_gqa=True)
+                            res[name] = graph_time(f, calls, replays=3 if big else 5, warm=1 if big else 2)
+                        except Exception as e:
+                            res[name] = float("nan")
+                            print("  %s failed at B%d S%d d%d: %s" % (name, b, s, d, str(e).splitlines()[0][:120]))
+                    tf = {n: flops / t / 1e6 if t == t else float("nan") for n, t in res.items()}
+                    win = all(res["pt"] < res[n] for n in ("cudnn",) if res[n] == res[n])
+                    row = "%2d %6d %4d %6s | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f | %4s" % (
+                        b, s, d, "yes" if causal else "no", res["pt"], tf["pt"], res["flash"], tf["flash"],
+                        res["cudnn"], tf["cudnn"], "yes" if win else "NO")
+                    out_rows.append(row)
+                    print(row, flush=True)
+                    del q, k, v, o, lse, qt, kt, vt
+                    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=os.environ.get("OUT", ""))
+    ap.add_argument("what", choices=["correctness", "sanitize", "timing"])
+    ints = lambda t: [int(x) for x in t.split(",") if x]
+    ap.add_argument("--b", type=ints, default=[1, 4, 8], help="timing: batch sizes")
+    ap.add_argument("--s", type=ints, default=[2048, 4096, 16384, 32768], help="timing: sequence lengths")
+    ap.add_argument("--d", type=ints, default=[128, 64], help="timing: head dims")
+    ap.add_argument("--causal", type=ints, default=[1, 0], help="timing: 1 causal, 0 not")
+    args = ap.parse_args()
+    lib = Lib(args.lib)
+    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    if args.what == "sanitize":
+        return 1 if sanitize(lib) else 0
+    if args.what == "correctness":
+        rows, fails = correctness(lib)
+        print(rows[-1])
+        if args.out:
+            with open(os.path.join(args.out, "prefill_correctness.txt"), "w") as f:
+                f.write("\n".join(rows) + "\n")
+        return 1 if fails else 0
+    rows = []
+    timing(lib, rows, args.b, args.s, args.d, [bool(c) for c in args.causal])
+    if args.out:
+        with open(os.path.join(args.out, "prefill_timing.txt"), "w") as f:
+            f.write("\n".join(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

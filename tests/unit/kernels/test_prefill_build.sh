@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The prefill kernel (kernels/attn_prefill.cu, not yet run on a GPU, not in the shim) must not rot
+# while it waits: the generated wgmma wrappers equal what kernels/gen_prefill_wgmma.py writes, and
+# with nvcc present the kernel compiles for sm_90a into its four entry points without spilling.
+# Usage: test_prefill_build.sh SOURCE_ROOT [NVCC]
+set -uo pipefail
+root=$1
+nvcc=${2:-}
+py=$(command -v python3 || true)
+[ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+"$py" "$root/kernels/gen_prefill_wgmma.py" >"$tmp/wgmma.cuh" || exit 1
+if ! cmp -s "$tmp/wgmma.cuh" "$root/kernels/attn_prefill_wgmma.cuh"; then
+  echo "FAIL: kernels/attn_prefill_wgmma.cuh differs from kernels/gen_prefill_wgmma.py's output"
+  diff "$tmp/wgmma.cuh" "$root/kernels/attn_prefill_wgmma.cuh" | head -20
+  exit 1
+fi
+echo "wgmma wrappers: up to date"
+if [ -z "$nvcc" ] || [ ! -x "$nvcc" ]; then
+  echo "SKIP: no nvcc (the compile check needs it)"
+  exit 77
+fi
+"$nvcc" -cubin -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I"$root" \
+  -o "$tmp/prefill.cubin" "$root/kernels/attn_prefill.cu" 2>"$tmp/ptxas.txt" || {
+  cat "$tmp/ptxas.txt"; echo "FAIL: nvcc"; exit 1; }
+n=$(grep -c "Compiling entry function 'pt_attn_prefill_" "$tmp/ptxas.txt")
+[ "$n" = 4 ] || { cat "$tmp/ptxas.txt"; echo "FAIL: $n entry points, want 4"; exit 1; }
+if grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$tmp/ptxas.txt"; then
+  echo "FAIL: the prefill kernel spills"; exit 1
+fi
+if grep -i "serializ" "$tmp/ptxas.txt"; then
+  echo "FAIL: ptxas serialises the wgmma instructions"; exit 1
+fi
+grep "Used" "$tmp/ptxas.txt" | sed 's/^ptxas info    : //'
+echo "prefill kernel: 4 entry points for sm_90a, no spills"
