@@ -4,7 +4,7 @@
  * Status: written and compiled for sm_90a; not yet run on a GPU and not reachable from the shim.
  * tests/gpu/checks/prefill.sh builds it with its test library and checks it against an fp32
  * reference (then times it against torch's flash and cuDNN kernels); the hook that swaps it for
- * torch's prefill launches comes after that check passes.
+ * torch's prefill launches comes after that check passes. Design: docs/prefill.md.
  *
  * One CTA computes BM = 128 query rows of one (batch, head): three warpgroups, the first
  * loading Q once and K/V tiles of BN = 64 keys through a ring of NSTAGE stages with TMA, the
