@@ -172,6 +172,11 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
   T *const sQ = sKV + NST * 2 * TILE;                  // [16][D]
 
+  // Launched with programmatic dependent launch (a timing experiment, pt_attn_plan_pdl) the CTA
+  // may start before the previous kernel in the stream has finished: every read of its outputs
+  // (Q, K/V, the bias) waits here. Without that launch attribute this returns at once.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, kh = blockIdx.y, bi = blockIdx.z;

@@ -240,6 +240,9 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
 
   const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
   void *args[1] = {&p};
+  CUlaunchAttribute at[2];
+  unsigned nat = 0;
+  memset(at, 0, sizeof at);
   if (pl.cluster > 1) {
     /* The splits of one (batch, KV head) are one cluster along x. */
     if (!pt_attn_drv->cuLaunchKernelEx ||
@@ -247,12 +250,18 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
       __atomic_store_n(&pt_attn_plan_clusters_off, 1, __ATOMIC_RELAXED);
       return CUDA_ERROR_NOT_SUPPORTED;
     }
-    CUlaunchAttribute at;
-    memset(&at, 0, sizeof at);
-    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    at.value.clusterDim.x = (unsigned)pl.cluster;
-    at.value.clusterDim.y = 1;
-    at.value.clusterDim.z = 1;
+    at[nat].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at[nat].value.clusterDim.x = (unsigned)pl.cluster;
+    at[nat].value.clusterDim.y = 1;
+    at[nat].value.clusterDim.z = 1;
+    nat++;
+  }
+  if (__atomic_load_n(&pt_attn_plan_pdl, __ATOMIC_RELAXED) && pt_attn_drv->cuLaunchKernelEx) {
+    at[nat].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    at[nat].value.programmaticStreamSerializationAllowed = 1;
+    nat++;
+  }
+  if (nat) {
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = (unsigned)pl.nsplit;
@@ -262,14 +271,14 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.sharedMemBytes = pl.smem_bytes;
     cfg.hStream = (CUstream)stream;
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = nat;
     r = pt_attn_drv->cuLaunchKernelEx(&cfg, m->fn[fi], args, NULL);
     /* A GPU (or a MIG slice / MPS share) that cannot place the cluster:
      * plan without clusters from now on; this launch reports the error and
      * its caller runs the original kernel once. */
-    if (r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
-        r == CUDA_ERROR_NOT_SUPPORTED)
+    if (pl.cluster > 1 && (r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
+                           r == CUDA_ERROR_NOT_SUPPORTED))
       __atomic_store_n(&pt_attn_plan_clusters_off, 1, __ATOMIC_RELAXED);
     return r;
   }

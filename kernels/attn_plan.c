@@ -22,6 +22,7 @@ static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? 2 : 1); }
 
 int pt_attn_plan_split_div = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+int pt_attn_plan_pdl = 0;
 int pt_attn_plan_clusters_off = 0;
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

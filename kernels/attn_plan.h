@@ -21,6 +21,12 @@ extern int pt_attn_plan_split_div;
  * PT_ATTN_PLAN_CLUSTER, at most PT_ATTN_MAX_CLUSTER; 1 sends every split launch
  * through the workspace). */
 extern int pt_attn_plan_cluster_max;
+/* Test-only knob (tests/gpu timing, default 0): launch the decode kernel with programmatic
+ * dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), so its CTAs may be
+ * scheduled while the previous kernel in the stream drains; the kernel's griddepcontrol.wait
+ * keeps every read after that kernel's end. An experiment on the per-launch cost of the
+ * latency-bound shapes (bench/records/2026-12-01-masked-decode.md), not a default. */
+extern int pt_attn_plan_pdl;
 
 /* Set (once, never cleared) when a cluster launch was refused by the GPU
  * (kernels/attn_launch.c): from then on every plan takes the workspace path.

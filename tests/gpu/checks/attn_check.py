@@ -58,6 +58,8 @@ class Lib:
         self.l.pt_test_set_cluster_max.restype = None
         self.l.pt_test_set_bias.argtypes = [P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
         self.l.pt_test_set_bias.restype = None
+        self.l.pt_test_set_pdl.argtypes = [I]
+        self.l.pt_test_set_pdl.restype = None
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
         self.ws = None
@@ -495,7 +497,7 @@ def timing(lib, out_rows):
     D, dtype = 128, torch.bfloat16
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "flash", "xfl", "cudnn", "xfl", "win",
-        "ns/2", "c16") + " %7s" % "noclu"
+        "ns/2", "c16") + " %7s %7s" % ("noclu", "pdl")
     out_rows.append(hdr)
     worst = []
     points = [(B, S, G, 8) for B in (1, 8, 32) for S in (1024, 4096, 32768) for G in (1, 4, 8)]
@@ -531,6 +533,9 @@ def timing(lib, out_rows):
         lib.l.pt_test_set_cluster_max(1)  # no cluster: the workspace path's plan
         res["noclu"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+        lib.l.pt_test_set_pdl(1)  # programmatic dependent launch: the planned launch, overlapped
+        res["pdl"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_pdl(0)
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
@@ -548,7 +553,7 @@ def timing(lib, out_rows):
         row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
             B, S, G, floor, res["pt"], res["pt"] / floor, res["flash"],
             res["flash"] / floor, res["cudnn"], res["cudnn"] / floor,
-            "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f" % res["noclu"]
+            "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f %7.1f" % (res["noclu"], res["pdl"])
         if floor >= 25 and res["pt"] / floor > 1.15:
             row += "  >1.15x floor"
         out_rows.append(row)
@@ -571,8 +576,8 @@ def masked_timing(lib, out_rows):
     import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
-    hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s" % (
-        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win")
+    hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s" % (
+        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "pdl")
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -600,7 +605,10 @@ def masked_timing(lib, out_rows):
                 try:
                     lib.decode(a)
                     res = {"pt": graph_time(lambda i: lib.decode(a))}
+                    lib.l.pt_test_set_pdl(1)  # programmatic dependent launch (experiment)
+                    res["pdl"] = graph_time(lambda i: lib.decode(a))
                 finally:
+                    lib.l.pt_test_set_pdl(0)
                     lib.l.pt_test_set_bias(None, 0, 0, 0)
                 ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
                 for name, be, kk, vv, gqa in (("mem_eff", SDPBackend.EFFICIENT_ATTENTION, ke, ve, False),
@@ -616,9 +624,9 @@ def masked_timing(lib, out_rows):
                         print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G, str(e).splitlines()[0]))
                 peers = [x for x in (res["mem_eff"], res["cudnn"]) if not math.isnan(x)]
                 win = all(res["pt"] < x for x in peers)
-                row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s" % (
+                row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f" % (
                     B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
-                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO")
+                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["pdl"])
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)

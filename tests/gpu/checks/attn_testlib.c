@@ -160,3 +160,8 @@ __attribute__((visibility("default"))) void pt_test_set_split_div(int div) {
 __attribute__((visibility("default"))) void pt_test_set_cluster_max(int n) {
   pt_attn_plan_cluster_max = n;
 }
+
+/* Timing experiments only: launch with programmatic dependent launch (1) or not (0). */
+__attribute__((visibility("default"))) void pt_test_set_pdl(int on) {
+  pt_attn_plan_pdl = on;
+}

@@ -29,6 +29,7 @@ static struct {
   int launches, launches_ex, loads;
   unsigned grid[3], cluster_x;
   unsigned num_attrs;
+  int pdl; /* the last cuLaunchKernelEx asked for programmatic dependent launch */
   CUresult ex_rc;
   struct pt_attn_kparams last;
   /* the functions looked up, by handle (0x1000 + index), and the last launched */
@@ -90,8 +91,11 @@ static CUresult fk_launch_ex(const CUlaunchConfig *c, CUfunction f, void **param
   fk.grid[0] = c->gridDimX, fk.grid[1] = c->gridDimY, fk.grid[2] = c->gridDimZ;
   fk.num_attrs = c->numAttrs;
   fk.cluster_x = 0;
+  fk.pdl = 0;
   for (unsigned i = 0; i < c->numAttrs; i++)
-    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      fk.pdl = c->attrs[i].value.programmaticStreamSerializationAllowed;
+    else if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
       fk.cluster_x = c->attrs[i].value.clusterDim.x;
       assert_int_equal(c->attrs[i].value.clusterDim.y, 1);
       assert_int_equal(c->attrs[i].value.clusterDim.z, 1);
@@ -224,11 +228,41 @@ static void test_fault_launch(void **st) {
   assert_int_equal(fk.launches, launches + 2);
 }
 
+/* pt_attn_plan_pdl (a timing experiment): every decode launch goes through cuLaunchKernelEx
+ * with the programmatic-serialization attribute, next to the cluster attribute when there is
+ * one; off again, a one-split launch is a plain cuLaunchKernel. */
+static void test_pdl_launch(void **st) {
+  (void)st;
+  pt_attn_plan_clusters_off = 0;
+  fk.ex_rc = CUDA_SUCCESS;
+  pt_attn_plan_pdl = 1;
+  struct pt_attn_desc one = hf_desc(32, 32, 8, 4096, 128);
+  int plain = fk.launches, ex = fk.launches_ex;
+  assert_int_equal(pt_attn_decode_launch(&one, NULL, 0, STREAM), CUDA_SUCCESS);
+  assert_int_equal(fk.launches, plain);
+  assert_int_equal(fk.launches_ex, ex + 1);
+  assert_int_equal(fk.num_attrs, 1);
+  assert_int_equal(fk.pdl, 1);
+  assert_int_equal(fk.cluster_x, 0);
+  assert_int_equal(fk.grid[0], 1);
+  struct pt_attn_desc two = hf_desc(8, 32, 8, 4096, 128);
+  assert_int_equal(pt_attn_decode_launch(&two, NULL, 0, STREAM), CUDA_SUCCESS);
+  assert_int_equal(fk.num_attrs, 2);
+  assert_int_equal(fk.pdl, 1);
+  assert_int_equal(fk.cluster_x, 2);
+  pt_attn_plan_pdl = 0;
+  ex = fk.launches_ex;
+  assert_int_equal(pt_attn_decode_launch(&one, NULL, 0, STREAM), CUDA_SUCCESS);
+  assert_int_equal(fk.launches_ex, ex);
+  assert_int_equal(fk.launches, plain + 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_no_driver),
     cmocka_unit_test_setup(test_launch_paths, setup),
     cmocka_unit_test_setup(test_fault_launch, setup),
+    cmocka_unit_test_setup(test_pdl_launch, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
