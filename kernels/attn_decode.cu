@@ -174,8 +174,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
   // Launched with programmatic dependent launch (a timing experiment, pt_attn_plan_pdl) the CTA
   // may start before the previous kernel in the stream has finished: every read of its outputs
-  // (Q, K/V, the bias) waits here. Without that launch attribute this returns at once.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // (Q, K/V, the bias) waits here. Other launches skip it (a uniform branch).
+  if (p.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;

@@ -62,6 +62,7 @@ struct pt_attn_kparams {
   const void *bias;
   int64_t bias_bs, bias_hs, bias_rs;
   int bias_rows;         /* distinct bias rows per CTA (pt_attn_plan.bias_rows); 0: no bias */
+  int pdl;               /* launched with programmatic dependent launch (pt_attn_plan_pdl) */
 };
 
 /* The compare kernel's only parameter. */

@@ -260,6 +260,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
     at[nat].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     at[nat].value.programmaticStreamSerializationAllowed = 1;
     nat++;
+    p.pdl = 1;
   }
   if (nat) {
     CUlaunchConfig cfg;

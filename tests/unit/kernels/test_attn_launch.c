@@ -243,6 +243,7 @@ static void test_pdl_launch(void **st) {
   assert_int_equal(fk.launches_ex, ex + 1);
   assert_int_equal(fk.num_attrs, 1);
   assert_int_equal(fk.pdl, 1);
+  assert_int_equal(fk.last.pdl, 1); /* the kernel waits for the previous grid */
   assert_int_equal(fk.cluster_x, 0);
   assert_int_equal(fk.grid[0], 1);
   struct pt_attn_desc two = hf_desc(8, 32, 8, 4096, 128);
@@ -255,6 +256,7 @@ static void test_pdl_launch(void **st) {
   assert_int_equal(pt_attn_decode_launch(&one, NULL, 0, STREAM), CUDA_SUCCESS);
   assert_int_equal(fk.launches_ex, ex);
   assert_int_equal(fk.launches, plain + 1);
+  assert_int_equal(fk.last.pdl, 0);
 }
 
 int main(void) {
