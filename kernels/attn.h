@@ -59,7 +59,7 @@ struct pt_attn_desc {
  * only with seqlen_q <= seqlen_k, last dim contiguous, every pointer 16-byte
  * aligned and every stride a multiple of 8 elements, b and h_k <= 65535; a
  * bias likewise 16-byte aligned with strides a multiple of 8 (it is copied
- * 8 keys at a time). */
+ * 8 keys at a time) along every dimension of extent > 1. */
 
 /* NULL when the descriptor can run on Ponytail's decode kernel, else a short
  * static reason (usable as a stats key). Pure host code, no CUDA call. */

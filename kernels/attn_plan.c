@@ -56,9 +56,11 @@ const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
       !mult8(d->o_batch_stride) || !mult8(d->o_row_stride) || !mult8(d->o_head_stride))
     return "stride not a multiple of 8";
   /* The kernel copies the bias 8 keys (16 bytes) at a time into shared
-   * memory, next to the K/V tiles. */
-  if (d->bias && (!aligned16(d->bias) || !mult8(d->bias_batch_stride) || !mult8(d->bias_head_stride) ||
-                  !mult8(d->bias_row_stride)))
+   * memory, next to the K/V tiles. A stride along a dimension of extent 1 is
+   * never applied (torch checks the same way), so only the others count. */
+  if (d->bias && (!aligned16(d->bias) || (d->b > 1 && !mult8(d->bias_batch_stride)) ||
+                  (d->h > 1 && !mult8(d->bias_head_stride)) ||
+                  (d->seqlen_q > 1 && !mult8(d->bias_row_stride))))
     return "bias not 16-byte aligned";
   return NULL;
 }

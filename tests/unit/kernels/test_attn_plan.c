@@ -81,9 +81,22 @@ static void test_reasons(void **state) {
   REFUSE(d.o_head_stride = 4, "stride not a multiple of 8");
   /* The bias is copied 8 keys (16 bytes) at a time. */
   REFUSE((d.bias = FAKE(0x60008), d.bias_row_stride = 4104), "bias not 16-byte aligned");
-  REFUSE((d.bias = FAKE(0x60000), d.bias_row_stride = 4102), "bias not 16-byte aligned");
+  REFUSE((d.bias = FAKE(0x60000), d.seqlen_q = 2, d.bias_row_stride = 4102), "bias not 16-byte aligned");
   REFUSE((d.bias = FAKE(0x60000), d.bias_head_stride = 4), "bias not 16-byte aligned");
   REFUSE((d.bias = FAKE(0x60000), d.bias_batch_stride = 41044), "bias not 16-byte aligned");
+  /* a stride along an extent-1 dimension is never applied: any value passes */
+  {
+    struct pt_attn_desc e = hf_desc(1, 1, 1, 4100, 128);  /* b = h = 1, seqlen_q = 1 */
+    e.bias = FAKE(0x60000);
+    e.bias_batch_stride = 4101;
+    e.bias_head_stride = 3;
+    e.bias_row_stride = 4101;
+    assert_null(pt_attn_plan_check(&e));
+    e.seqlen_q = 2;
+    e.q_row_stride = 128;
+    e.o_row_stride = 128;
+    assert_string_equal(pt_attn_plan_check(&e), "bias not 16-byte aligned");
+  }
 }
 
 /* A bias (masked decode) with strides a multiple of 8, broadcast (stride 0)
