@@ -447,12 +447,14 @@ def compare_tests(lib, c):
         c.failures += not ok
 
 
-def graph_time(fn, calls=20, replays=9, warm=3):
-    """Median GPU time per call (µs) of `calls` launches of fn(i) captured in one graph."""
+def graph_time(fn, calls=20, replays=9, warm=3, eager=2):
+    """Median GPU time per call (µs) of `calls` launches of fn(i) captured in one graph, after
+    `eager` calls on a side stream (torch's warm-up before a capture) and `warm` replays.
+    Also used by prefill_check.py."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        for i in range(2):
+        for i in range(eager):
             fn(i)
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()

@@ -27,6 +27,8 @@ import sys
 
 import torch
 
+from attn_check import graph_time  # tests/gpu/checks/attn_check.py, the same directory
+
 O_TOL, LSE_TOL = 1e-2, 1e-3
 
 
@@ -135,32 +137,6 @@ def sanitize(lib):
     return fails
 
 
-def graph_time(fn, calls, replays=5, warm=2):
-    """Median GPU time per call (us) of `calls` launches captured in one graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    for _ in range(warm):
-        g.replay()
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000.0 / calls)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def timing(lib, out_rows, bs, ss, ds, causals):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
@@ -185,16 +161,17 @@ def timing(lib, out_rows, bs, ss, ds, causals):
                     if lib.run(q, k, v, o, lse, causal, scale) != 0:
                         res["pt"] = float("nan")
                     else:
-                        res["pt"] = graph_time(lambda: lib.run(q, k, v, o, lse, causal, scale), calls,
-                                               replays=3 if big else 5, warm=1 if big else 2)
+                        res["pt"] = graph_time(lambda i: lib.run(q, k, v, o, lse, causal, scale), calls,
+                                               replays=3 if big else 5, warm=1 if big else 2, eager=1)
                     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
-                            def f(be=be):
+                            def f(i, be=be):
                                 with sdpa_kernel(be):
                                     return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
                                                                           enable_gqa=True)
-                            res[name] = graph_time(f, calls, replays=3 if big else 5, warm=1 if big else 2)
+                            res[name] = graph_time(f, calls, replays=3 if big else 5, warm=1 if big else 2,
+                                                   eager=1)
                         except Exception as e:
                             res[name] = float("nan")
                             print("  %s failed at B%d S%d d%d: %s" % (name, b, s, d, str(e).splitlines()[0][:120]))
