@@ -344,28 +344,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       }
     }
 
-    // Online softmax; a row the split never lets see a key keeps m = -inf,
-    // so the exponent base is guarded to stay NaN-free.
-    float mx0 = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
-    float mx1 = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
-    const float al0 = ex2(m0 - mu0), al1 = ex2(m1 - mu1);
-    m0 = mn0;
-    m1 = mn1;
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      s[n][0] = ex2(s[n][0] - mu0);
-      s[n][1] = ex2(s[n][1] - mu0);
-      s[n][2] = ex2(s[n][2] - mu1);
-      s[n][3] = ex2(s[n][3] - mu1);
-    }
-    l0 = l0 * al0 + (s[0][0] + s[0][1]) + (s[1][0] + s[1][1]);
-    l1 = l1 * al1 + (s[0][2] + s[0][3]) + (s[1][2] + s[1][3]);
+    // Online softmax (kernels/softmax.cuh); a row the split never lets see a key keeps
+    // m = -inf.
+    float al0, al1;
+    online_softmax(s, m0, m1, l0, l1, al0, al1);
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       acc[n][0] *= al0;

@@ -35,17 +35,9 @@
 
 #include "kernels/attn_kparams.h"
 #include "kernels/ptx.cuh"
+#include "kernels/softmax.cuh"
 
 namespace pt_attn {
-
-constexpr float NEG_INF = -__builtin_huge_valf();
-constexpr float LN2 = 0.693147180559945309f;
-
-// LSE (natural log) of a row from its max M and sum L in the log2 domain;
-// -inf for a row that saw no key (L == 0: masked entirely by its bias).
-static __device__ __forceinline__ float row_lse(float M, float L) {
-  return L > 0.f ? (M + __log2f(L)) * LN2 : NEG_INF;
-}
 
 // The last CTA of a (batch, KV head): O = sum_s w_s O_s / L with
 // w_s = 2^(m_s - M), M = max_s m_s, L = sum_s w_s l_s. The partials were just

@@ -19,16 +19,19 @@
 
 #include "kernels/attn_prefill.h"
 #include "kernels/attn_prefill_wgmma.cuh"
+#include "kernels/softmax.cuh"
 
 namespace pt_prefill {
 
-constexpr int BM = PT_PREFILL_BM, BN = PT_PREFILL_BN, NS = PT_PREFILL_NSTAGE, SUB = PT_PREFILL_SUB;
-constexpr float NEG_INF = -__builtin_huge_valf();
-constexpr float LN2 = 0.6931471805599453f;
+// Shared with the decode kernel: PTX wrappers (kernels/ptx.cuh), the online softmax and the
+// LSE (kernels/softmax.cuh).
+using pt_attn::dt;
+using pt_attn::NEG_INF;
+using pt_attn::online_softmax;
+using pt_attn::row_lse;
+using pt_attn::smem_u32;
 
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+constexpr int BM = PT_PREFILL_BM, BN = PT_PREFILL_BN, NS = PT_PREFILL_NSTAGE, SUB = PT_PREFILL_SUB;
 
 // ---- mbarrier and TMA -----------------------------------------------------------------
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -94,10 +97,6 @@ template <> struct ops<__nv_bfloat16> {
   static __device__ __forceinline__ void rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b) {
     wgmma_rs_m64n128_bf16(d, a, b);
   }
-  static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
 };
 template <> struct ops<__half> {
   static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t a, uint64_t b, int sc) {
@@ -109,17 +108,7 @@ template <> struct ops<__half> {
   static __device__ __forceinline__ void rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b) {
     wgmma_rs_m64n128_f16(d, a, b);
   }
-  static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    __half2 v = __floats2half2_rn(x, y);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
 };
-
-static __device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // K/V tiles this CTA reads: all keys, or (causal) up to the last one its last row sees.
 static __device__ __forceinline__ int n_tiles(const pt_prefill_kparams &p, int m0) {
@@ -234,43 +223,19 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
           sc[i][j] = masked ? NEG_INF : sc[i][j] * sl2;
         }
       }
-      // Online softmax (log2 domain); a row that has seen no key keeps m = -inf, guarded.
-      float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-        mx0 = fmaxf(mx0, fmaxf(sc[i][0], sc[i][1]));
-        mx1 = fmaxf(mx1, fmaxf(sc[i][2], sc[i][3]));
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m_0, mx0), mn1 = fmaxf(m_1, mx1);
-      const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
-      const float al0 = ex2(m_0 - mu0), al1 = ex2(m_1 - mu1);
-      m_0 = mn0;
-      m_1 = mn1;
-      float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-        sc[i][0] = ex2(sc[i][0] - mu0);
-        sc[i][1] = ex2(sc[i][1] - mu0);
-        sc[i][2] = ex2(sc[i][2] - mu1);
-        sc[i][3] = ex2(sc[i][3] - mu1);
-        rs0 += sc[i][0] + sc[i][1];
-        rs1 += sc[i][2] + sc[i][3];
-      }
-      l_0 = l_0 * al0 + rs0;
-      l_1 = l_1 * al1 + rs1;
+      // Online softmax (log2 domain, kernels/softmax.cuh); a row that has seen no key keeps
+      // m = -inf.
+      float al0, al1;
+      online_softmax(sc, m_0, m_1, l_0, l_1, al0, al1);
       // P as the A fragments of BN / 16 k16 steps: columns [16j, 16j + 16) are the
       // accumulator blocks 2j and 2j + 1.
       uint32_t pa[BN / 16][4];
 #pragma unroll
       for (int j = 0; j < BN / 16; ++j) {
-        pa[j][0] = ops<T>::pack(sc[2 * j][0], sc[2 * j][1]);
-        pa[j][1] = ops<T>::pack(sc[2 * j][2], sc[2 * j][3]);
-        pa[j][2] = ops<T>::pack(sc[2 * j + 1][0], sc[2 * j + 1][1]);
-        pa[j][3] = ops<T>::pack(sc[2 * j + 1][2], sc[2 * j + 1][3]);
+        pa[j][0] = dt<T>::pack(sc[2 * j][0], sc[2 * j][1]);
+        pa[j][1] = dt<T>::pack(sc[2 * j][2], sc[2 * j][3]);
+        pa[j][2] = dt<T>::pack(sc[2 * j + 1][0], sc[2 * j + 1][1]);
+        pa[j][3] = dt<T>::pack(sc[2 * j + 1][2], sc[2 * j + 1][3]);
       }
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
@@ -317,11 +282,11 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     for (int i = 0; i < D / 8; ++i) {
       const int col = 8 * i + 2 * (lane % 4);
       *reinterpret_cast<uint32_t *>(orow + col) =
-          ops<T>::pack(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
+          dt<T>::pack(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
     }
     if (p.lse && lane % 4 == 0) {
       const float m = half ? m_1 : m_0, l = half ? l_1 : l_0;
-      p.lse[((int64_t)bi * p.h + h) * p.sq + row] = l > 0.f ? (m + __log2f(l)) * LN2 : NEG_INF;
+      p.lse[((int64_t)bi * p.h + h) * p.sq + row] = row_lse(m, l);
     }
   }
 }
