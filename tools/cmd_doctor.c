@@ -58,8 +58,9 @@ static void usage(FILE *f) {
 "  attention, attention-padded  (GPU) the SDPA backend of the decode shape from\n"
 "                   --model-config/--batch/--prompt, unmasked and padded, and whether\n"
 "                   Ponytail swaps it\n"
-"  selftest         (GPU) decode SDPA, bf16/fp16 x head_dim 64/128, under PONYTAIL_ATTN=verify:\n"
-"                   error against an fp32 reference <= 1e-2, the shim's verified > 0, failures 0\n"
+"  selftest         (GPU) decode SDPA, bf16/fp16 x head_dim 64/128 (and masked decode when\n"
+"                   PONYTAIL_ATTN_MASKED is on), under PONYTAIL_ATTN=verify: error against an\n"
+"                   fp32 reference <= 1e-2, the shim's verified > 0, failures 0\n"
 "\n"
 "  --json               one JSON object: {\"checks\": [{\"name\", \"status\", \"needed\",\n"
 "                       \"finding\", \"what_to_do\"}], \"ready\", \"verdict\"}\n"
@@ -551,9 +552,11 @@ static void check_attention(const struct pt_json *a, const char *key, int needed
         attn_desc(path), how);
   } else {
     const char *why = !path ? "torch's choice could not be determined"
-                      : !strcmp(path, "cudnn") ? "cuDNN SDPA is not swappable; the shim sets "
-                                                  "TORCH_CUDNN_SDPA_DEPRIORITIZED=1 unless it is already set"
-                      : !strcmp(path, "mem-efficient") ? "mem-efficient SDPA (attention mask) is not swappable yet"
+                      : !strcmp(path, "cudnn") ? "cuDNN SDPA is not swappable; the shim's SDPA policy "
+                                                  "(PONYTAIL_TORCH_SDPA=auto) moves decode off it unless the "
+                                                  "policy is keep or the program asks for cuDNN"
+                      : !strcmp(path, "mem-efficient") ? "mem-efficient SDPA (attention mask) is swapped only with "
+                                                         "PONYTAIL_ATTN_MASKED=1 (off by default)"
                       : "only flash split-KV decode (fp16/bf16, head_dim 64/128) is swapped";
     add(name, needed ? ST_FAIL : ST_OK, needed,
         "leave TORCH_CUDNN_SDPA_DEPRIORITIZED and PONYTAIL_TORCH_SDPA unset, use fp16/bf16 with head_dim 64 or 128",

@@ -600,7 +600,7 @@ static void check_wspool(const char *js) {
 #define AR_MEFF "_Z40fmha_cutlassF_bf16_aligned_64x128_rf_sm80N22PyTorchMemEffAttention15AttentionKernelIN7cutlass10bfloat16_tENS1_4arch4Sm80ELb1ELi64ELi128ELi128ELb1ELb1EE6ParamsE"
 #define AR_LEAN "_ZN5cudnn6fusion21lean_reduction_kernelIfLi256EEEvv"
 #define AR_R_CUDNN "cuDNN SDPA: torch's SDPA choice never reached Ponytail (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)"
-#define AR_R_MEFF "mem-efficient SDPA (attention mask or unsupported shape): not swappable yet"
+#define AR_R_MEFF "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1"
 static void stub_meff(void) {}
 static int sc_attn_report(void) {
   void **h = __cudaRegisterFatBinary((void *)"fatbin");

@@ -112,7 +112,7 @@ static void test_reasons(void **st) {
                       "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)");
   assert_string_equal(go(CUDNN_SM90).reason, pt_attn_r_cudnn);
   assert_string_equal(go(MEFF_F).reason,
-                      "mem-efficient SDPA (attention mask or unsupported shape): not swappable yet");
+                      "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1");
   assert_string_equal(go(CUDNN_BWD).reason, "training backward: not swapped");
   assert_string_equal(go(MEFF_B).reason, "training backward: not swapped");
   set_env("PONYTAIL_TORCH_SDPA", "keep");

@@ -106,7 +106,7 @@ static void test_option_off_report_only(void **st) {
   x.l.args = (void **)(uintptr_t)0x10; /* poison: must not be read */
   x.l.param_bytes = 3;
   struct pt_hook_outcome o = go(&x);
-  assert_pass(o, "mem-efficient SDPA (attention mask or unsupported shape): not swappable yet");
+  assert_pass(o, "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1");
   assert_ptr_equal(o.reason, pt_attn_r_mem_eff);
   set_env("PONYTAIL_ATTN_MASKED", "0");
   assert_int_equal(pt_hooks_match(ME_BF16_NAME), PT_HOOK_MEM_EFF);
