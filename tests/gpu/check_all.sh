@@ -13,7 +13,10 @@
 #   compat     compat-progs compat-matrix                                  (~9 min)
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
 #   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
-#   all        the four, in this order (the default; more than one call: the rest is NOT RUN)
+#   prefill    the prefill kernel of issue 18 alone (checks/prefill.sh: correctness and the
+#              sanitizers; not yet in the shim, so in no other group)        (~2-3 min)
+#   all        the four before prefill, in this order (the default; more than one call: the
+#              rest is NOT RUN)
 # Environment:
 #   BUDGET_S=560  seconds for the whole call, build included. A check starts only when its
 #                 estimate fits what is left (else NOT RUN, listed at the end), and is killed at
@@ -31,14 +34,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 py="${PYTHON:-python3}"
 g="$root/tests/gpu/checks"
 
-all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2)
+all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill)
 group() {
   case $1 in
     core) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim" ;;
     compat) echo "compat-progs compat-matrix" ;;
     torch) echo "compat-torch" ;;
     multi-gpu) echo "tp2" ;;
-    all) echo "${all_checks[*]}" ;;
+    all) echo "${all_checks[*]/prefill/}" ;;
     *) echo "$1" ;;
   esac
 }
@@ -48,14 +51,14 @@ est() {
   case $1 in
     smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 70 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 120 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; *) echo 60 ;;
   esac
 }
 lim() {
   case $1 in
     smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 200 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 180 ;; compat-matrix) echo 420 ;;
-    compat-torch) echo 480 ;; tp2) echo 330 ;; *) echo 120 ;;
+    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; *) echo 120 ;;
   esac
 }
 describe() {
@@ -71,6 +74,7 @@ describe() {
     compat-matrix) echo "checks/compat_matrix.py: PyTorch/transformers rows, arms stock,shim,same" ;;
     compat-torch) echo "checks/torch_tests.sh: PyTorch's test_cuda.py cases stock vs shim" ;;
     tp2) echo "checks/tp2.sh: peer access, TP all-reduce + IPC, TP generate (>= 2 GPUs)" ;;
+    prefill) echo "checks/prefill.sh: the sm_90a prefill kernel vs fp32, memcheck, racecheck, synccheck" ;;
     *) echo "?" ;;
   esac
 }
@@ -79,7 +83,7 @@ want=()
 for w in ${CHECKS:-all}; do
   [ "$w" = list ] && {
     for c in "${all_checks[@]}"; do printf '%-14s est %3s s, limit %3s s  %s\n' "$c" "$(est "$c")" "$(lim "$c")" "$(describe "$c")"; done
-    for gr in core compat torch multi-gpu; do echo "group $gr: $(group "$gr")"; done
+    for gr in core compat torch multi-gpu prefill; do echo "group $gr: $(group "$gr")"; done
     exit 0; }
   for c in $(group "$w"); do
     case " ${all_checks[*]} " in
@@ -135,6 +139,7 @@ run_check() { # NAME: the command of one check (runs inside `timeout`, in a subs
     tp2)
       [ "$ngpu" -ge 2 ] || { echo "SKIP: $ngpu GPU(s), tp2 needs 2 (kind nvidia-h200-x2)"; return 77; }
       TP_N="${TP_N:-128}" bash "$g/tp2.sh" ;;
+    prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
   esac
 }
 summary() { # NAME LOG: one line
@@ -150,6 +155,7 @@ summary() { # NAME LOG: one line
     compat-matrix) pat='^compat matrix:|^FAIL' ;;
     compat-torch) pat='^(SKIP|torch_tests:)|^  \[[a-z]+\] regressions' ;;
     tp2) pat='^(SKIP|tp2:)' ;;
+    prefill) pat='^correctness:|^compute-sanitizer' ;;
   esac
   local s
   if [ "$1" = alloc-stress ]; then # config ops corr errs ...: corruptions and errors per configuration
