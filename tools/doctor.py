@@ -115,43 +115,40 @@ def attention(torch, F, cfg, batch, prompt):
     return res
 
 
+def family(torch, F, name, dt, d, masked):
+    """One self-test family: decode SDPA (batch 4, 8 heads, 300 keys) against an fp32 reference;
+    masked: a left-padding mask of 0-180 keys per row, so SDPA takes the mem-efficient kernel."""
+    try:
+        q = torch.randn(4, 8, 1, d, device="cuda", dtype=dt)
+        k = torch.randn(4, 8, 300, d, device="cuda", dtype=dt)
+        v = torch.randn(4, 8, 300, d, device="cuda", dtype=dt)
+        keep = None
+        if masked:
+            keep = torch.ones(4, 1, 1, 300, device="cuda", dtype=torch.bool)
+            for b in range(4):
+                keep[b, :, :, : 60 * b] = False
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        torch.cuda.synchronize()
+        s = (q.float() @ k.float().transpose(-1, -2)) * d ** -0.5
+        if masked:
+            s = s.masked_fill(~keep, float("-inf"))
+        ref = torch.softmax(s, dim=-1) @ v.float()
+        rel = ((o.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
+        return {"family": name, "rel_err": rel, "ok": rel <= 1e-2}
+    except Exception as e:
+        return {"family": name, "error": "%s: %s" % (type(e).__name__, e), "ok": False}
+
+
 def selftest(torch, F):
     fams = []
     for dt in (torch.bfloat16, torch.float16):
         for d in (64, 128):
-            name = "decode %s d%d" % (str(dt).split(".")[-1], d)
-            try:
-                q = torch.randn(4, 8, 1, d, device="cuda", dtype=dt)
-                k = torch.randn(4, 8, 300, d, device="cuda", dtype=dt)
-                v = torch.randn(4, 8, 300, d, device="cuda", dtype=dt)
-                o = F.scaled_dot_product_attention(q, k, v)
-                torch.cuda.synchronize()
-                s = (q.float() @ k.float().transpose(-1, -2)) * d ** -0.5
-                ref = torch.softmax(s, dim=-1) @ v.float()
-                rel = ((o.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
-                fams.append({"family": name, "rel_err": rel, "ok": rel <= 1e-2})
-            except Exception as e:
-                fams.append({"family": name, "error": "%s: %s" % (type(e).__name__, e), "ok": False})
+            fams.append(family(torch, F, "decode %s d%d" % (str(dt).split(".")[-1], d), dt, d, False))
     # Masked decode (torch's mem-efficient kernel with a padding mask) is Ponytail's only with
     # PONYTAIL_ATTN_MASKED on (read as the shim reads a boolean); else it is torch's own path.
     if os.environ.get("PONYTAIL_ATTN_MASKED", "").strip().lower() in ("1", "on", "true", "yes"):
         for dt in (torch.bfloat16, torch.float16):
-            name = "masked decode %s d128" % str(dt).split(".")[-1]
-            try:
-                q = torch.randn(4, 8, 1, 128, device="cuda", dtype=dt)
-                k = torch.randn(4, 8, 300, 128, device="cuda", dtype=dt)
-                v = torch.randn(4, 8, 300, 128, device="cuda", dtype=dt)
-                keep = torch.ones(4, 1, 1, 300, device="cuda", dtype=torch.bool)
-                for b in range(4):
-                    keep[b, :, :, : 60 * b] = False  # left padding, 0-180 keys
-                o = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-                torch.cuda.synchronize()
-                s = (q.float() @ k.float().transpose(-1, -2)) * 128 ** -0.5
-                ref = torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v.float()
-                rel = ((o.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
-                fams.append({"family": name, "rel_err": rel, "ok": rel <= 1e-2})
-            except Exception as e:
-                fams.append({"family": name, "error": "%s: %s" % (type(e).__name__, e), "ok": False})
+            fams.append(family(torch, F, "masked decode %s d128" % str(dt).split(".")[-1], dt, 128, True))
     return fams
 
 

@@ -27,7 +27,9 @@ import sys
 
 import torch
 
-from attn_check import graph_time  # tests/gpu/checks/attn_check.py, the same directory
+# tests/gpu/checks/attn_check.py (the same directory): the fp32 reference, the error measure and
+# graph-replay timing, shared with the decode kernel's check
+from attn_check import graph_time, reference, rel_err
 
 O_TOL, LSE_TOL = 1e-2, 1e-3
 
@@ -51,31 +53,6 @@ class Lib:
                                       lse.data_ptr() if lse is not None else None,
                                       1 if q.dtype == torch.bfloat16 else 0, b, h, hk, sq, sk, d, st, scale,
                                       1 if causal else 0, s)
-
-
-def reference(q, k, v, causal, scale):
-    """fp32 attention in [b, s, h, d] layout; GQA by repeating K/V heads; bottom-right causal."""
-    b, sq, h, d = q.shape
-    sk, hk = k.shape[1], k.shape[2]
-    qf = q.float().transpose(1, 2)
-    kf = k.float().transpose(1, 2).repeat_interleave(h // hk, 1)
-    vf = v.float().transpose(1, 2).repeat_interleave(h // hk, 1)
-    s = torch.matmul(qf, kf.transpose(-1, -2)) * scale
-    if causal:
-        i = torch.arange(sq, device=q.device).view(sq, 1)
-        j = torch.arange(sk, device=q.device).view(1, sk)
-        s = s.masked_fill(j > i + (sk - sq), float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)                       # [b, h, sq]
-    o = torch.matmul(torch.softmax(s, dim=-1), vf)         # [b, h, sq, d]
-    return o.transpose(1, 2), lse
-
-
-def rel_err(x, ref):
-    den = ref.float().abs().max().item()
-    e = (x.float() - ref.float()).abs().max().item()
-    if math.isnan(e) or math.isinf(e):
-        return float("inf")
-    return e / max(den, 1e-30)
 
 
 def make(b, sq, sk, h, hk, d, dtype, layout):
@@ -103,7 +80,7 @@ def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa"):
     if rc != 0:
         rows.append("%-58s launch rc %d  FAIL" % (name, rc))
         return False
-    ro, rl = reference(q, k, v, causal, scale)
+    ro, rl = reference(q, k, v, scale, causal)
     eo, el = rel_err(o, ro), rel_err(lse, rl)
     ok = eo <= O_TOL and el <= LSE_TOL
     rows.append("%-58s O %.2e  LSE %.2e  %s" % (name, eo, el, "ok" if ok else "FAIL"))
