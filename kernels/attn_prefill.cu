@@ -16,6 +16,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#ifdef PT_PREFILL_WATCHDOG
+#include <stdio.h>
+#endif
 
 #include "kernels/attn_prefill.h"
 #include "kernels/attn_prefill_wgmma.cuh"
@@ -43,15 +46,31 @@ static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t byt
 static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Waits until the phase of parity `parity` of the barrier has completed.
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+// Waits until the phase of parity `parity` of the barrier has completed. `tag` names the
+// barrier (0 q_full, 1 + s k_full, 1 + NS + s v_full, 1 + 2 NS + s empty) for the watchdog of
+// test builds (-DPT_PREFILL_WATCHDOG): a wait that spins for seconds prints which barrier,
+// block and thread, then traps, so that a deadlock fails the launch instead of hanging the
+// test. Production builds compile the plain loop.
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, int tag) {
   uint32_t done = 0;
+#ifdef PT_PREFILL_WATCHDOG
+  long long spins = 0;
+#endif
   while (!done) {
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
+#ifdef PT_PREFILL_WATCHDOG
+    if (!done && ++spins == (1ll << 24)) {
+      printf("pt_prefill watchdog: block (%d,%d,%d) thread %d stuck on barrier %d parity %u\n", (int)blockIdx.x,
+             (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, tag, parity);
+      __trap();
+    }
+#else
+    (void)tag;
+#endif
   }
 }
 // One box of a 4D tensor map into shared memory; completion counted on `bar`.
@@ -161,7 +180,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       for (int c = 0; c < ND; ++c) tma_load_4d(sQ + c * Q_SUB, &p.tq, c * SUB, m0, h, bi, q_full);
       for (int it = 0; it < nt; ++it) {
         const int s = it % NS;
-        if (it >= NS) mbar_wait(empty(s), (uint32_t)((it / NS - 1) & 1));
+        if (it >= NS) mbar_wait(empty(s), (uint32_t)((it / NS - 1) & 1), 1 + 2 * NS + s);
         mbar_expect_tx(k_full(s), KV_BYTES);
 #pragma unroll
         for (int c = 0; c < ND; ++c)
@@ -187,7 +206,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f;
 
-  mbar_wait(q_full, 0);
+  mbar_wait(q_full, 0, 0);
   for (int it = 0; it < nt; ++it) {
     const int s = it % NS;
     const uint32_t ph = (uint32_t)((it / NS) & 1);
@@ -196,7 +215,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     // released like any other.
     const bool skip = p.causal && n0 > slab_last + diag;
     if (!skip) {
-      mbar_wait(k_full(s), ph);
+      mbar_wait(k_full(s), ph, 1 + s);
       float sc[BN / 8][4];
 #pragma unroll
       for (int i = 0; i < BN / 8; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
@@ -245,7 +264,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
         o[i][3] *= al1;
       }
 
-      mbar_wait(v_full(s), ph);
+      mbar_wait(v_full(s), ph, 1 + NS + s);
       fence_acc(o);
       wg_fence();
 #pragma unroll
@@ -258,8 +277,8 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       fence_acc(o);
     } else {
       // Keep the full barriers' phases in step with the producer's.
-      mbar_wait(k_full(s), ph);
-      mbar_wait(v_full(s), ph);
+      mbar_wait(k_full(s), ph, 1 + s);
+      mbar_wait(v_full(s), ph, 1 + NS + s);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty(s));

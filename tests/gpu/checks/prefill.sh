@@ -18,7 +18,10 @@ PY=${PYTHON:-python3}
 status=0
 summary=()
 
+# PT_PREFILL_WATCHDOG: a barrier wait that spins for seconds traps with a message (which
+# barrier, block, thread) instead of hanging the check.
 nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I. \
+  -DPT_PREFILL_WATCHDOG \
   tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_test.so" \
   2>"$OUT/ptxas.txt" || { cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
 grep -E "Used|spill" "$OUT/ptxas.txt" | sed 's/^ptxas info    : //' | sort | uniq -c

@@ -24,6 +24,7 @@ import ctypes
 import math
 import os
 import sys
+import time
 
 import torch
 
@@ -67,30 +68,95 @@ def make(b, sq, sk, h, hk, d, dtype, layout):
     return q, k, v
 
 
-def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa"):
-    torch.manual_seed(hash((b, sq, sk, h, hk, d, str(dtype), causal, layout)) & 0xffffffff)
+def sync(what, timeout=30.0):
+    """Waits for the current stream without hanging the check: a kernel that deadlocks (the
+    test build's watchdog traps after seconds, but a launch could still spin) ends the process
+    with a message instead of running into the device call's limit."""
+    ev = torch.cuda.Event()
+    ev.record()
+    t0 = time.time()
+    while not ev.query():
+        if time.time() - t0 > timeout:
+            print("HANG: %s did not finish in %.0f s; stopping" % (what, timeout), flush=True)
+            os._exit(3)
+        time.sleep(0.001)
+    torch.cuda.synchronize()  # raises the launch's error, if any (e.g. the watchdog's trap)
+
+
+def diagnose(o, ro, lse, rl, causal, sk):
+    """Where a failing case is wrong, to tell a layout fault from a numeric one: NaN left in
+    the outputs (rows never written), the error by query row within the 128-row tile (which
+    warp / warpgroup), by output column group of 8 (which accumulator block / V sub-tile), and
+    whether the LSE (S = Q K^T only) is right while O (P V) is not."""
+    of, lf = o.float(), lse.float()
+    print("    NaN: O %d of %d, LSE %d of %d" % (torch.isnan(of).sum().item(), of.numel(),
+                                                torch.isnan(lf).sum().item(), lf.numel()))
+    e = (of - ro).abs().nan_to_num(float("inf"))            # [b, sq, h, d]
+    sq, d = e.shape[1], e.shape[3]
+    den = max(ro.abs().max().item(), 1e-30)
+    by_row = [e[:, r::128].max().item() / den if r < sq else 0.0 for r in range(0, 128, 8)]
+    print("    O err by row %% 128 (groups of 8 rows, i.e. per warp half): " +
+          " ".join("%.1e" % x for x in by_row[:16]))
+    by_col = [e[..., c:c + 8].max().item() / den for c in range(0, d, 8)]
+    print("    O err by column group of 8: " + " ".join("%.1e" % x for x in by_col))
+    by_tile = [e[:, m:m + 128].max().item() / den for m in range(0, sq, 128)][:16]
+    print("    O err by 128-row tile: " + " ".join("%.1e" % x for x in by_tile))
+    el = (lf - rl).abs().nan_to_num(float("inf"))            # [b, h, sq]
+    print("    LSE err by row %% 128 (groups of 8): " +
+          " ".join("%.1e" % (el[..., r::128].max().item() if r < sq else 0.0) for r in range(0, 128, 8)))
+    r0 = (e.amax(dim=(0, 2, 3)) > 1e-2 * den).nonzero()
+    if r0.numel():
+        print("    first bad query rows: %s" % r0.flatten()[:12].tolist())
+
+
+def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa", probe=None):
+    """probe: None (random inputs), "q0" (Q = 0: softmax uniform, O = mean of the visible V,
+    tests the P V path alone) or "v1" (V = 1: O = 1 wherever the softmax is normalised, and the
+    LSE tests S = Q K^T alone)."""
+    torch.manual_seed(hash((b, sq, sk, h, hk, d, str(dtype), causal, layout, probe)) & 0xffffffff)
     q, k, v = make(b, sq, sk, h, hk, d, dtype, layout)
+    if probe == "q0":
+        q.zero_()
+    elif probe == "v1":
+        v.fill_(1.0)
     scale = 1.0 / math.sqrt(d)
     o = torch.full((b, sq, h, d), float("nan"), device="cuda", dtype=dtype)
     lse = torch.full((b, h, sq), float("nan"), device="cuda", dtype=torch.float32)
+    name = "B%-2d sq%-5d sk%-5d H%-2d Hk%-2d d%-3d %s%s %s%s" % (
+        b, sq, sk, h, hk, d, "bf16" if dtype == torch.bfloat16 else "fp16", " causal" if causal else "", layout,
+        " probe " + probe if probe else "")
     rc = lib.run(q, k, v, o, lse, causal, scale)
-    torch.cuda.synchronize()
-    name = "B%-2d sq%-5d sk%-5d H%-2d Hk%-2d d%-3d %s%s %s" % (
-        b, sq, sk, h, hk, d, "bf16" if dtype == torch.bfloat16 else "fp16", " causal" if causal else "", layout)
+    try:
+        sync(name)
+    except RuntimeError as e:
+        print("%-58s CUDA error: %s  FAIL" % (name, str(e).splitlines()[0][:160]), flush=True)
+        os._exit(4)  # the context is lost: no later case can run
     if rc != 0:
         rows.append("%-58s launch rc %d  FAIL" % (name, rc))
+        print(rows[-1], flush=True)
         return False
     ro, rl = reference(q, k, v, scale, causal)
     eo, el = rel_err(o, ro), rel_err(lse, rl)
     ok = eo <= O_TOL and el <= LSE_TOL
     rows.append("%-58s O %.2e  LSE %.2e  %s" % (name, eo, el, "ok" if ok else "FAIL"))
     print(rows[-1], flush=True)
+    if not ok and DIAG[0] > 0:
+        DIAG[0] -= 1
+        diagnose(o, ro, lse, rl, causal, sk)
     return ok
+
+
+DIAG = [6]  # error maps printed for the first failing cases only
 
 
 def correctness(lib):
     torch.backends.cuda.matmul.allow_tf32 = False
     rows, fails = [], 0
+    # Probes first, one tile each, simplest to hardest: they localise a fault (PV path, QK path,
+    # the second consumer warpgroup, d = 128's second sub-tile, the K/V ring) before the grid.
+    for (sq, sk, d, probe) in ((64, 64, 64, "q0"), (64, 64, 64, "v1"), (64, 64, 64, None), (128, 64, 64, None),
+                               (128, 64, 128, "q0"), (128, 64, 128, None), (128, 640, 128, None)):
+        fails += not case(lib, rows, 1, sq, sk, 1, 1, d, torch.bfloat16, False, probe=probe)
     for dtype in (torch.bfloat16, torch.float16):
         for d in (64, 128):
             for causal in (False, True):
