@@ -30,11 +30,11 @@ namespace pt_prefill {
 // LSE (kernels/softmax.cuh).
 using pt_attn::dt;
 using pt_attn::NEG_INF;
-using pt_attn::online_softmax;
+using pt_attn::ex2;
 using pt_attn::row_lse;
 using pt_attn::smem_u32;
 
-constexpr int BM = PT_PREFILL_BM, BN = PT_PREFILL_BN, NS = PT_PREFILL_NSTAGE, SUB = PT_PREFILL_SUB;
+constexpr int BM = PT_PREFILL_BM, BN = PT_PREFILL_BN, SUB = PT_PREFILL_SUB;
 
 // ---- mbarrier and TMA -----------------------------------------------------------------
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -45,6 +45,13 @@ static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t byt
 }
 static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// The same, predicated inside the asm: no branch. Used between wgmma issue and wait, where
+// ptxas serialises the wgmma pipeline if the code it overlaps has control flow.
+static __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+               "r"((int)pred)
+               : "memory");
 }
 // Waits until the phase of parity `parity` of the barrier has completed. `tag` names the
 // barrier (0 q_full, 1 + s k_full, 1 + NS + s v_full, 1 + 2 NS + s empty) for the watchdog of
@@ -87,12 +94,26 @@ static __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorM
 static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// Register reallocation between warpgroups (all four warps of a warpgroup execute it): the
+// producer gives back what its one loading thread does not need, the consumers take it.
+// 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
+static __device__ __forceinline__ void regs_producer() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory"); }
+static __device__ __forceinline__ void regs_consumer() { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory"); }
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
 template <int N> static __device__ __forceinline__ void fence_acc(float (&d)[N][4]) {
 #pragma unroll
   for (int i = 0; i < N; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+f"(d[i][j])::"memory");
+}
+// The same for the P fragments an in-flight P V wgmma reads: placed after its wait, it keeps
+// them live (and their registers unreused) until then.
+template <int N> static __device__ __forceinline__ void fence_frag(uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
 // Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63). K-major
@@ -107,8 +128,11 @@ static __device__ __forceinline__ uint64_t gdesc(uint32_t saddr, uint32_t lbo, u
 
 template <typename T> struct ops;
 template <> struct ops<__nv_bfloat16> {
-  static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t a, uint64_t b, int sc) {
-    wgmma_ss_m64n64_bf16(d, a, b, sc);
+  static __device__ __forceinline__ void ss(float (&d)[16][4], uint64_t a, uint64_t b) {
+    wgmma_ss_m64n128_bf16(d, a, b, 1);
+  }
+  static __device__ __forceinline__ void ss0(float (&d)[16][4], uint64_t a, uint64_t b) {
+    wgmma_ss_m64n128_bf16_zero(d, a, b);
   }
   static __device__ __forceinline__ void rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
     wgmma_rs_m64n64_bf16(d, a, b);
@@ -118,8 +142,11 @@ template <> struct ops<__nv_bfloat16> {
   }
 };
 template <> struct ops<__half> {
-  static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t a, uint64_t b, int sc) {
-    wgmma_ss_m64n64_f16(d, a, b, sc);
+  static __device__ __forceinline__ void ss(float (&d)[16][4], uint64_t a, uint64_t b) {
+    wgmma_ss_m64n128_f16(d, a, b, 1);
+  }
+  static __device__ __forceinline__ void ss0(float (&d)[16][4], uint64_t a, uint64_t b) {
+    wgmma_ss_m64n128_f16_zero(d, a, b);
   }
   static __device__ __forceinline__ void rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
     wgmma_rs_m64n64_f16(d, a, b);
@@ -136,9 +163,125 @@ static __device__ __forceinline__ int n_tiles(const pt_prefill_kparams &p, int m
   return kmax < 0 ? 0 : kmax / BN + 1;
 }
 
+// Descriptors of one tile's wgmma steps, computed before the wgmma.fence and pinned there
+// (the empty asm): ptxas serialises the wgmma pipeline when non-wgmma instructions define a
+// wgmma's inputs, descriptors included, while earlier wgmmas are in flight.
+template <int N> static __device__ __forceinline__ void pin(uint64_t (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+l"(d[i])::"memory");
+}
+// S = Q K^T: d / 16 k16 steps over Q (this warpgroup's 64 rows) and K, both K-major; a step
+// moves 32 bytes inside the 128-byte row, or to the next 64-column sub-tile.
+template <int D> static __device__ __forceinline__ void desc_s(uint64_t (&dq)[D / 16], uint64_t (&dk)[D / 16],
+                                                              uint32_t q_rows, uint32_t k_tile) {
+  constexpr uint32_t Q_SUB = BM * SUB * 2, KV_SUB = BN * SUB * 2;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    dq[ks] = gdesc(q_rows + (ks / 4) * Q_SUB + (ks % 4) * 32, 16, 1024);
+    dk[ks] = gdesc(k_tile + (ks / 4) * KV_SUB + (ks % 4) * 32, 16, 1024);
+  }
+}
+// P V: BN / 16 k16 steps of 16 keys (2048 bytes of every V sub-tile), V read MN-major.
+static __device__ __forceinline__ void desc_v(uint64_t (&dv)[BN / 16], uint32_t v_tile) {
+  constexpr uint32_t KV_SUB = BN * SUB * 2;
+#pragma unroll
+  for (int j = 0; j < BN / 16; ++j) dv[j] = gdesc(v_tile + j * 16 * 128, KV_SUB, 1024);
+}
+
+template <typename T, int D>
+static __device__ __forceinline__ void issue_s(float (&s)[BN / 8][4], const uint64_t (&dq)[D / 16],
+                                               const uint64_t (&dk)[D / 16]) {
+  ops<T>::ss0(s, dq[0], dk[0]);  // the first step overwrites
+#pragma unroll
+  for (int ks = 1; ks < D / 16; ++ks) ops<T>::ss(s, dq[ks], dk[ks]);
+}
+
+template <typename T, int D>
+static __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&pa)[BN / 16][4],
+                                                const uint64_t (&dv)[BN / 16]) {
+#pragma unroll
+  for (int j = 0; j < BN / 16; ++j) ops<T>::rs(o, pa[j], dv[j]);
+}
+
+// The mask (keys past sk, causal past the diagonal) and the online softmax in the log2
+// domain, in place: S becomes exp2(S * sl2 - m) (the scale folded into the exponent's FMA),
+// the running maxima and sums advance, and al0 / al1 are the factors O is rescaled by before
+// its next P V. Branch-free (selects, bitwise logic): it runs while a P V wgmma is in flight,
+// where control flow would make ptxas serialise the wgmma pipeline.
+static __device__ __forceinline__ void softmax_tile(float (&s)[BN / 8][4], const pt_prefill_kparams &p, int n0,
+                                                    int r0, int slab0, int diag, float &m_0, float &m_1,
+                                                    float &l_0, float &l_1, float &al0, float &al1) {
+  const int lane = threadIdx.x % 32;
+  const float sl2 = p.scale_log2;
+  const bool need_mask = (n0 + BN > p.sk) | ((p.causal != 0) & (n0 + BN - 1 > slab0 + diag));
+  // Keys this thread's rows see: key < lim0 (row r0) and key < lim1 (row r0 + 8).
+  const int lim0 = p.causal ? min(p.sk, r0 + diag + 1) : p.sk;
+  const int lim1 = p.causal ? min(p.sk, r0 + 8 + diag + 1) : p.sk;
+  const int kb = n0 + 2 * (lane % 4);  // this thread's first key; block i adds 8 i, element j & 1
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      s[i][j] = (need_mask & (kb + 8 * i + (j & 1) >= (j >= 2 ? lim1 : lim0))) ? NEG_INF : s[i][j];
+  float mx0 = fmaxf(s[0][0], s[0][1]), mx1 = fmaxf(s[0][2], s[0][3]);
+#pragma unroll
+  for (int i = 1; i < BN / 8; ++i) {
+    mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  // Running maxima in the log2 domain (sl2 > 0 keeps the order; -inf * sl2 = -inf). A row
+  // that has seen no key keeps m = -inf: the exponent base is guarded, so nothing turns NaN.
+  const float mn0 = fmaxf(m_0, mx0 * sl2), mn1 = fmaxf(m_1, mx1 * sl2);
+  const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
+  al0 = ex2(m_0 - mu0);
+  al1 = ex2(m_1 - mu1);
+  m_0 = mn0;
+  m_1 = mn1;
+  float t0 = 0.f, t1 = 0.f;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    s[i][0] = ex2(fmaf(s[i][0], sl2, -mu0));
+    s[i][1] = ex2(fmaf(s[i][1], sl2, -mu0));
+    s[i][2] = ex2(fmaf(s[i][2], sl2, -mu1));
+    s[i][3] = ex2(fmaf(s[i][3], sl2, -mu1));
+    t0 += s[i][0] + s[i][1];
+    t1 += s[i][2] + s[i][3];
+  }
+  l_0 = l_0 * al0 + t0;
+  l_1 = l_1 * al1 + t1;
+}
+
+// P (the exponentials in S's accumulators) as the A fragments of BN / 16 k16 steps:
+// columns [16j, 16j + 16) are accumulator blocks 2j and 2j + 1.
+template <typename T>
+static __device__ __forceinline__ void pack_p(const float (&s)[BN / 8][4], uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+  for (int j = 0; j < BN / 16; ++j) {
+    pa[j][0] = dt<T>::pack(s[2 * j][0], s[2 * j][1]);
+    pa[j][1] = dt<T>::pack(s[2 * j][2], s[2 * j][3]);
+    pa[j][2] = dt<T>::pack(s[2 * j + 1][0], s[2 * j + 1][1]);
+    pa[j][3] = dt<T>::pack(s[2 * j + 1][2], s[2 * j + 1][3]);
+  }
+}
+
+template <int N> static __device__ __forceinline__ void rescale(float (&o)[N][4], float al0, float al1) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    o[i][0] *= al0;
+    o[i][1] *= al0;
+    o[i][2] *= al1;
+    o[i][3] *= al1;
+  }
+}
+
 template <typename T, int D>
 __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   constexpr int ND = D / SUB;                       // 64-element sub-tiles per row
+  constexpr int NS = PT_PREFILL_STAGES(D);          // K/V tiles in flight
   constexpr uint32_t Q_SUB = BM * SUB * 2;          // bytes of one Q sub-tile
   constexpr uint32_t KV_SUB = BN * SUB * 2;         // bytes of one K or V sub-tile
   constexpr uint32_t Q_BYTES = ND * Q_SUB, KV_BYTES = ND * KV_SUB;
@@ -149,11 +292,12 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   const uint32_t sQ = smem_u32(smem);
   const uint32_t sK = sQ + Q_BYTES;                 // stage s at sK + s * KV_BYTES
   const uint32_t sV = sK + NS * KV_BYTES;
-  const uint32_t bars = sV + NS * KV_BYTES;         // q_full, k_full[NS], v_full[NS], empty[NS]
+  const uint32_t bars = sV + NS * KV_BYTES;         // q_full, k_full[NS], v_full[NS], k_empty[NS], v_empty[NS]
   const uint32_t q_full = bars;
   auto k_full = [&](int s) { return bars + 8u * (1 + s); };
   auto v_full = [&](int s) { return bars + 8u * (1 + NS + s); };
-  auto empty = [&](int s) { return bars + 8u * (1 + 2 * NS + s); };
+  auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * NS + s); };
+  auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * NS + s); };
 
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int mb = p.causal ? p.m_blocks - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy blocks first
@@ -166,7 +310,8 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     for (int s = 0; s < NS; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(empty(s), 8);  // every warp of both consumer warpgroups
+      mbar_init(k_empty(s), 8);  // every warp of both consumer warpgroups
+      mbar_init(v_empty(s), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -174,17 +319,20 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 
   if (wg == 0) {
     // ---- producer ------------------------------------------------------------------------
+    regs_producer();
     if (tid == 0) {
       mbar_expect_tx(q_full, Q_BYTES);
 #pragma unroll
       for (int c = 0; c < ND; ++c) tma_load_4d(sQ + c * Q_SUB, &p.tq, c * SUB, m0, h, bi, q_full);
       for (int it = 0; it < nt; ++it) {
         const int s = it % NS;
-        if (it >= NS) mbar_wait(empty(s), (uint32_t)((it / NS - 1) & 1), 1 + 2 * NS + s);
+        const uint32_t ph = (uint32_t)((it / NS - 1) & 1);  // the phase the stage's last use completed
+        if (it >= NS) mbar_wait(k_empty(s), ph, 1 + 2 * NS + s);
         mbar_expect_tx(k_full(s), KV_BYTES);
 #pragma unroll
         for (int c = 0; c < ND; ++c)
           tma_load_4d(sK + s * KV_BYTES + c * KV_SUB, &p.tk, c * SUB, it * BN, hk, bi, k_full(s));
+        if (it >= NS) mbar_wait(v_empty(s), ph, 1 + 3 * NS + s);
         mbar_expect_tx(v_full(s), KV_BYTES);
 #pragma unroll
         for (int c = 0; c < ND; ++c)
@@ -195,93 +343,83 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   }
 
   // ---- consumers ---------------------------------------------------------------------------
+  // Per K/V tile j, software-pipelined inside the warpgroup: S_j = Q K_j^T and O += P_{j-1}
+  // V_{j-1} are issued together; the softmax of S_j runs while P V is still on the tensor
+  // cores, and O is rescaled once that wgmma has finished.
+  regs_consumer();
   const int cw = wg - 1;                                  // rows [m0 + 64 cw, m0 + 64 cw + 64)
-  const int r0 = m0 + 64 * cw + 16 * warp + lane / 4;     // this thread's rows r0 and r0 + 8
+  const int slab0 = m0 + 64 * cw;
+  const int r0 = slab0 + 16 * warp + lane / 4;            // this thread's rows r0 and r0 + 8
   const int diag = p.sk - p.sq;                           // causal: row r sees keys <= r + diag
-  const int slab_last = m0 + 64 * cw + 63;
-  const float sl2 = p.scale_log2;
+  const uint32_t q_rows = sQ + cw * 64 * 128;
 
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f;
+  float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f, al0, al1;
+  float s[BN / 8][4];
+  uint32_t pa[BN / 16][4];
 
+  uint64_t dq[D / 16], dk[D / 16], dv[BN / 16];
   mbar_wait(q_full, 0, 0);
-  for (int it = 0; it < nt; ++it) {
-    const int s = it % NS;
-    const uint32_t ph = (uint32_t)((it / NS) & 1);
-    const int n0 = it * BN;
-    // A tile wholly past this slab's causal limit: nothing to compute, but the stage is
-    // released like any other.
-    const bool skip = p.causal && n0 > slab_last + diag;
-    if (!skip) {
-      mbar_wait(k_full(s), ph, 1 + s);
-      float sc[BN / 8][4];
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        const uint32_t qa = sQ + (ks / 4) * Q_SUB + cw * 64 * 128 + (ks % 4) * 32;
-        const uint32_t ka = sK + s * KV_BYTES + (ks / 4) * KV_SUB + (ks % 4) * 32;
-        ops<T>::ss(sc, gdesc(qa, 16, 1024), gdesc(ka, 16, 1024), ks > 0);
-      }
-      wg_commit();
-      wg_wait0();
-      fence_acc(sc);
+  // Tile 0: S alone.
+  mbar_wait(k_full(0), 0, 1);
+  desc_s<D>(dq, dk, q_rows, sK);
+  pin(dq);
+  pin(dk);
+  wg_fence();
+  issue_s<T, D>(s, dq, dk);
+  wg_commit();
+  wg_wait0();
+  fence_acc(s);
+  mbar_arrive_if(k_empty(0), lane == 0);
+  softmax_tile(s, p, 0, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);  // O is 0: its factor unused
+  pack_p<T>(s, pa);
 
-      // Mask: keys past sk (the TMA filled them with zeros), causal beyond the diagonal.
-      const bool need_mask = n0 + BN > p.sk || (p.causal && n0 + BN - 1 > m0 + 64 * cw + diag);
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int key = n0 + 8 * i + 2 * (lane % 4) + (j & 1);
-          const int row = r0 + (j >= 2 ? 8 : 0);
-          const bool masked = need_mask && (key >= p.sk || (p.causal && key > row + diag));
-          sc[i][j] = masked ? NEG_INF : sc[i][j] * sl2;
-        }
-      }
-      // Online softmax (log2 domain, kernels/softmax.cuh); a row that has seen no key keeps
-      // m = -inf.
-      float al0, al1;
-      online_softmax(sc, m_0, m_1, l_0, l_1, al0, al1);
-      // P as the A fragments of BN / 16 k16 steps: columns [16j, 16j + 16) are the
-      // accumulator blocks 2j and 2j + 1.
-      uint32_t pa[BN / 16][4];
-#pragma unroll
-      for (int j = 0; j < BN / 16; ++j) {
-        pa[j][0] = dt<T>::pack(sc[2 * j][0], sc[2 * j][1]);
-        pa[j][1] = dt<T>::pack(sc[2 * j][2], sc[2 * j][3]);
-        pa[j][2] = dt<T>::pack(sc[2 * j + 1][0], sc[2 * j + 1][1]);
-        pa[j][3] = dt<T>::pack(sc[2 * j + 1][2], sc[2 * j + 1][3]);
-      }
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        o[i][0] *= al0;
-        o[i][1] *= al0;
-        o[i][2] *= al1;
-        o[i][3] *= al1;
-      }
-
-      mbar_wait(v_full(s), ph, 1 + NS + s);
-      fence_acc(o);
-      wg_fence();
-#pragma unroll
-      for (int j = 0; j < BN / 16; ++j) {
-        const uint32_t va = sV + s * KV_BYTES + j * 16 * 128;
-        ops<T>::rs(o, pa[j], gdesc(va, KV_SUB, 1024));
-      }
-      wg_commit();
-      wg_wait0();
-      fence_acc(o);
-    } else {
-      // Keep the full barriers' phases in step with the producer's.
-      mbar_wait(k_full(s), ph, 1 + s);
-      mbar_wait(v_full(s), ph, 1 + NS + s);
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));
+  for (int it = 1; it < nt; ++it) {
+    const int st = it % NS, pst = (it - 1) % NS;
+    mbar_wait(k_full(st), (uint32_t)((it / NS) & 1), 1 + st);
+    desc_s<D>(dq, dk, q_rows, sK + st * KV_BYTES);
+    desc_v(dv, sV + pst * KV_BYTES);
+    pin(dq);
+    pin(dk);
+    pin(dv);
+    fence_acc(s);
+    wg_fence();
+    issue_s<T, D>(s, dq, dk);                             // S_it
+    wg_commit();
+    fence_acc(s);
+    rescale(o, al0, al1);                                 // while S_it runs
+    mbar_wait(v_full(pst), (uint32_t)(((it - 1) / NS) & 1), 1 + NS + pst);
+    fence_acc(o);
+    wg_fence();
+    issue_pv<T, D>(o, pa, dv);                            // O += P_{it-1} V_{it-1}
+    wg_commit();
+    fence_acc(o);
+    wg_wait1();                                           // S_it is done, P V may still run
+    fence_acc(s);
+    mbar_arrive_if(k_empty(st), lane == 0);
+    softmax_tile(s, p, it * BN, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
+    wg_wait0();                                           // P_{it-1} V_{it-1} is done
+    fence_acc(o);
+    fence_frag(pa);
+    mbar_arrive_if(v_empty(pst), lane == 0);
+    pack_p<T>(s, pa);
+  }
+  // The last tile's P V.
+  {
+    const int lst = (nt - 1) % NS;
+    rescale(o, al0, al1);
+    desc_v(dv, sV + lst * KV_BYTES);
+    pin(dv);
+    mbar_wait(v_full(lst), (uint32_t)(((nt - 1) / NS) & 1), 1 + NS + lst);
+    fence_acc(o);
+    wg_fence();
+    issue_pv<T, D>(o, pa, dv);
+    wg_commit();
+    wg_wait0();
+    fence_acc(o);
+    fence_frag(pa);
   }
 
   // ---- epilogue ----------------------------------------------------------------------------

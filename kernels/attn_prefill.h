@@ -23,8 +23,10 @@ extern "C" {
 #endif
 
 #define PT_PREFILL_BM 128     /* query rows per CTA (two consumer warpgroups of 64) */
-#define PT_PREFILL_BN 64      /* keys per K/V tile */
-#define PT_PREFILL_NSTAGE 4   /* K/V tiles in flight */
+#define PT_PREFILL_BN 128     /* keys per K/V tile */
+/* K/V tiles in flight: as many as fit beside Q in the 227 KB of shared memory a CTA may take
+ * (d = 128: 32 KB of Q + 3 x 64 KB; d = 64: 16 KB + 4 x 32 KB). */
+#define PT_PREFILL_STAGES(d) ((d) == 128 ? 3 : 4)
 #define PT_PREFILL_THREADS 384
 /* Each tile is stored as d / 64 sub-tiles of [rows][64] elements (128-byte rows, the TMA's and
  * wgmma's 128-byte swizzle), each 1024-byte aligned. */
@@ -49,8 +51,8 @@ struct pt_prefill_kparams {
 /* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */
 static inline unsigned pt_prefill_smem_bytes(int d) {
   const unsigned q = PT_PREFILL_BM * (unsigned)d * 2u;
-  const unsigned kv = 2u * PT_PREFILL_NSTAGE * PT_PREFILL_BN * (unsigned)d * 2u;
-  return 1024u /* alignment slack */ + q + kv + 1024u /* barriers */;
+  const unsigned kv = 2u * (unsigned)PT_PREFILL_STAGES(d) * PT_PREFILL_BN * (unsigned)d * 2u;
+  return 1024u /* alignment slack */ + q + kv + 256u /* barriers: 1 + 4 x stages, 8 bytes each */;
 }
 
 #ifdef __cplusplus

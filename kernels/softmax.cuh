@@ -59,5 +59,41 @@ static __device__ __forceinline__ void online_softmax(float (&s)[N][4], float &m
   }
 }
 
+// The same step over raw scores (masked: -inf), with the scale into the log2 domain `sl2`
+// folded in: the maxima are taken on the raw scores (sl2 > 0 keeps their order) and each
+// exponent is one FMA, exp2(s * sl2 - m). m0, m1 are kept in the log2 domain, as above.
+template <int N>
+static __device__ __forceinline__ void online_softmax_scaled(float (&s)[N][4], float sl2, float &m0, float &m1,
+                                                             float &l0, float &l1, float &al0, float &al1) {
+  float mx0 = fmaxf(s[0][0], s[0][1]), mx1 = fmaxf(s[0][2], s[0][3]);
+#pragma unroll
+  for (int i = 1; i < N; ++i) {
+    mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  const float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);  // -inf * sl2 = -inf
+  const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
+  al0 = ex2(m0 - mu0);
+  al1 = ex2(m1 - mu1);
+  m0 = mn0;
+  m1 = mn1;
+  float t0 = 0.f, t1 = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    s[i][0] = ex2(fmaf(s[i][0], sl2, -mu0));
+    s[i][1] = ex2(fmaf(s[i][1], sl2, -mu0));
+    s[i][2] = ex2(fmaf(s[i][2], sl2, -mu1));
+    s[i][3] = ex2(fmaf(s[i][3], sl2, -mu1));
+    t0 += s[i][0] + s[i][1];
+    t1 += s[i][2] + s[i][3];
+  }
+  l0 = l0 * al0 + t0;
+  l1 = l1 * al1 + t1;
+}
+
 }  // namespace pt_attn
 #endif

@@ -13,18 +13,36 @@ cd "$(dirname "$0")/../../.."
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 B=$(mktemp -d)
 PY=${PYTHON:-python3}
 status=0
 summary=()
 
-# PT_PREFILL_WATCHDOG: a barrier wait that spins for seconds traps with a message (which
-# barrier, block, thread) instead of hanging the check.
+# Two builds of the test library: the kernel as the shim will carry it (correctness, timing),
+# and one with PT_PREFILL_WATCHDOG for the sanitizers, where a barrier wait that spins for
+# seconds traps with a message (which barrier, block, thread) instead of hanging. (The
+# watchdog's printf costs registers, so it is never timed.) Correctness has its own guard: a
+# launch that does not finish in 30 s ends the check with "HANG".
 nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I. \
-  -DPT_PREFILL_WATCHDOG \
   tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_test.so" \
   2>"$OUT/ptxas.txt" || { cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
+nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DPT_PREFILL_WATCHDOG \
+  tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_watchdog.so" \
+  2>"$OUT/ptxas_watchdog.txt" || { cat "$OUT/ptxas_watchdog.txt"; echo "nvcc (watchdog build) failed"; exit 1; }
 grep -E "Used|spill" "$OUT/ptxas.txt" | sed 's/^ptxas info    : //' | sort | uniq -c
+# PREFILL_PREV=DIR: a previous version of the kernel (DIR/kernels/attn_prefill.cu and the headers
+# it includes, e.g. from `git archive`), built the same way and timed beside this one in the
+# timing stage (column "prev"), so that a change is measured against its predecessor in one call.
+prev_arg=()
+if [ -n "${PREFILL_PREV:-}" ]; then
+  if nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$PREFILL_PREV" -I. \
+      tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_prev.so" 2>"$OUT/ptxas_prev.txt"; then
+    prev_arg=(--prev "$B/libprefill_prev.so")
+  else
+    echo "PREFILL_PREV=$PREFILL_PREV: build failed (timing goes on without it)"; tail -5 "$OUT/ptxas_prev.txt"
+  fi
+fi
 
 for st in ${PREFILL_STAGES:-correctness sanitize}; do
   case $st in
@@ -39,7 +57,7 @@ for st in ${PREFILL_STAGES:-correctness sanitize}; do
   sanitize)
     for tool in memcheck racecheck synccheck; do
       compute-sanitizer --tool "$tool" --error-exitcode 9 $PY tests/gpu/checks/prefill_check.py \
-        --lib "$B/libprefill_test.so" sanitize >"$OUT/sanitize_$tool.log" 2>&1
+        --lib "$B/libprefill_watchdog.so" sanitize >"$OUT/sanitize_$tool.log" 2>&1
       rc=$?
       summary+=("compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' \
         "$OUT/sanitize_$tool.log" | head -n 1)")
@@ -49,7 +67,7 @@ for st in ${PREFILL_STAGES:-correctness sanitize}; do
   timing)
     # shellcheck disable=SC2086
     $PY tests/gpu/checks/prefill_check.py --lib "$B/libprefill_test.so" --out "$OUT" timing \
-      ${PREFILL_TIMING_ARGS:-} >"$OUT/timing.log" 2>&1
+      "${prev_arg[@]}" ${PREFILL_TIMING_ARGS:-} >"$OUT/timing.log" 2>&1
     rc=$?
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
     summary+=("timing: rc $rc")
