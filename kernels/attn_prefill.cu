@@ -94,6 +94,17 @@ static __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorM
 static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Ping-pong between the two consumer warpgroups (FA3's warp scheduling barriers): named
+// barrier 1 + w is warpgroup w's turn to issue its GEMMs. It waits there (bar.sync, its 128
+// threads) until the other warpgroup has arrived (bar.arrive, 128 more) after issuing its own,
+// so the tensor cores alternate between them and one's softmax overlaps the other's GEMMs.
+// Barrier 0 is __syncthreads'.
+static __device__ __forceinline__ void turn_wait(int w) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(1 + w) : "memory");
+}
+static __device__ __forceinline__ void turn_pass(int w) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (w ^ 1)) : "memory");
+}
 static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // Register reallocation between warpgroups (all four warps of a warpgroup execute it): the
 // producer gives back what its one loading thread does not need, the consumers take it.
@@ -361,15 +372,22 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   uint32_t pa[BN / 16][4];
 
   uint64_t dq[D / 16], dk[D / 16], dv[BN / 16];
+  // Turns: each warpgroup issues GEMMs in nt + 1 turns (S of tile 0, then S and P V together
+  // for tiles 1 .. nt - 1, then the last P V), each opened by its turn_wait and closed by a
+  // turn_pass to the other. Warpgroup 0 goes first (warpgroup 1 passes it the first turn);
+  // warpgroup 1 does not pass after its last turn, so every arrival meets its wait.
+  if (cw == 1) turn_pass(cw);
   mbar_wait(q_full, 0, 0);
   // Tile 0: S alone.
   mbar_wait(k_full(0), 0, 1);
   desc_s<D>(dq, dk, q_rows, sK);
   pin(dq);
   pin(dk);
+  turn_wait(cw);
   wg_fence();
   issue_s<T, D>(s, dq, dk);
   wg_commit();
+  turn_pass(cw);
   wg_wait0();
   fence_acc(s);
   mbar_arrive_if(k_empty(0), lane == 0);
@@ -385,6 +403,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     pin(dk);
     pin(dv);
     fence_acc(s);
+    turn_wait(cw);
     wg_fence();
     issue_s<T, D>(s, dq, dk);                             // S_it
     wg_commit();
@@ -396,6 +415,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     issue_pv<T, D>(o, pa, dv);                            // O += P_{it-1} V_{it-1}
     wg_commit();
     fence_acc(o);
+    turn_pass(cw);
     wg_wait1();                                           // S_it is done, P V may still run
     fence_acc(s);
     mbar_arrive_if(k_empty(st), lane == 0);
@@ -414,9 +434,11 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     pin(dv);
     mbar_wait(v_full(lst), (uint32_t)(((nt - 1) / NS) & 1), 1 + NS + lst);
     fence_acc(o);
+    turn_wait(cw);
     wg_fence();
     issue_pv<T, D>(o, pa, dv);
     wg_commit();
+    if (cw == 0) turn_pass(cw);
     wg_wait0();
     fence_acc(o);
     fence_frag(pa);
