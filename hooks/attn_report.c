@@ -28,7 +28,9 @@ const char pt_attn_r_cudnn[] = "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPR
 const char pt_attn_r_cudnn_keep[] = "cuDNN SDPA: not swappable (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)";
 const char pt_attn_r_cudnn_auto[] = "cuDNN SDPA: kept per call (prefill, or a decode call with no flash or mem-efficient path)";
 const char pt_attn_r_cudnn_unseen[] = "cuDNN SDPA: torch's SDPA choice never reached Ponytail (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)";
-const char pt_attn_r_mem_eff[] = "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1";
+/* Only with the option off: while it is on, pt_mem_eff_match gives these
+ * kernels the swapping id (or PONYTAIL_ATTN=off reads "disabled" first). */
+const char pt_attn_r_mem_eff[] = "mem-efficient SDPA (attention mask or unsupported shape): masked decode off (PONYTAIL_ATTN_MASKED=0)";
 const char pt_attn_r_bwd[] = "training backward: not swapped";
 
 #define PT_CUDNN_SDPA "cudnn_generated_fort_native_sdpa"

@@ -1,9 +1,10 @@
 /* Report-only hooks: attention kernels Ponytail recognises but does not swap
  * (cuDNN SDPA, torch's mem-efficient SDPA, their backward kernels; torch's
- * mem-efficient forward goes to torch_mem_eff.c under PONYTAIL_ATTN_MASKED=1,
- * and keeps PT_HOOK_MEM_EFF and its reason here otherwise). Every
- * launch passes through unchanged with a fallback reason, so the log and the
- * exit stats say why that attention was not accelerated. */
+ * mem-efficient forward goes to torch_mem_eff.c while PONYTAIL_ATTN_MASKED is
+ * on, the default, and keeps PT_HOOK_MEM_EFF and its reason here under
+ * PONYTAIL_ATTN_MASKED=0). Every launch passes through unchanged with a
+ * fallback reason, so the log and the exit stats say why that attention was
+ * not accelerated. */
 #ifndef PT_ATTN_REPORT_H
 #define PT_ATTN_REPORT_H
 #include "hooks/hook.h"

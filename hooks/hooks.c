@@ -3,9 +3,9 @@
  *  - torch_flash.c: torch's (and upstream) FlashAttention-2 forward kernels,
  *    swapped for Ponytail's decode kernel when eligible (ids 1..3);
  *  - torch_mem_eff.c: torch's mem-efficient SDPA forward kernels (attention
- *    masks), swapped for the decode kernel with the mask as its bias when
- *    PONYTAIL_ATTN_MASKED=1 (id 4); with the option off they stay
- *    report-only below;
+ *    masks), swapped for the decode kernel with the mask as its bias while
+ *    PONYTAIL_ATTN_MASKED is on, the default (id 4); under
+ *    PONYTAIL_ATTN_MASKED=0 they stay report-only below;
  *  - attn_report.c: report-only (ids >= PT_HOOK_REPORT_FIRST): cuDNN SDPA and
  *    torch's mem-efficient SDPA, forward (unless swapped above) and
  *    backward. They are never swapped; each launch passes through with a

@@ -100,12 +100,6 @@ const char *pt_mem_eff_name_dtype(const char *name, int *dtype) {
 
 /* ---- eligibility --------------------------------------------------------- */
 
-static int pt_me_all_zero(const unsigned char *b, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (b[i]) return 0;
-  return 1;
-}
-
 const char *pt_mem_eff_eligible(const struct pt_mem_eff_params *p, const unsigned grid[3]) {
   /* torch launches (ceil(num_queries / queries per block), num_heads,
    * num_batches) (Params::getBlocksGrid); a launch that disagrees was not
@@ -120,9 +114,9 @@ const char *pt_mem_eff_eligible(const struct pt_mem_eff_params *p, const unsigne
   if (p->num_batches <= 0 || p->num_heads <= 0 || p->num_queries <= 0 || p->num_keys <= 0 ||
       !p->query_ptr || !p->key_ptr || !p->value_ptr || !p->output_ptr)
     return pt_flash_r_shape;
-  /* Dropout on: torch has filled the flag, RNG offset, probability or Philox
-   * state; without it every byte there is zero. */
-  if (!pt_me_all_zero(p->dropout_state, sizeof p->dropout_state)) return pt_flash_r_dropout;
+  /* Dropout on: the use_dropout flag. The bytes after it are set only with
+   * dropout on and are stale otherwise (see PT_ME_DROPOUT_STATE_BYTES). */
+  if (p->dropout_state[0] != 0) return pt_flash_r_dropout;
   /* Nested tensors and the varlen entry point: per-batch sequence starts or
    * key counts, which the descriptor cannot express. */
   if (p->seqstart_q_ptr || p->seqstart_k_ptr || p->seqlen_k_ptr) return pt_flash_r_varlen;

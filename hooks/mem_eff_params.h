@@ -35,10 +35,11 @@
 #include "kernels/attn.h"
 
 #define PT_MEM_EFF_PARAMS_BYTES 272
-/* Bytes from num_heads to the end: use_dropout, the dropout RNG offset and
- * probability, the Philox state and its graph pointers. torch fills them
- * only when dropout is on; which byte is which is not needed to swap, only
- * that they are all zero. */
+/* Bytes from num_heads to the end: the use_dropout flag (the first byte),
+ * then the dropout RNG offset and probability, the Philox state and its graph
+ * pointers. torch writes the flag on every launch but the rest only when
+ * dropout is on: otherwise those bytes are whatever the host stack held (seen
+ * non-zero in transformers' continuous batching). So only the flag decides. */
 #define PT_ME_DROPOUT_STATE_BYTES 72
 
 /* C mirror of AttentionKernel<...>::Params, field for field up to num_heads.

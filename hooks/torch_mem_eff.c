@@ -46,8 +46,8 @@ static void pt_mem_eff_debug_refusal(const struct pt_launch *l, const char *why)
   }
 }
 
-/* Both switches: the option is the opt-in for this family, and
- * PONYTAIL_ATTN=off turns every attention swap off. */
+/* Both switches: the option (on by default) can turn this family off alone,
+ * and PONYTAIL_ATTN=off turns every attention swap off. */
 static int pt_mem_eff_on(void) {
   return pt_opt_bool(PT_OPT_ATTN_MASKED) && pt_opt_enum(PT_OPT_ATTN) != PT_ATTN_OFF;
 }

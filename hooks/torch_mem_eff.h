@@ -1,9 +1,9 @@
-/* The torch mem-efficient SDPA forward hook (PONYTAIL_ATTN_MASKED=1): the
- * path SDPA takes with an attention mask (left-padded batches, masked SDPA).
- * A decode-shaped launch of fmha_cutlassF_{bf16,f16}_* is replaced by
- * Ponytail's decode kernel with the mask as its additive bias; anything else
- * falls back with a reason. With the option off (the default) these kernels
- * stay report-only (attn_report.c). */
+/* The torch mem-efficient SDPA forward hook (PONYTAIL_ATTN_MASKED, on by
+ * default): the path SDPA takes with an attention mask (left-padded batches,
+ * masked SDPA). A decode-shaped launch of fmha_cutlassF_{bf16,f16}_* is
+ * replaced by Ponytail's decode kernel with the mask as its additive bias;
+ * anything else falls back with a reason. Under PONYTAIL_ATTN_MASKED=0 these
+ * kernels stay report-only (attn_report.c). */
 #ifndef PT_TORCH_MEM_EFF_H
 #define PT_TORCH_MEM_EFF_H
 #include "hooks/hook.h"
@@ -15,8 +15,9 @@
 enum { PT_HOOK_MEM_EFF_FWD = PT_HOOK_FLASH_FWD + 1 };
 
 /* PT_HOOK_MEM_EFF_FWD for torch's mem-efficient forward kernels while the
- * swap is on (PONYTAIL_ATTN_MASKED=1 and PONYTAIL_ATTN not off), else 0 (the
- * name then goes to the report-only hooks). Called once per kernel name. */
+ * swap is on (PONYTAIL_ATTN_MASKED on, the default, and PONYTAIL_ATTN not
+ * off), else 0 (the name then goes to the report-only hooks). Called once per
+ * kernel name. */
 int pt_mem_eff_match(const char *mangled_name);
 
 /* The verdict for one launch of a kernel that matched PT_HOOK_MEM_EFF_FWD;

@@ -3,15 +3,17 @@
 // memory matrix descriptors, cp.async.bulk.tensor, mbarrier) and the FlashAttention papers.
 //
 // Grid (m_blocks, h, b), 384 threads:
-//  - warpgroup 0, one thread: the producer. It loads the CTA's Q tile once, then K/V tiles of
-//    BN keys into a ring of NSTAGE stages (TMA, completion counted on a "full" mbarrier per
-//    stage), waiting on the stage's "empty" mbarrier before it reuses it.
-//  - warpgroups 1 and 2: the consumers, 64 query rows each. Per K/V tile: S = Q K^T (wgmma,
-//    both operands in shared memory, K-major), the mask (key past sk, causal), the online
-//    softmax in the log2 domain, P packed to 16-bit A fragments in registers, O += P V (wgmma,
-//    B = V transposed through its descriptor), then every warp arrives on the stage's empty
-//    barrier. At the end O / l and the LSE go to global memory.
-// No cross-warpgroup overlap of softmax and GEMMs yet (FA3's ping-pong): first correctness.
+//  - warpgroup 0 (40 registers after setmaxnreg), one thread: the producer. It loads the CTA's
+//    Q tile once, then K and V tiles of BN keys into a ring of PT_PREFILL_STAGES(d) stages
+//    (TMA; completion counted on a "full" mbarrier per tile), waiting on the tile's own "empty"
+//    mbarrier (K and V separately) before it reuses a stage.
+//  - warpgroups 1 and 2 (232 registers): the consumers, 64 query rows each. Per K/V tile j,
+//    in its turn (the two warpgroups alternate on the tensor cores, FA3's ping-pong), a
+//    warpgroup issues S_j = Q K_j^T (wgmma, both operands in shared memory, K-major) and
+//    O += P_{j-1} V_{j-1} (wgmma, P from registers, V read MN-major through its descriptor);
+//    then, while P V still runs, it masks S_j (keys past sk, causal) and runs the online
+//    softmax (log2 domain, scale folded into the exponent); once P V is done it releases V,
+//    rescales O and packs P_j. At the end O / l and the LSE go to global memory.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -58,8 +58,8 @@ static void usage(FILE *f) {
 "  attention, attention-padded  (GPU) the SDPA backend of the decode shape from\n"
 "                   --model-config/--batch/--prompt, unmasked and padded, and whether\n"
 "                   Ponytail swaps it\n"
-"  selftest         (GPU) decode SDPA, bf16/fp16 x head_dim 64/128 (and masked decode when\n"
-"                   PONYTAIL_ATTN_MASKED is on), under PONYTAIL_ATTN=verify: error against an\n"
+"  selftest         (GPU) decode SDPA, bf16/fp16 x head_dim 64/128 (and masked decode unless\n"
+"                   PONYTAIL_ATTN_MASKED=0), under PONYTAIL_ATTN=verify: error against an\n"
 "                   fp32 reference <= 1e-2, the shim's verified > 0, failures 0\n"
 "\n"
 "  --json               one JSON object: {\"checks\": [{\"name\", \"status\", \"needed\",\n"
@@ -555,8 +555,14 @@ static void check_attention(const struct pt_json *a, const char *key, int needed
                       : !strcmp(path, "cudnn") ? "cuDNN SDPA is not swappable; the shim's SDPA policy "
                                                   "(PONYTAIL_TORCH_SDPA=auto) moves decode off it unless the "
                                                   "policy is keep or the program asks for cuDNN"
-                      : !strcmp(path, "mem-efficient") ? "mem-efficient SDPA (attention mask) is swapped only with "
-                                                         "PONYTAIL_ATTN_MASKED=1 (off by default)"
+                      /* The python child inherits our environment, so our
+                       * reading of the option is the shim's. */
+                      : !strcmp(path, "mem-efficient")
+                          ? pt_opt_bool(PT_OPT_ATTN_MASKED)
+                                ? "mem-efficient SDPA (attention mask) is swapped only when decode-shaped and "
+                                  "supported; `ponytail run --log info` logs why a launch fell back"
+                                : "PONYTAIL_ATTN_MASKED=0 turns masked decode (mem-efficient SDPA with an attention "
+                                  "mask) off; it is on by default"
                       : "only flash split-KV decode (fp16/bf16, head_dim 64/128) is swapped";
     add(name, needed ? ST_FAIL : ST_OK, needed,
         "leave TORCH_CUDNN_SDPA_DEPRIORITIZED and PONYTAIL_TORCH_SDPA unset, use fp16/bf16 with head_dim 64 or 128",

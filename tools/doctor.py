@@ -144,9 +144,11 @@ def selftest(torch, F):
     for dt in (torch.bfloat16, torch.float16):
         for d in (64, 128):
             fams.append(family(torch, F, "decode %s d%d" % (str(dt).split(".")[-1], d), dt, d, False))
-    # Masked decode (torch's mem-efficient kernel with a padding mask) is Ponytail's only with
-    # PONYTAIL_ATTN_MASKED on (read as the shim reads a boolean); else it is torch's own path.
-    if os.environ.get("PONYTAIL_ATTN_MASKED", "").strip().lower() in ("1", "on", "true", "yes"):
+    # Masked decode (torch's mem-efficient kernel with a padding mask) is Ponytail's unless
+    # PONYTAIL_ATTN_MASKED is off, read as the shim reads a boolean (common/options.c): on by
+    # default, off only for an exact 0/off/false/no in any case; empty or anything else keeps
+    # the default. Off, it is torch's own path.
+    if os.environ.get("PONYTAIL_ATTN_MASKED", "").lower() not in ("0", "off", "false", "no"):
         for dt in (torch.bfloat16, torch.float16):
             fams.append(family(torch, F, "masked decode %s d128" % str(dt).split(".")[-1], dt, 128, True))
     return fams

@@ -594,13 +594,15 @@ static void check_wspool(const char *js) {
  * The real hooks (hooks/attn_report.c): a cuDNN SDPA kernel through the
  * driver and torch's mem-efficient forward through the runtime, twice each,
  * run unchanged, each counted as a fallback with its reason and logged once;
- * a cuDNN kernel that is not attention stays pass-through. attn_report_off
- * runs with PONYTAIL_ATTN=off: the reason reads "disabled". */
+ * a cuDNN kernel that is not attention stays pass-through. attn_report runs
+ * with PONYTAIL_ATTN_MASKED=0 (on, the default, the mem-efficient forward
+ * goes to its hook: attn_masked); attn_report_off runs with PONYTAIL_ATTN=off
+ * and the option at its default: every reason reads "disabled". */
 #define AR_CUDNN "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 #define AR_MEFF "_Z40fmha_cutlassF_bf16_aligned_64x128_rf_sm80N22PyTorchMemEffAttention15AttentionKernelIN7cutlass10bfloat16_tENS1_4arch4Sm80ELb1ELi64ELi128ELi128ELb1ELb1EE6ParamsE"
 #define AR_LEAN "_ZN5cudnn6fusion21lean_reduction_kernelIfLi256EEEvv"
 #define AR_R_CUDNN "cuDNN SDPA: torch's SDPA choice never reached Ponytail (PONYTAIL_TORCH_SDPA=flash routes SDPA to flash)"
-#define AR_R_MEFF "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1"
+#define AR_R_MEFF "mem-efficient SDPA (attention mask or unsupported shape): masked decode off (PONYTAIL_ATTN_MASKED=0)"
 static void stub_meff(void) {}
 static int sc_attn_report(void) {
   void **h = __cudaRegisterFatBinary((void *)"fatbin");
@@ -661,7 +663,8 @@ static void check_attn_report(const char *js) {
  * The same kernel name as attn_report, under the option: the shim now asks
  * its parameter size (the hook reads the launch), the fake's one 8-byte
  * parameter is no Params layout, so both launches run the original with
- * that reason, logged once. */
+ * that reason, logged once. attn_masked_default: the same with the option
+ * unset (on by default). */
 #define AM_R_SIZE "Params layout not recognised (8 bytes)"
 static int sc_attn_masked(void) {
   void **h = __cudaRegisterFatBinary((void *)"fatbin");
@@ -712,6 +715,7 @@ static const struct scenario scenarios[] = {
     {"attn_report", sc_attn_report, check_attn_report, 1},
     {"attn_report_off", sc_attn_report, check_attn_report, 1},
     {"attn_masked", sc_attn_masked, check_attn_masked, 1},
+    {"attn_masked_default", sc_attn_masked, check_attn_masked, 1},
 };
 
 char pt_test_marker(void) { return 'A'; }

@@ -24,7 +24,7 @@ Cases:
                                   tensor, torch's mem-efficient SDPA (the path a mask takes).
                                   Every round draws new padding lengths (0-75% of the keys per
                                   row) into the static mask, so a replay that read a stale mask
-                                  fails the reference. Swapped under PONYTAIL_ATTN_MASKED=1.
+                                  fails the reference. Swapped unless PONYTAIL_ATTN_MASKED=0.
 
 For each graph the kernels it holds are read from torch's debug dump (DOT text of
 cudaGraphDebugDotPrint): "ponytail" counts pt_attn_decode_* nodes (Ponytail's kernel

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Decode attention captured into real torch CUDA graphs (issues 4 and 17): tests/gpu/checks/attn_graph.py
-# under the shim (PONYTAIL_STATS=json, PONYTAIL_LOG=info, PONYTAIL_ATTN_MASKED=1 so that the masked
-# cases' mem-efficient launches are swapped too) and without it. Both runs must PASS (graph output vs
-# an fp32 reference, fresh inputs every replay). From the shim's exit stats it then shows whether
+# under the shim (PONYTAIL_STATS=json, PONYTAIL_LOG=info, PONYTAIL_ATTN_MASKED=1: the default, set
+# anyway so that the masked cases' mem-efficient launches are swapped whatever the caller's
+# environment says) and without it. Both runs must PASS (graph output vs an fp32 reference, fresh
+# inputs every replay). From the shim's exit stats it then shows whether
 # torch's flash and mem-efficient launches were swapped for Ponytail's kernel or fell back (and why),
 # and from each captured graph's dump which kernel the graph holds. The shim run must have swapped at
 # least one launch, else FAIL "not swapped"; every masked case's graph must hold Ponytail's kernel

@@ -1,5 +1,7 @@
 /* Report-only attention hooks (hooks/attn_report.c): which names pt_hooks_match
- * recognises, their names for the tools, and the PASS-with-reason verdict. */
+ * recognises, their names for the tools, and the PASS-with-reason verdict.
+ * PONYTAIL_ATTN_MASKED=0 throughout: on (the default) the mem-efficient
+ * forward kernels go to their swapping hook (test_torch_mem_eff.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +31,7 @@ static int setup(void **st) {
   (void)st;
   setenv("PONYTAIL_LOG", "error", 1);
   unsetenv("PONYTAIL_TORCH_SDPA");
+  setenv("PONYTAIL_ATTN_MASKED", "0", 1);
   set_env("PONYTAIL_ATTN", "on");
   return 0;
 }
@@ -112,7 +115,8 @@ static void test_reasons(void **st) {
                       "cuDNN SDPA: not swappable (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 routes SDPA to flash)");
   assert_string_equal(go(CUDNN_SM90).reason, pt_attn_r_cudnn);
   assert_string_equal(go(MEFF_F).reason,
-                      "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1");
+                      "mem-efficient SDPA (attention mask or unsupported shape): masked decode off "
+                      "(PONYTAIL_ATTN_MASKED=0)");
   assert_string_equal(go(CUDNN_BWD).reason, "training backward: not swapped");
   assert_string_equal(go(MEFF_B).reason, "training backward: not swapped");
   set_env("PONYTAIL_TORCH_SDPA", "keep");

@@ -1,7 +1,8 @@
 /* The mem-efficient SDPA forward hook (hooks/torch_mem_eff.c) with fake CUDA
- * ops: report-only while PONYTAIL_ATTN_MASKED is off, swapped with the mask
- * as the decode kernel's bias while it is on, its fallback reasons, verify
- * mode, capture and the planted fault. */
+ * ops: swapped with the mask as the decode kernel's bias while
+ * PONYTAIL_ATTN_MASKED is on (the default), report-only under
+ * PONYTAIL_ATTN_MASKED=0, its fallback reasons, verify mode, capture and the
+ * planted fault. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,7 +34,7 @@ static int setup(void **st) {
   pt_flash_set_ops(&fk_ops);
   setenv("PONYTAIL_LOG", "error", 1);
   unsetenv("PONYTAIL_TEST_FAULT");
-  unsetenv("PONYTAIL_ATTN_MASKED");
+  unsetenv("PONYTAIL_ATTN_MASKED"); /* the default, unless a test sets it */
   set_env("PONYTAIL_ATTN", "on");
   return 0;
 }
@@ -93,10 +94,29 @@ static void assert_pass(struct pt_hook_outcome o, const char *reason) {
 
 /* ---- tests ---------------------------------------------------------------- */
 
-/* Default: the kernels match the report-only id, the verdict and reason are
- * today's, and nothing of the launch is read. */
+/* Unset, the option is on: the forward kernels match the swapping id and a
+ * decode-shaped launch is swapped. An empty value counts as unset. */
+static void test_default_on(void **st) {
+  (void)st;
+  assert_int_equal(pt_hooks_match(ME_BF16_NAME), PT_HOOK_MEM_EFF_FWD);
+  assert_int_equal(pt_hooks_match(ME_F16_NAME), PT_HOOK_MEM_EFF_FWD);
+  assert_int_equal(pt_hooks_match(ME_BWD_NAME), PT_HOOK_MEM_EFF_BWD);
+  struct launch x;
+  mk(&x, &hf);
+  struct pt_hook_outcome o = go(&x);
+  assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+  assert_null(o.reason);
+  assert_int_equal(fk.launches, 1);
+  assert_int_equal(fk.originals, 0);
+  set_env("PONYTAIL_ATTN_MASKED", "");
+  assert_int_equal(pt_hooks_match(ME_BF16_NAME), PT_HOOK_MEM_EFF_FWD);
+}
+
+/* PONYTAIL_ATTN_MASKED=0: the kernels match the report-only id, the verdict
+ * and reason are the report's, and nothing of the launch is read. */
 static void test_option_off_report_only(void **st) {
   (void)st;
+  set_env("PONYTAIL_ATTN_MASKED", "0");
   assert_int_equal(pt_hooks_match(ME_BF16_NAME), PT_HOOK_MEM_EFF);
   assert_int_equal(pt_hooks_match(ME_F16_NAME), PT_HOOK_MEM_EFF);
   assert_int_equal(pt_hooks_match(ME_F32_NAME), PT_HOOK_MEM_EFF);
@@ -106,9 +126,11 @@ static void test_option_off_report_only(void **st) {
   x.l.args = (void **)(uintptr_t)0x10; /* poison: must not be read */
   x.l.param_bytes = 3;
   struct pt_hook_outcome o = go(&x);
-  assert_pass(o, "mem-efficient SDPA (attention mask or unsupported shape): swapped only with PONYTAIL_ATTN_MASKED=1");
+  assert_pass(o, "mem-efficient SDPA (attention mask or unsupported shape): masked decode off "
+                 "(PONYTAIL_ATTN_MASKED=0)");
   assert_ptr_equal(o.reason, pt_attn_r_mem_eff);
-  set_env("PONYTAIL_ATTN_MASKED", "0");
+  /* any false spelling of a boolean turns it off */
+  set_env("PONYTAIL_ATTN_MASKED", "off");
   assert_int_equal(pt_hooks_match(ME_BF16_NAME), PT_HOOK_MEM_EFF);
   assert_int_equal(fk.launches + fk.originals + fk.allocs, 0);
   /* the swapped id's name, for `ponytail kernels` */
@@ -363,6 +385,7 @@ static void test_fault(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_default_on, setup, teardown),
       cmocka_unit_test_setup_teardown(test_option_off_report_only, setup, teardown),
       cmocka_unit_test_setup_teardown(test_option_on_match, setup, teardown),
       cmocka_unit_test_setup_teardown(test_swapped_with_bias, setup, teardown),
