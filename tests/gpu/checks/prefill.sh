@@ -5,7 +5,8 @@
 #   correctness  tests/gpu/checks/prefill_check.py correctness: fp32 reference, poisoned outputs
 #   sanitize     compute-sanitizer memcheck, racecheck and synccheck on two small launches
 #   timing       graph replay against torch flash and cuDNN; PREFILL_TIMING_ARGS picks a subset
-#                (e.g. "--b 1,4 --s 4096 --d 128 --causal 1"): the whole grid takes several calls
+#                (e.g. "--b 1,4 --s 4096 --d 128 --causal 1"); the whole grid takes about a minute
+# PREFILL_PREV=DIR and PREFILL_VARIANTS="NAME:FLAGS ...": other builds timed beside (see below).
 # Results in $OUT (default a temporary directory): prefill_correctness.txt, prefill_timing.txt,
 # ptxas.txt, the sanitizer logs. Exit non-zero when a stage failed (every stage still runs).
 set -uo pipefail
@@ -34,15 +35,31 @@ grep -E "Used|spill" "$OUT/ptxas.txt" | sed 's/^ptxas info    : //' | sort | uni
 # PREFILL_PREV=DIR: a previous version of the kernel (DIR/kernels/attn_prefill.cu and the headers
 # it includes, e.g. from `git archive`), built the same way and timed beside this one in the
 # timing stage (column "prev"), so that a change is measured against its predecessor in one call.
-prev_arg=()
+# PREFILL_VARIANTS="NAME:FLAGS ...": builds of this tree with extra compiler flags (e.g.
+# "poly4:-DPT_PREFILL_EXP_POLY=4"), each checked for correctness and timed beside (column NAME).
+extra_args=()
+variants=()
 if [ -n "${PREFILL_PREV:-}" ]; then
   if nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$PREFILL_PREV" -I. \
       tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_prev.so" 2>"$OUT/ptxas_prev.txt"; then
-    prev_arg=(--prev "$B/libprefill_prev.so")
+    extra_args+=(--extra "prev=$B/libprefill_prev.so")
   else
     echo "PREFILL_PREV=$PREFILL_PREV: build failed (timing goes on without it)"; tail -5 "$OUT/ptxas_prev.txt"
   fi
 fi
+for v in ${PREFILL_VARIANTS:-}; do
+  name=${v%%:*}; flags=${v#*:}
+  # shellcheck disable=SC2086
+  if nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I. $flags \
+      tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_$name.so" \
+      2>"$OUT/ptxas_$name.txt"; then
+    extra_args+=(--extra "$name=$B/libprefill_$name.so")
+    variants+=("$name")
+    grep -E "Used|C7513" "$OUT/ptxas_$name.txt" | sed "s/^ptxas info    : /$name: /" | sort | uniq -c
+  else
+    echo "variant $name ($flags): build failed"; tail -5 "$OUT/ptxas_$name.txt"; status=1
+  fi
+done
 
 for st in ${PREFILL_STAGES:-correctness sanitize}; do
   case $st in
@@ -53,6 +70,15 @@ for st in ${PREFILL_STAGES:-correctness sanitize}; do
     grep -E "FAIL" "$OUT/correctness.log" | head -20
     summary+=("correctness: $(tail -n 1 "$OUT/correctness.log") (rc $rc)")
     [ "$rc" = 0 ] || status=1
+    for name in ${variants[@]+"${variants[@]}"}; do
+      mkdir -p "$OUT/$name"
+      $PY tests/gpu/checks/prefill_check.py --lib "$B/libprefill_$name.so" --out "$OUT/$name" correctness \
+        >"$OUT/correctness_$name.log" 2>&1
+      rc=$?
+      grep -E "FAIL" "$OUT/correctness_$name.log" | head -5
+      summary+=("correctness ($name): $(tail -n 1 "$OUT/correctness_$name.log") (rc $rc)")
+      [ "$rc" = 0 ] || status=1
+    done
     ;;
   sanitize)
     for tool in memcheck racecheck synccheck; do
@@ -67,7 +93,7 @@ for st in ${PREFILL_STAGES:-correctness sanitize}; do
   timing)
     # shellcheck disable=SC2086
     $PY tests/gpu/checks/prefill_check.py --lib "$B/libprefill_test.so" --out "$OUT" timing \
-      "${prev_arg[@]}" ${PREFILL_TIMING_ARGS:-} >"$OUT/timing.log" 2>&1
+      ${extra_args[@]+"${extra_args[@]}"} ${PREFILL_TIMING_ARGS:-} >"$OUT/timing.log" 2>&1
     rc=$?
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
     summary+=("timing: rc $rc")

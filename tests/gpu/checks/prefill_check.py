@@ -180,14 +180,15 @@ def sanitize(lib):
     return fails
 
 
-def timing(lib, out_rows, bs, ss, ds, causals, prev=None):
+def timing(lib, out_rows, bs, ss, ds, causals, extra=()):
+    """extra: (name, Lib) pairs timed beside Ponytail's kernel (a previous version, variants)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     H, HK, dtype = 32, 8, torch.bfloat16
     hdr = "%2s %6s %4s %6s | %9s %7s | %9s %7s | %9s %7s | %4s" % (
         "B", "S", "d", "causal", "ponytail", "TFLOP/s", "flash", "TFLOP/s", "cudnn", "TFLOP/s", "win")
-    if prev is not None:
-        hdr += " | %9s %7s" % ("prev", "TFLOP/s")
+    for name, _ in extra:
+        hdr += " | %9s %7s" % (name[:9], "TFLOP/s")
     out_rows.append(hdr)
     print(hdr, flush=True)
     for d in ds:
@@ -208,10 +209,10 @@ def timing(lib, out_rows, bs, ss, ds, causals, prev=None):
                     else:
                         res["pt"] = graph_time(lambda i: lib.run(q, k, v, o, lse, causal, scale), calls,
                                                replays=3 if big else 5, warm=1 if big else 2, eager=1)
-                    if prev is not None:
-                        res["prev"] = (graph_time(lambda i: prev.run(q, k, v, o, lse, causal, scale), calls,
-                                                  replays=3 if big else 5, warm=1 if big else 2, eager=1)
-                                       if prev.run(q, k, v, o, lse, causal, scale) == 0 else float("nan"))
+                    for name, xl in extra:
+                        res[name] = (graph_time(lambda i, xl=xl: xl.run(q, k, v, o, lse, causal, scale), calls,
+                                                replays=3 if big else 5, warm=1 if big else 2, eager=1)
+                                     if xl.run(q, k, v, o, lse, causal, scale) == 0 else float("nan"))
                     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
@@ -229,8 +230,8 @@ def timing(lib, out_rows, bs, ss, ds, causals, prev=None):
                     row = "%2d %6d %4d %6s | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f | %4s" % (
                         b, s, d, "yes" if causal else "no", res["pt"], tf["pt"], res["flash"], tf["flash"],
                         res["cudnn"], tf["cudnn"], "yes" if win else "NO")
-                    if prev is not None:
-                        row += " | %9.1f %7.0f" % (res["prev"], tf["prev"])
+                    for name, _ in extra:
+                        row += " | %9.1f %7.0f" % (res[name], tf[name])
                     out_rows.append(row)
                     print(row, flush=True)
                     del q, k, v, o, lse, qt, kt, vt
@@ -247,7 +248,8 @@ def main():
     ap.add_argument("--s", type=ints, default=[2048, 4096, 16384, 32768], help="timing: sequence lengths")
     ap.add_argument("--d", type=ints, default=[128, 64], help="timing: head dims")
     ap.add_argument("--causal", type=ints, default=[1, 0], help="timing: 1 causal, 0 not")
-    ap.add_argument("--prev", default="", help="timing: a previous build of the test library, timed beside")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB",
+                    help="timing: another build of the test library (a previous version, a variant), timed beside")
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -261,8 +263,8 @@ def main():
                 f.write("\n".join(rows) + "\n")
         return 1 if fails else 0
     rows = []
-    timing(lib, rows, args.b, args.s, args.d, [bool(c) for c in args.causal],
-           prev=Lib(args.prev) if args.prev else None)
+    extra = [(e.split("=", 1)[0], Lib(e.split("=", 1)[1])) for e in args.extra]
+    timing(lib, rows, args.b, args.s, args.d, [bool(c) for c in args.causal], extra=extra)
     if args.out:
         with open(os.path.join(args.out, "prefill_timing.txt"), "w") as f:
             f.write("\n".join(rows) + "\n")

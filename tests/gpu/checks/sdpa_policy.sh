@@ -4,7 +4,8 @@
 #   every case's output within 2e-2 of the fp32 reference (relative to its max), finite;
 #   stock: cuDNN for prefill and decode (torch's own order);
 #   shim: prefill on cuDNN, decode without a mask on Ponytail's kernel (flash swapped),
-#         decode with a mask on mem-efficient, a user's sdpa_kernel(CUDNN) choice on cuDNN;
+#         decode with a mask on Ponytail's kernel too (mem-efficient swapped: PONYTAIL_ATTN_MASKED
+#         is on by default), a user's sdpa_kernel(CUDNN) choice on cuDNN;
 #   the shim's stats: layout confirmed, decode moved to flash and prefill kept at least once.
 # Results in $OUT (sdpa_policy.txt, the two JSONs, the shim's stats).
 set -uo pipefail
@@ -31,7 +32,7 @@ def load(n):
 stock, shim, st = load("sdpa_stock.json"), load("sdpa_shim.json"), load("sdpa_shim.stats.json")
 bad = []
 want_shim = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"}, decode_scale={"ponytail"},
-                 decode_q4={"ponytail"}, decode_mask={"mem_efficient"}, prefill_mask={"cudnn"},
+                 decode_q4={"ponytail"}, decode_mask={"ponytail"}, prefill_mask={"cudnn"},
                  forced_cudnn={"cudnn"})  # compiled: reported, either path is correct
 lines = ["%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", "shim kernels", "err stock / shim")]
 for arm in (stock, shim):
