@@ -263,6 +263,16 @@ int pt_pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, void **pt
 
 int pt_pool_alloc_any(struct pt_pool *p, size_t size, void **ptr) { return pool_alloc(p, size, 0, true, ptr); }
 
+/* The free block for r bytes and the address *at in it where the block
+ * goes: best fit below a granule, by the handles it would hold from a
+ * granule up (pt_fit_place). NULL when none holds r. */
+static struct pt_blk *pool_fit(struct pt_pool *p, uint64_t r, uintptr_t *at) {
+  if (r >= p->gran) return pt_fit_place(p, r, at);
+  struct pt_blk *b = pt_fit_lower_bound(p, r);
+  if (b) *at = b->addr;
+  return b;
+}
+
 static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, void **ptr) {
   if (size > ((uint64_t)1 << 62)) return p->bk.ops->err_oom;
   uint64_t r = size ? ((uint64_t)size + PT_POOL_ALIGN - 1) & ~(uint64_t)(PT_POOL_ALIGN - 1) : PT_POOL_ALIGN;
@@ -276,29 +286,46 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   if (r >= PT_POOL_ROUND_GRANULES * p->gran) r = (r + p->gran - 1) / p->gran * p->gran;
   pthread_mutex_lock(&p->mu);
   int rc = 0;
-  struct pt_blk *b = pt_fit_lower_bound(p, r), *rest = NULL;
+  uintptr_t at = 0;
+  struct pt_blk *b = pool_fit(p, r, &at), *rest = NULL, *left = NULL;
   if (!b) {
     if ((rc = pt_grow(p, r))) goto out;
-    if (!(b = pt_fit_lower_bound(p, r))) {
+    if (!(b = pool_fit(p, r, &at))) {
       rc = p->bk.ops->err_oom;
       goto out;
     }
   }
   /* Reserve what may fail before touching the block. */
-  if (b->size > r && !(rest = pt_blk_new(p))) {
+  if ((at > b->addr && !(left = pt_blk_new(p))) || (at + r < b->addr + b->size && !(rest = pt_blk_new(p)))) {
     rc = p->bk.ops->err_oom;
-    goto out;
+    goto undo;
   }
-  if (pt_ptrmap_put(&p->live, b->addr, b)) {
+  if (pt_ptrmap_put(&p->live, at, b)) {
     rc = p->bk.ops->err_oom;
     goto undo;
   }
   if (any && b->nfence && !(rc = pt_fences_settle(p, b, true)) && b->nfence) rc = p->bk.ops->err_not_ready;
   if (rc || (!any && (rc = fences_order_for(p, b, stream)))) {
-    pt_ptrmap_del(&p->live, b->addr);
+    pt_ptrmap_del(&p->live, at);
     goto undo;
   }
   pt_fit_remove(p, b);
+  if (left) {
+    /* The block starts further in (pt_fit_place): what lies before it stays
+     * free, with the fences. */
+    left->addr = b->addr;
+    left->size = at - b->addr;
+    left->is_free = 1;
+    left->nfence = b->nfence;
+    memcpy(left->fence, b->fence, sizeof b->fence);
+    left->prev = b->prev;
+    left->next = b;
+    if (b->prev) b->prev->next = left;
+    b->prev = left;
+    b->addr = at;
+    b->size -= left->size;
+    pt_fit_insert(p, left);
+  }
   if (rest) {
     /* The block keeps the low part; the rest stays free, with the fences. */
     rest->addr = b->addr + r;
@@ -330,6 +357,7 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   return 0;
 undo:
   if (rest) pt_blk_put(p, rest);
+  if (left) pt_blk_put(p, left);
 out:
   pthread_mutex_unlock(&p->mu);
   return rc;

@@ -3,9 +3,17 @@
  * Policy (why, in short; details in pool_grow.c):
  * - Sizes are rounded up to 256 B; every block is 256-byte aligned.
  * - Blocks live in "segments": runs of whole granules mapped at contiguous
- *   addresses inside large reserved VA arenas. Free blocks are kept mapped
- *   and reused, best fit (smallest block that fits, lowest address on ties)
- *   with splitting and coalescing of address neighbours.
+ *   addresses inside large reserved VA arenas, made of physical handles of
+ *   up to a chunk (PT_POOL_CHUNK_DEFAULT), each mapped, moved and given back
+ *   whole. Free blocks are kept mapped and reused, with splitting and
+ *   coalescing of address neighbours: below a granule, best fit (smallest
+ *   block that fits, lowest address on ties); from a granule up, among the
+ *   best fits, where the new block would hold the fewest granules of wholly
+ *   free handles (at a free block's start, or at the end of a handle it
+ *   shares with a live neighbour when that touches fewer handles; ties keep
+ *   the best fit). A block that spills into a free handle pins all of it:
+ *   free granules in a partly used handle can be neither stitched nor
+ *   trimmed (pool_fit.c).
  * - When no free block fits, the pool maps more granules, preferably right
  *   after a segment that ends in a free block (it grows in place, the free
  *   tail is used). The granules come, in order, from wholly free granules
@@ -13,7 +21,11 @@
  *   mapped into the new place), from new physical memory while that stays
  *   under the pool's peak physical so far (and the limit), then from wholly
  *   free granules whose work is still pending (after waiting for it), and
- *   last from new memory. So fragmentation never causes an out-of-memory
+ *   last from new memory; a free handle larger than what is missing is
+ *   stitched whole (the rest stays free after the block) before new memory
+ *   above the peak is created. A new range's handles are mapped largest
+ *   first, so that handle ends fall on the chunk's grid from the block's
+ *   start (pool_grow.c). So fragmentation never causes an out-of-memory
  *   while enough physical memory is free, and physical memory stays close to
  *   live memory even when the device runs far behind the host.
  * - Trim gives wholly free granules back to the backend: on request, and
@@ -51,7 +63,12 @@ struct pt_jw;
  * 32 MiB; bench/records/2026-11-29-physical-handles-32mib.md), so growing by 2 MiB handles
  * spent most of a prefill's allocator time in the driver. A handle is mapped and moved
  * whole, so stitching and trimming work in whole handles: smaller chunks
- * leave less free memory stranded in partly used handles. */
+ * leave less free memory stranded in partly used handles. The fit by handles,
+ * the largest-first order of a range's handles and stitching a larger free
+ * handle before creating above the peak keep that stranding within 2% of
+ * peak live on every recorded trace at 32 MiB, with the device in step or
+ * behind (7.7% on a padded batch-16 trace before;
+ * bench/records/2026-12-01-pool-padded-b16.md). */
 #define PT_POOL_CHUNK_DEFAULT ((uint64_t)32 << 20)
 /* The chunk the shim and `ponytail replay` use when none is asked for: one
  * granule under a limit, where stitching must be able to reclaim any free

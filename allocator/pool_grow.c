@@ -302,8 +302,8 @@ static void view_settle(struct pt_pool *p, struct pt_blk **c, struct pt_grow_blk
 
 /* Stitches toward w->k, after the new memory the plan creates first: whole
  * handles whose work is done first, then pending ones after waiting for them;
- * handles that fit what is missing (pass 0, 1), and only when new memory
- * cannot be had (pass 2), one that passes it. Stitched blocks are cleared
+ * handles that fit what is missing (pass 0, 1), then (pass 2), before new
+ * memory above the headroom, one that passes it. Stitched blocks are cleared
  * from c. 0 or a backend error other than out-of-memory. */
 static int gather(struct pt_pool *p, const struct pt_grow_view *v, const struct pt_grow_plan *pl, uint64_t r,
                   struct pt_blk **c, uint64_t n, struct grow_run *w) {
@@ -327,8 +327,6 @@ static int gather(struct pt_pool *p, const struct pt_grow_view *v, const struct 
       rc = create_upto(p, pl, w, w->k, pl->headroom < pl->room ? pl->headroom : pl->room);
       if (rc == oom && w->slack) w->k -= w->slack, w->slack = 0;
     }
-    /* What stitching could not cover: new memory, within the limit. */
-    if (pass == 2) rc = create_upto(p, pl, w, w->k, pl->room);
     if (rc && rc != oom) return rc;
     rc = 0;
     for (uint64_t i = 0; i < n && w->ng < w->k; i++) {
@@ -342,8 +340,35 @@ static int gather(struct pt_pool *p, const struct pt_grow_view *v, const struct 
       w->stitched += w->ng - before;
       if (w->ng > before) c[i] = NULL; /* b may be gone: never look at it again */
     }
+    /* What stitching could not cover: new memory, within the limit. It comes
+     * after a stitched handle that passes what is missing: that one's extra
+     * granules stay free after the new block, but they are memory the pool
+     * has, where new memory here (above the headroom) raises its peak.
+     * Created first, it left the padded batch-16 trace at 2.3% over peak live
+     * with --lag 4 instead of 1.3% (bench/records/2026-12-01-pool-padded-b16.md). */
+    if (pass == 2 && w->ng < w->k && (rc = create_upto(p, pl, w, w->k, pl->room)) && rc != oom) return rc;
+    rc = 0;
   }
   return 0;
+}
+
+/* Orders a new range's handles largest first, stably (they are mapped in
+ * this order). The new block starts the range: handles of a whole chunk then
+ * keep handle ends on the chunk's grid from its start, so the blocks that
+ * later reuse the range (often the same sizes, or multiples of the chunk)
+ * end on handle ends too, and free whole handles when freed; the odd-sized
+ * handles (stitched, or a request's remainder) gather at the range's end.
+ * In the order they were gathered (new memory and stitched handles as each
+ * pass found them), handle ends fell off that grid and blocks straddled handles,
+ * pinning free granules: 2.5% over peak live on hf-b8-p512-n64 with --lag 4
+ * instead of 1.6% (bench/records/2026-12-01-pool-padded-b16.md). */
+static void hspans_by_size(struct pt_hspan *h, uint64_t n) {
+  for (uint64_t i = 1; i < n; i++) {
+    struct pt_hspan x = h[i];
+    uint64_t j = i;
+    for (; j > 0 && h[j - 1].n < x.n; j--) h[j] = h[j - 1];
+    h[j] = x;
+  }
 }
 
 /* The executor of pool_plan.h's plan: the backend calls, the pool's state
@@ -407,6 +432,7 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
   struct pt_blk *tail = pl.tail >= 0 ? c[pl.tail] : NULL;
   uintptr_t va = tail ? tail->addr + tail->size : 0;
   if (!tail && (rc = place_fresh(p, w.ng, &va))) goto fail;
+  hspans_by_size(w.h, w.nh);
   if ((rc = map_range(p, va, w.h, w.nh, w.ng))) {
     w.nh = w.ng = 0; /* map_range released them */
     goto fail;

@@ -112,6 +112,15 @@ void pt_fit_remove(struct pt_pool *p, struct pt_blk *b);
 struct pt_blk *pt_fit_lower_bound(struct pt_pool *p, uint64_t size); /* best fit */
 /* Appends free blocks of size >= min_size, ascending, to out (at most max). */
 uint64_t pt_fit_collect(struct pt_pool *p, uint64_t min_size, struct pt_blk **out, uint64_t max);
+/* Free blocks pt_fit_place weighs: the best fits, in order. 8 chose as all
+ * of them did on the recorded traces; each costs a walk over its handles. */
+#define PT_FIT_CANDIDATES 8
+/* The fit for a block of size >= one granule, by the handles it would hold
+ * (pool.h): among the PT_FIT_CANDIDATES best fits, the free block, and in it
+ * the address *at (its start, or the end of a handle it shares with its live
+ * neighbour), whose new block would hold the fewest granules of handles now
+ * wholly free; ties keep the best fit. NULL when no free block holds size. */
+struct pt_blk *pt_fit_place(struct pt_pool *p, uint64_t size, uintptr_t *at);
 int pt_ptrmap_put(struct pt_ptrmap *m, uintptr_t key, struct pt_blk *b);
 struct pt_blk *pt_ptrmap_get(const struct pt_ptrmap *m, uintptr_t key);
 struct pt_blk *pt_ptrmap_del(struct pt_ptrmap *m, uintptr_t key);

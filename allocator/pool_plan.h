@@ -14,8 +14,9 @@
  * gives when every stitched handle fits what is missing and every create
  * succeeds. A shortfall (a handle larger than what is missing, a failed
  * wait, a device out of memory) falls through to the next source: new memory
- * within the headroom, then within the limit, then a handle that passes what
- * is missing. */
+ * within the headroom, then a handle that passes what is missing (memory the
+ * pool has: its extra granules stay free after the new block), then new
+ * memory within the limit. */
 #ifndef PT_ALLOC_POOL_PLAN_H
 #define PT_ALLOC_POOL_PLAN_H
 #include <stdbool.h>

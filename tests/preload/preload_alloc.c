@@ -727,7 +727,11 @@ static void check_poolaccess(const char *js) {
  * process opens its own handle, pass-through memory keeps the real IPC,
  * forged and stale handles fail cleanly, and a failing export is reported.
  * ipcoff: PONYTAIL_IPC=off refuses pooled memory with a log line. */
-#define IPC_SIZE (5 * MiB + 4096)
+/* p is 3 granules and 4 KiB: grown at the tail of a's segment (the 1 MiB
+ * free in a's granule, then 3 new granules), it cannot start on the next
+ * granule, which the pool prefers when the block fits there (handles of its
+ * own, pool.h), so it spans a's granule and handle. */
+#define IPC_SIZE (6 * MiB + 4096)
 static unsigned char ipc_pat(size_t i) { return (unsigned char)(i * 7 + 3); }
 static const size_t ipc_marks[] = {0, 2 * MiB - 1, 2 * MiB, 4 * MiB + 17, IPC_SIZE - 1};
 

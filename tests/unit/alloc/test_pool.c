@@ -354,6 +354,126 @@ static void test_chunks(void **state) {
   pt_pool_destroy(p);
 }
 
+/* From a granule up, a block goes where it holds the fewest granules of
+ * wholly free handles (pool_fit.c), not simply at the start of the best fit:
+ * trimming and stitching move whole handles only, so a block spilling into
+ * a free handle pins all of it. Granule slots, chunk 16. */
+static void test_fit_handles(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  void *x, *s, *b, *q, *r, *d;
+  assert_int_equal(pt_pool_alloc(p, 64 * MiB, 0, &x), 0); /* handles [0,16) and [16,32) */
+  assert_int_equal(pt_pool_free(p, x, 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 6 * MiB, 0, &s), 0);
+  assert_ptr_equal(s, x); /* [0,3) */
+  /* From s's end (best fit's place), 32 MiB would reach into the second
+   * handle and share the first with s, which then could not be given back
+   * when s is freed. At the second handle it holds only that one; the
+   * first's rest stays free beside s. */
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &b), 0);
+  assert_ptr_equal(b, (char *)x + 16 * G);
+  struct live lb = {b, 32 * MiB, 1, 0};
+  pattern_write(&lb);
+  /* s freed: its handle is whole again and goes back. */
+  assert_int_equal(pt_pool_free(p, s, 0), 0);
+  assert_int_equal(pt_pool_trim(p, 0), 32 * MiB);
+  pattern_check(&lb);
+  check(p, &bk);
+  assert_int_equal(pt_pool_free(p, b, 0), 0);
+  assert_int_equal(pt_pool_trim(p, 0), 32 * MiB);
+  /* Among the best fits: an 8 MiB block takes the 12 MiB left free in r's
+   * handle (no free handle held) rather than the free 8 MiB handle that
+   * fits exactly, which then goes back whole. */
+  assert_int_equal(pt_pool_alloc(p, 8 * MiB, 0, &x), 0);  /* one handle of 4 granules */
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &q), 0); /* one handle of 16 */
+  assert_int_equal(pt_pool_free(p, x, 0), 0);
+  assert_int_equal(pt_pool_free(p, q, 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 20 * MiB, 0, &r), 0);
+  assert_ptr_equal(r, q);
+  assert_int_equal(pt_pool_alloc(p, 8 * MiB, 0, &d), 0);
+  assert_ptr_equal(d, (char *)q + 20 * MiB);
+  assert_int_equal(pt_pool_trim(p, 0), 8 * MiB);
+  check(p, &bk);
+  assert_int_equal(pt_pool_free(p, r, 0), 0);
+  assert_int_equal(pt_pool_free(p, d, 0), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+/* A new range's handles are mapped largest first (pool_grow.c): 40 MiB made
+ * of a new 4-granule handle and a stitched 16-granule one starts with the
+ * 16, so a 32 MiB block later placed at its start fills that handle and
+ * leaves the 4 whole (free to trim). In the order they were gathered, the
+ * 32 MiB would hold both handles. */
+static void test_range_order(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  void *x, *c1, *c2, *b, *d;
+  assert_int_equal(pt_pool_alloc(p, 64 * MiB, 0, &x), 0);
+  assert_int_equal(pt_pool_free(p, x, 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &c1), 0);
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &c2), 0);
+  assert_int_equal(pt_pool_free(p, c1, 0), 0); /* a free handle of 16, not a segment's tail */
+  struct pt_pool_stats st;
+  assert_int_equal(pt_pool_alloc(p, 40 * MiB, 0, &b), 0); /* 4 new granules first, then the 16 */
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.stitches, 1);
+  assert_int_equal(st.physical_bytes, 72 * MiB);
+  assert_int_equal(pt_pool_free(p, b, 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &d), 0);
+  assert_ptr_equal(d, b);
+  struct live ld = {d, 32 * MiB, 1, 0};
+  pattern_write(&ld);
+  assert_int_equal(pt_pool_trim(p, 0), 8 * MiB);
+  pattern_check(&ld);
+  check(p, &bk);
+  assert_int_equal(pt_pool_free(p, d, 0), 0);
+  assert_int_equal(pt_pool_free(p, c2, 0), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
+/* At the pool's peak, a tail missing 4 granules while the only free handle
+ * has 16: the growth stitches that handle whole (its extra granules stay
+ * free after the new block) instead of creating 4 new granules above the
+ * peak. Granule slots: x, then c and the free tail [16,32); y [37,53), the
+ * free handle: once it is unmapped, the slots after the tail hold all 16. */
+static void test_passing_handle(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  void *x, *y, *c, *b;
+  assert_int_equal(pt_pool_alloc(p, 64 * MiB, 0, &x), 0);
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &y), 0);
+  assert_int_equal(pt_pool_free(p, x, 0), 0);
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 0, &c), 0);
+  assert_ptr_equal(c, x);
+  assert_int_equal(pt_pool_free(p, y, 0), 0);
+  struct live lc = {c, 32 * MiB, 1, 0};
+  pattern_write(&lc);
+  struct pt_pool_stats st0, st;
+  pt_pool_stats(p, &st0);
+  assert_int_equal(st0.peak_physical_bytes, 96 * MiB);
+  assert_int_equal(pt_pool_alloc(p, 40 * MiB, 0, &b), 0);
+  struct live lb = {b, 40 * MiB, 2, 0};
+  pattern_write(&lb);
+  assert_ptr_equal(b, (char *)x + 16 * G); /* the tail's start */
+  pt_pool_stats(p, &st);
+  assert_int_equal(st.peak_physical_bytes, 96 * MiB);
+  assert_int_equal(st.grows, st0.grows);
+  assert_int_equal(st.stitches, st0.stitches + 1);
+  assert_int_equal(st.stitched_bytes - st0.stitched_bytes, 32 * MiB);
+  pattern_check(&lc);
+  pattern_check(&lb);
+  check(p, &bk);
+  assert_int_equal(pt_pool_free(p, b, 0), 0);
+  assert_int_equal(pt_pool_free(p, c, 0), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
 /* At the limit, growing a free segment tail by 2 granules can only stitch a
  * free handle of 4: the slots after the tail hold 3, so the range goes
  * elsewhere and must then hold the whole request, for which a second free
@@ -694,6 +814,7 @@ int main(void) {
     cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
     cmocka_unit_test(test_growing_tensors), cmocka_unit_test(test_chunks),
     cmocka_unit_test(test_tail_overshoot), cmocka_unit_test(test_decode_no_waits), cmocka_unit_test(test_decode_slack),
+    cmocka_unit_test(test_fit_handles), cmocka_unit_test(test_range_order), cmocka_unit_test(test_passing_handle),
     cmocka_unit_test(test_random_chunk1),
     cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),

@@ -86,9 +86,11 @@ static void test_shared_traces(void **state) {
   }
 }
 
-/* The keep default (2G) against 1G: the same peak on every trace (growth
- * reuses free memory first, so keep only decides what is handed back between
- * peaks), and on the batch-32 trace, whose prefill frees gigabytes of
+/* The keep default (2G) against 1G: about the same peak on every trace
+ * (growth reuses free memory first, so keep only decides what is handed back
+ * between peaks, and through it which handles later blocks land in: within
+ * 0.1% of peak live, 6946 against 6944 MiB on the batch-32 trace when
+ * written), and on the batch-32 trace, whose prefill frees gigabytes of
  * temporaries per layer, fewer trims, grows and stitches: memory trimmed at
  * 1G was created again moments later. Lag 100: a device behind the host. */
 static void test_keep_default(void **state) {
@@ -109,7 +111,7 @@ static void test_keep_default(void **state) {
                   (unsigned long long)g1.pool.trims, (unsigned long long)d.pool.grows,
                   (unsigned long long)g1.pool.grows, (unsigned long long)d.pool.stitches,
                   (unsigned long long)g1.pool.stitches);
-    assert_true(d.peak_physical_bytes <= g1.peak_physical_bytes);
+    assert_true(d.peak_physical_bytes <= g1.peak_physical_bytes + d.peak_live_bytes / 1000);
     /* Every growth maps; every release follows an unmap or a never-mapped
      * failure path; the counts are consistent with the pool's own. */
     assert_true(d.maps >= d.pool.grows && d.creates >= d.pool.grows && d.releases <= d.creates);
@@ -166,7 +168,11 @@ static void test_min_lag(void **state) {
   for (int i = 0; i < ntraces; i++) {
     const struct pt_replay_trace *t = trace_at(i);
     /* Handles of 32 MiB (the default) and of one granule (--chunk 2M): whole
-     * handles strand some free memory under small blocks, within the goal. */
+     * handles strand some free memory under small blocks, within the goal.
+     * One-granule handles strand parts of granules only; the rest is new
+     * memory the planner creates rather than wait for a device behind the
+     * host, up to 1/128 above the peak of requested bytes (pool_plan.c):
+     * 0.75% on the padded batch-16 trace with --lag 100. */
     for (uint64_t lag = 0, chunk = 0; lag <= 100; chunk = !chunk, lag += chunk ? 0 : 100) {
       struct pt_replay_opts o = {
         .keep_bytes = PT_POOL_KEEP_DEFAULT, .min_bytes = 1 << 20, .lag_ops = lag, .chunk_bytes = chunk};
@@ -187,7 +193,7 @@ static void test_min_lag(void **state) {
       assert_true(r.peak_live_bytes < full.peak_live_bytes);
       assert_true(r.peak_physical_bytes >= r.peak_live_bytes);
       assert_true(r.overhead <= 0.02);
-      assert_true(full.overhead <= (chunk ? 0.005 : 0.02));
+      assert_true(full.overhead <= (chunk ? 1.0 / 128 : 0.02));
       /* Lagging: the pool waits for pending memory, but only at growths. */
       if (lag) assert_true(r.pool.syncs > 0 && r.pool.syncs <= r.pool.grows);
       else assert_int_equal(r.pool.syncs, 0);
