@@ -36,7 +36,7 @@ using pt_attn::ex2;
 using pt_attn::row_lse;
 using pt_attn::smem_u32;
 
-constexpr int BM = PT_PREFILL_BM, BN = PT_PREFILL_BN, SUB = PT_PREFILL_SUB;
+constexpr int BN = PT_PREFILL_BN, SUB = PT_PREFILL_SUB;
 
 // ---- mbarrier and TMA -----------------------------------------------------------------
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -45,11 +45,7 @@ static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
 static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// The same, predicated inside the asm: no branch. Used between wgmma issue and wait, where
-// ptxas serialises the wgmma pipeline if the code it overlaps has control flow.
+// An arrive, predicated inside the asm (no branch): it runs between wgmma issue and wait.
 static __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
                "r"((int)pred)
@@ -96,23 +92,30 @@ static __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorM
 static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Ping-pong between the two consumer warpgroups (FA3's warp scheduling barriers): named
+// Ping-pong between the NC consumer warpgroups (FA3's warp scheduling barriers): named
 // barrier 1 + w is warpgroup w's turn to issue its GEMMs. It waits there (bar.sync, its 128
-// threads) until the other warpgroup has arrived (bar.arrive, 128 more) after issuing its own,
-// so the tensor cores alternate between them and one's softmax overlaps the other's GEMMs.
-// Barrier 0 is __syncthreads'.
+// threads) until the warpgroup before it (round robin) has arrived (bar.arrive, 128 more) after
+// issuing its own, so the tensor cores take them in turn and one's softmax overlaps the
+// others' GEMMs. Barrier 0 is __syncthreads'.
 static __device__ __forceinline__ void turn_wait(int w) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(1 + w) : "memory");
 }
-static __device__ __forceinline__ void turn_pass(int w) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (w ^ 1)) : "memory");
+template <int NC> static __device__ __forceinline__ void turn_pass(int w) {
+  const int next = NC == 2 ? w ^ 1 : (w + 1 == NC ? 0 : w + 1);
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + next) : "memory");
 }
 static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // Register reallocation between warpgroups (all four warps of a warpgroup execute it): the
 // producer gives back what its one loading thread does not need, the consumers take it.
-// 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
-static __device__ __forceinline__ void regs_producer() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory"); }
-static __device__ __forceinline__ void regs_consumer() { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory"); }
+// Two consumers: 128 x 40 + 256 x 232 = 64512 of the SM's 65536; three: 128 x 24 + 384 x 160.
+template <int NC> static __device__ __forceinline__ void regs_producer() {
+  if (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+  else asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+}
+template <int NC> static __device__ __forceinline__ void regs_consumer() {
+  if (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
+}
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
 template <int N> static __device__ __forceinline__ void fence_acc(float (&d)[N][4]) {
 #pragma unroll
@@ -170,9 +173,9 @@ template <> struct ops<__half> {
 };
 
 // K/V tiles this CTA reads: all keys, or (causal) up to the last one its last row sees.
-static __device__ __forceinline__ int n_tiles(const pt_prefill_kparams &p, int m0) {
+static __device__ __forceinline__ int n_tiles(const pt_prefill_kparams &p, int m0, int bm) {
   int kmax = p.sk - 1;
-  if (p.causal) kmax = min(kmax, m0 + BM - 1 + p.sk - p.sq);
+  if (p.causal) kmax = min(kmax, m0 + bm - 1 + p.sk - p.sq);
   return kmax < 0 ? 0 : kmax / BN + 1;
 }
 
@@ -187,7 +190,7 @@ template <int N> static __device__ __forceinline__ void pin(uint64_t (&d)[N]) {
 // moves 32 bytes inside the 128-byte row, or to the next 64-column sub-tile.
 template <int D> static __device__ __forceinline__ void desc_s(uint64_t (&dq)[D / 16], uint64_t (&dk)[D / 16],
                                                               uint32_t q_rows, uint32_t k_tile) {
-  constexpr uint32_t Q_SUB = BM * SUB * 2, KV_SUB = BN * SUB * 2;
+  constexpr uint32_t Q_SUB = PT_PREFILL_BM(D) * SUB * 2, KV_SUB = BN * SUB * 2;
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     dq[ks] = gdesc(q_rows + (ks / 4) * Q_SUB + (ks % 4) * 32, 16, 1024);
@@ -295,6 +298,8 @@ template <typename T, int D>
 __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   constexpr int ND = D / SUB;                       // 64-element sub-tiles per row
   constexpr int NS = PT_PREFILL_STAGES(D);          // K/V tiles in flight
+  constexpr int NC = PT_PREFILL_CONSUMERS(D);       // consumer warpgroups
+  constexpr int BM = PT_PREFILL_BM(D);              // query rows: 64 per consumer
   constexpr uint32_t Q_SUB = BM * SUB * 2;          // bytes of one Q sub-tile
   constexpr uint32_t KV_SUB = BN * SUB * 2;         // bytes of one K or V sub-tile
   constexpr uint32_t Q_BYTES = ND * Q_SUB, KV_BYTES = ND * KV_SUB;
@@ -316,15 +321,15 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   const int mb = p.causal ? p.m_blocks - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy blocks first
   const int h = blockIdx.y, bi = blockIdx.z, hk = h / p.group;
   const int m0 = mb * BM;
-  const int nt = n_tiles(p, m0);
+  const int nt = n_tiles(p, m0, BM);
 
   if (tid == 0) {
     mbar_init(q_full, 1);
     for (int s = 0; s < NS; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 8);  // every warp of both consumer warpgroups
-      mbar_init(v_empty(s), 8);
+      mbar_init(k_empty(s), 4 * NC);  // every warp of the consumer warpgroups
+      mbar_init(v_empty(s), 4 * NC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -332,7 +337,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 
   if (wg == 0) {
     // ---- producer ------------------------------------------------------------------------
-    regs_producer();
+    regs_producer<NC>();
     if (tid == 0) {
       mbar_expect_tx(q_full, Q_BYTES);
 #pragma unroll
@@ -359,7 +364,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   // Per K/V tile j, software-pipelined inside the warpgroup: S_j = Q K_j^T and O += P_{j-1}
   // V_{j-1} are issued together; the softmax of S_j runs while P V is still on the tensor
   // cores, and O is rescaled once that wgmma has finished.
-  regs_consumer();
+  regs_consumer<NC>();
   const int cw = wg - 1;                                  // rows [m0 + 64 cw, m0 + 64 cw + 64)
   const int slab0 = m0 + 64 * cw;
   const int r0 = slab0 + 16 * warp + lane / 4;            // this thread's rows r0 and r0 + 8
@@ -376,9 +381,10 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   uint64_t dq[D / 16], dk[D / 16], dv[BN / 16];
   // Turns: each warpgroup issues GEMMs in nt + 1 turns (S of tile 0, then S and P V together
   // for tiles 1 .. nt - 1, then the last P V), each opened by its turn_wait and closed by a
-  // turn_pass to the other. Warpgroup 0 goes first (warpgroup 1 passes it the first turn);
-  // warpgroup 1 does not pass after its last turn, so every arrival meets its wait.
-  if (cw == 1) turn_pass(cw);
+  // turn_pass to the next warpgroup (round robin). Warpgroup 0 goes first (the last one passes
+  // it the first turn); the last does not pass after its last turn, so every arrival meets its
+  // wait.
+  if (cw == NC - 1) turn_pass<NC>(cw);
   mbar_wait(q_full, 0, 0);
   // Tile 0: S alone.
   mbar_wait(k_full(0), 0, 1);
@@ -389,7 +395,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   wg_fence();
   issue_s<T, D>(s, dq, dk);
   wg_commit();
-  turn_pass(cw);
+  turn_pass<NC>(cw);
   wg_wait0();
   fence_acc(s);
   mbar_arrive_if(k_empty(0), lane == 0);
@@ -417,7 +423,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     issue_pv<T, D>(o, pa, dv);                            // O += P_{it-1} V_{it-1}
     wg_commit();
     fence_acc(o);
-    turn_pass(cw);
+    turn_pass<NC>(cw);
     wg_wait1();                                           // S_it is done, P V may still run
     fence_acc(s);
     mbar_arrive_if(k_empty(st), lane == 0);
@@ -440,7 +446,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     wg_fence();
     issue_pv<T, D>(o, pa, dv);
     wg_commit();
-    if (cw == 0) turn_pass(cw);
+    if (cw != NC - 1) turn_pass<NC>(cw);
     wg_wait0();
     fence_acc(o);
     fence_frag(pa);
@@ -475,7 +481,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 }  // namespace pt_prefill
 
 #define PT_PREFILL_KERNEL(NAME, T, D)                                                          \
-  extern "C" __global__ void __launch_bounds__(PT_PREFILL_THREADS, 1)                          \
+  extern "C" __global__ void __launch_bounds__(PT_PREFILL_THREADS(D), 1)                       \
       NAME(const __grid_constant__ pt_prefill_kparams p) {                                     \
     pt_prefill::prefill<T, D>(p);                                                              \
   }

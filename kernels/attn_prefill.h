@@ -6,7 +6,7 @@
  * speed at d = 128), which the SDPA policy already runs for prefill; so the shim does not use it yet.
  * Design and measurements: docs/prefill.md.
  *
- * One CTA computes BM = 128 query rows of one (batch, head): three warpgroups, the first
+ * One CTA computes BM = 128 query rows (PT_PREFILL_BM(d)) of one (batch, head): three warpgroups, the first
  * loading Q once and K/V tiles of BN = 128 keys through a ring of PT_PREFILL_STAGES(d) stages
  * with TMA, the other two each computing 64 of the rows (S = Q K^T and O += P V on wgmma,
  * online softmax in registers, the two warpgroups taking turns on the tensor cores). Causal is
@@ -23,12 +23,20 @@
 extern "C" {
 #endif
 
-#define PT_PREFILL_BM 128     /* query rows per CTA (two consumer warpgroups of 64) */
+/* Consumer warpgroups per CTA, 64 query rows each. Two; d = 64 can take three (192 rows, FA3's
+ * choice there: more GEMM work per softmax), an experiment chosen at compile time with
+ * -DPT_PREFILL_D64_CONSUMERS=3 (tests/gpu/checks/prefill.sh PREFILL_VARIANTS) until it is measured.
+ * d = 128 cannot: three consumers get 160 registers each, under its 64 + 64 accumulators and P. */
+#ifndef PT_PREFILL_D64_CONSUMERS
+#define PT_PREFILL_D64_CONSUMERS 2
+#endif
+#define PT_PREFILL_CONSUMERS(d) ((d) == 64 ? PT_PREFILL_D64_CONSUMERS : 2)
+#define PT_PREFILL_BM(d) (64 * PT_PREFILL_CONSUMERS(d))            /* query rows per CTA */
+#define PT_PREFILL_THREADS(d) (128 * (PT_PREFILL_CONSUMERS(d) + 1)) /* with the producer warpgroup */
 #define PT_PREFILL_BN 128     /* keys per K/V tile */
 /* K/V tiles in flight: as many as fit beside Q in the 227 KB of shared memory a CTA may take
  * (d = 128: 32 KB of Q + 3 x 64 KB; d = 64: 16 KB + 4 x 32 KB). */
 #define PT_PREFILL_STAGES(d) ((d) == 128 ? 3 : 4)
-#define PT_PREFILL_THREADS 384
 /* Each tile is stored as d / 64 sub-tiles of [rows][64] elements (128-byte rows, the TMA's and
  * wgmma's 128-byte swizzle), each 1024-byte aligned. */
 #define PT_PREFILL_SUB 64
@@ -51,7 +59,7 @@ struct pt_prefill_kparams {
 
 /* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */
 static inline unsigned pt_prefill_smem_bytes(int d) {
-  const unsigned q = PT_PREFILL_BM * (unsigned)d * 2u;
+  const unsigned q = (unsigned)PT_PREFILL_BM(d) * (unsigned)d * 2u;
   const unsigned kv = 2u * (unsigned)PT_PREFILL_STAGES(d) * PT_PREFILL_BN * (unsigned)d * 2u;
   return 1024u /* alignment slack */ + q + kv + 256u /* barriers: 1 + 4 x stages, 8 bytes each */;
 }

@@ -46,7 +46,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || ((uintptr_t)o & 3u) || !strides_ok(st, 9)) return -1;
   pt_prefill_kparams p;
   memset(&p, 0, sizeof p);
-  CUresult r = encode(&p.tq, q, bf16, d, sq, h, b, st[1], st[2], st[0], PT_PREFILL_BM);
+  CUresult r = encode(&p.tq, q, bf16, d, sq, h, b, st[1], st[2], st[0], PT_PREFILL_BM(d));
   if (r == CUDA_SUCCESS) r = encode(&p.tk, k, bf16, d, sk, h_k, b, st[4], st[5], st[3], PT_PREFILL_BN);
   if (r == CUDA_SUCCESS) r = encode(&p.tv, v, bf16, d, sk, h_k, b, st[7], st[8], st[6], PT_PREFILL_BN);
   if (r != CUDA_SUCCESS) return 1000 + (int)r;
@@ -62,7 +62,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   p.sk = sk;
   p.group = h / h_k;
   p.causal = causal != 0;
-  p.m_blocks = (sq + PT_PREFILL_BM - 1) / PT_PREFILL_BM;
+  p.m_blocks = (sq + PT_PREFILL_BM(d) - 1) / PT_PREFILL_BM(d);
   p.scale_log2 = scale * 1.4426950408889634f;
   void (*fn)(pt_prefill_kparams) = nullptr;
   if (bf16) fn = d == 64 ? pt_attn_prefill_bf16_d64 : pt_attn_prefill_bf16_d128;
@@ -70,6 +70,6 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   const unsigned smem = pt_prefill_smem_bytes(d);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return (int)e;
-  fn<<<dim3(p.m_blocks, h, b), PT_PREFILL_THREADS, smem, (cudaStream_t)stream>>>(p);
+  fn<<<dim3(p.m_blocks, h, b), PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
   return (int)cudaGetLastError();
 }
