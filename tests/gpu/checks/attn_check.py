@@ -492,6 +492,19 @@ def bandwidth(out_rows):
     return x_bytes / t_sum * 1e6
 
 
+def read_time(nbytes, nsets):
+    """One torch kernel reading nbytes (a read-only sum, bf16 into fp32), rotated over nsets
+    buffers like the attention inputs, by graph replay: what this card takes to read that
+    many bytes in one launch, launch and ramp included. Beside the floor (bytes at the peak
+    read bandwidth) it tells how much of a kernel's distance to the floor no kernel of that
+    size avoids."""
+    n = max(1, nbytes // 2)
+    bufs = torch.randn(nsets, n, device="cuda", dtype=torch.bfloat16)
+    t = graph_time(lambda i: bufs[i % nsets].sum(dtype=torch.float32))
+    del bufs
+    return t
+
+
 def timing(lib, out_rows):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
@@ -499,7 +512,7 @@ def timing(lib, out_rows):
     D, dtype = 128, torch.bfloat16
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "flash", "xfl", "cudnn", "xfl", "win",
-        "ns/2", "c16") + " %7s %7s" % ("noclu", "pdl")
+        "ns/2", "c16") + " %7s %7s %7s" % ("noclu", "pdl", "read")
     out_rows.append(hdr)
     worst = []
     points = [(B, S, G, 8) for B in (1, 8, 32) for S in (1024, 4096, 32768) for G in (1, 4, 8)]
@@ -538,6 +551,7 @@ def timing(lib, out_rows):
         lib.l.pt_test_set_pdl(1)  # programmatic dependent launch: the planned launch, overlapped
         res["pdl"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_pdl(0)
+        res["read"] = read_time(kv_bytes, nsets)
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
@@ -555,7 +569,8 @@ def timing(lib, out_rows):
         row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
             B, S, G, floor, res["pt"], res["pt"] / floor, res["flash"],
             res["flash"] / floor, res["cudnn"], res["cudnn"] / floor,
-            "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f %7.1f" % (res["noclu"], res["pdl"])
+            "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f %7.1f %7.1f" % (
+                res["noclu"], res["pdl"], res["read"])
         if floor >= 25 and res["pt"] / floor > 1.15:
             row += "  >1.15x floor"
         out_rows.append(row)
@@ -578,8 +593,8 @@ def masked_timing(lib, out_rows):
     import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
-    hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s" % (
-        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "pdl")
+    hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
+        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "pdl", "read")
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -612,6 +627,7 @@ def masked_timing(lib, out_rows):
                 finally:
                     lib.l.pt_test_set_pdl(0)
                     lib.l.pt_test_set_bias(None, 0, 0, 0)
+                res["read"] = read_time(2 * Hk * keys * D * 2, 1)
                 ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
                 for name, be, kk, vv, gqa in (("mem_eff", SDPBackend.EFFICIENT_ATTENTION, ke, ve, False),
                                              ("cudnn", SDPBackend.CUDNN_ATTENTION, k, v, True)):
@@ -626,9 +642,9 @@ def masked_timing(lib, out_rows):
                         print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G, str(e).splitlines()[0]))
                 peers = [x for x in (res["mem_eff"], res["cudnn"]) if not math.isnan(x)]
                 win = all(res["pt"] < x for x in peers)
-                row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f" % (
+                row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
                     B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
-                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["pdl"])
+                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["pdl"], res["read"])
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)
