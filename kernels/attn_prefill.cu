@@ -300,6 +300,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   constexpr int NS = PT_PREFILL_STAGES(D);          // K/V tiles in flight
   constexpr int NC = PT_PREFILL_CONSUMERS(D);       // consumer warpgroups
   constexpr int BM = PT_PREFILL_BM(D);              // query rows: 64 per consumer
+  constexpr bool PERSIST = PT_PREFILL_PERSISTENT != 0;
   constexpr uint32_t Q_SUB = BM * SUB * 2;          // bytes of one Q sub-tile
   constexpr uint32_t KV_SUB = BN * SUB * 2;         // bytes of one K or V sub-tile
   constexpr uint32_t Q_BYTES = ND * Q_SUB, KV_BYTES = ND * KV_SUB;
@@ -310,21 +311,37 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   const uint32_t sQ = smem_u32(smem);
   const uint32_t sK = sQ + Q_BYTES;                 // stage s at sK + s * KV_BYTES
   const uint32_t sV = sK + NS * KV_BYTES;
-  const uint32_t bars = sV + NS * KV_BYTES;         // q_full, k_full[NS], v_full[NS], k_empty[NS], v_empty[NS]
-  const uint32_t q_full = bars;
+  // q_full, k_full[NS], v_full[NS], k_empty[NS], v_empty[NS], q_empty
+  const uint32_t bars = sV + NS * KV_BYTES;
+  const uint32_t q_full = bars, q_empty = bars + 8u * (1 + 4 * NS);
   auto k_full = [&](int s) { return bars + 8u * (1 + s); };
   auto v_full = [&](int s) { return bars + 8u * (1 + NS + s); };
   auto k_empty = [&](int s) { return bars + 8u * (1 + 2 * NS + s); };
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * NS + s); };
 
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
-  const int mb = p.causal ? p.m_blocks - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy blocks first
-  const int h = blockIdx.y, bi = blockIdx.z, hk = h / p.group;
-  const int m0 = mb * BM;
-  const int nt = n_tiles(p, m0, BM);
+  // The CTA's tiles (m-block, head, batch). One per CTA: the grid is (m_blocks, h, b), causal
+  // m-blocks reversed (heavy blocks first). Persistent (PT_PREFILL_PERSISTENT, an experiment):
+  // a 1D grid walks the tiles t = blockIdx.x, + gridDim.x, ..., numbered heaviest m-block
+  // first, then head, then batch, so each round of the walk costs every CTA about the same.
+  const int t_first = PERSIST ? (int)blockIdx.x : 0, t_step = PERSIST ? (int)gridDim.x : 1;
+  const int t_end = PERSIST ? p.tiles : 1;
+  auto tile = [&](int t, int &mb, int &h, int &bi) {
+    if (!PERSIST) {
+      mb = p.causal ? p.m_blocks - 1 - (int)blockIdx.x : (int)blockIdx.x;
+      h = blockIdx.y;
+      bi = blockIdx.z;
+      return;
+    }
+    const int hb = p.h * p.b, mr = t / hb, rem = t - mr * hb;
+    mb = p.causal ? p.m_blocks - 1 - mr : mr;
+    h = rem % p.h;
+    bi = rem / p.h;
+  };
 
   if (tid == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 4 * NC);
     for (int s = 0; s < NS; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
@@ -337,24 +354,34 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 
   if (wg == 0) {
     // ---- producer ------------------------------------------------------------------------
+    // The ring runs on across the CTA's tiles: g counts the K/V tiles loaded so far.
     regs_producer<NC>();
     if (tid == 0) {
-      mbar_expect_tx(q_full, Q_BYTES);
+      int g = 0, k = 0;
+      for (int t = t_first; t < t_end; t += t_step, ++k) {
+        int mb, h, bi;
+        tile(t, mb, h, bi);
+        const int m0 = mb * BM, nt = n_tiles(p, m0, BM), hk = h / p.group;
+        // The previous tile's consumers are done with Q once their last S has completed.
+        if (k > 0) mbar_wait(q_empty, (uint32_t)((k - 1) & 1), 1 + 4 * NS);
+        mbar_expect_tx(q_full, Q_BYTES);
 #pragma unroll
-      for (int c = 0; c < ND; ++c) tma_load_4d(sQ + c * Q_SUB, &p.tq, c * SUB, m0, h, bi, q_full);
-      for (int it = 0; it < nt; ++it) {
-        const int s = it % NS;
-        const uint32_t ph = (uint32_t)((it / NS - 1) & 1);  // the phase the stage's last use completed
-        if (it >= NS) mbar_wait(k_empty(s), ph, 1 + 2 * NS + s);
-        mbar_expect_tx(k_full(s), KV_BYTES);
+        for (int c = 0; c < ND; ++c) tma_load_4d(sQ + c * Q_SUB, &p.tq, c * SUB, m0, h, bi, q_full);
+        for (int it = 0; it < nt; ++it) {
+          const int gg = g + it, s = gg % NS;
+          const uint32_t ph = (uint32_t)((gg / NS - 1) & 1);  // the phase the stage's last use completed
+          if (gg >= NS) mbar_wait(k_empty(s), ph, 1 + 2 * NS + s);
+          mbar_expect_tx(k_full(s), KV_BYTES);
 #pragma unroll
-        for (int c = 0; c < ND; ++c)
-          tma_load_4d(sK + s * KV_BYTES + c * KV_SUB, &p.tk, c * SUB, it * BN, hk, bi, k_full(s));
-        if (it >= NS) mbar_wait(v_empty(s), ph, 1 + 3 * NS + s);
-        mbar_expect_tx(v_full(s), KV_BYTES);
+          for (int c = 0; c < ND; ++c)
+            tma_load_4d(sK + s * KV_BYTES + c * KV_SUB, &p.tk, c * SUB, it * BN, hk, bi, k_full(s));
+          if (gg >= NS) mbar_wait(v_empty(s), ph, 1 + 3 * NS + s);
+          mbar_expect_tx(v_full(s), KV_BYTES);
 #pragma unroll
-        for (int c = 0; c < ND; ++c)
-          tma_load_4d(sV + s * KV_BYTES + c * KV_SUB, &p.tv, c * SUB, it * BN, hk, bi, v_full(s));
+          for (int c = 0; c < ND; ++c)
+            tma_load_4d(sV + s * KV_BYTES + c * KV_SUB, &p.tv, c * SUB, it * BN, hk, bi, v_full(s));
+        }
+        g += nt;
       }
     }
     return;  // the consumers below never synchronise with this warpgroup again
@@ -366,114 +393,128 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   // cores, and O is rescaled once that wgmma has finished.
   regs_consumer<NC>();
   const int cw = wg - 1;                                  // rows [m0 + 64 cw, m0 + 64 cw + 64)
-  const int slab0 = m0 + 64 * cw;
-  const int r0 = slab0 + 16 * warp + lane / 4;            // this thread's rows r0 and r0 + 8
   const int diag = p.sk - p.sq;                           // causal: row r sees keys <= r + diag
   const uint32_t q_rows = sQ + cw * 64 * 128;
-
-  float o[D / 8][4];
-#pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f, al0, al1;
   float s[BN / 8][4];
   uint32_t pa[BN / 16][4];
-
   uint64_t dq[D / 16], dk[D / 16], dv[BN / 16];
-  // Turns: each warpgroup issues GEMMs in nt + 1 turns (S of tile 0, then S and P V together
-  // for tiles 1 .. nt - 1, then the last P V), each opened by its turn_wait and closed by a
-  // turn_pass to the next warpgroup (round robin). Warpgroup 0 goes first (the last one passes
-  // it the first turn); the last does not pass after its last turn, so every arrival meets its
-  // wait.
+  // Turns: each warpgroup issues GEMMs in nt + 1 turns per tile (S of K/V tile 0, then S and
+  // P V together for K/V tiles 1 .. nt - 1, then the last P V), each opened by its turn_wait
+  // and closed by a turn_pass to the next warpgroup (round robin). Warpgroup 0 goes first (the
+  // last one passes it the first turn); the last does not pass after its very last turn, so
+  // every arrival meets its wait.
   if (cw == NC - 1) turn_pass<NC>(cw);
-  mbar_wait(q_full, 0, 0);
-  // Tile 0: S alone.
-  mbar_wait(k_full(0), 0, 1);
-  desc_s<D>(dq, dk, q_rows, sK);
-  pin(dq);
-  pin(dk);
-  turn_wait(cw);
-  wg_fence();
-  issue_s<T, D>(s, dq, dk);
-  wg_commit();
-  turn_pass<NC>(cw);
-  wg_wait0();
-  fence_acc(s);
-  mbar_arrive_if(k_empty(0), lane == 0);
-  softmax_tile(s, p, 0, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);  // O is 0: its factor unused
-  pack_p<T>(s, pa);
+  int g = 0, k = 0;
+  for (int t = t_first; t < t_end; t += t_step, ++k) {
+    int mb, h, bi;
+    tile(t, mb, h, bi);
+    const int m0 = mb * BM, nt = n_tiles(p, m0, BM);
+    const bool last_tile = t + t_step >= t_end;
+    const int slab0 = m0 + 64 * cw;
+    const int r0 = slab0 + 16 * warp + lane / 4;          // this thread's rows r0 and r0 + 8
 
-  for (int it = 1; it < nt; ++it) {
-    const int st = it % NS, pst = (it - 1) % NS;
-    mbar_wait(k_full(st), (uint32_t)((it / NS) & 1), 1 + st);
-    desc_s<D>(dq, dk, q_rows, sK + st * KV_BYTES);
-    desc_v(dv, sV + pst * KV_BYTES);
-    pin(dq);
-    pin(dk);
-    pin(dv);
-    fence_acc(s);
-    turn_wait(cw);
-    wg_fence();
-    issue_s<T, D>(s, dq, dk);                             // S_it
-    wg_commit();
-    fence_acc(s);
-    rescale(o, al0, al1);                                 // while S_it runs
-    mbar_wait(v_full(pst), (uint32_t)(((it - 1) / NS) & 1), 1 + NS + pst);
-    fence_acc(o);
-    wg_fence();
-    issue_pv<T, D>(o, pa, dv);                            // O += P_{it-1} V_{it-1}
-    wg_commit();
-    fence_acc(o);
-    turn_pass<NC>(cw);
-    wg_wait1();                                           // S_it is done, P V may still run
-    fence_acc(s);
-    mbar_arrive_if(k_empty(st), lane == 0);
-    softmax_tile(s, p, it * BN, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
-    wg_wait0();                                           // P_{it-1} V_{it-1} is done
-    fence_acc(o);
-    fence_frag(pa);
-    mbar_arrive_if(v_empty(pst), lane == 0);
-    pack_p<T>(s, pa);
-  }
-  // The last tile's P V.
-  {
-    const int lst = (nt - 1) % NS;
-    rescale(o, al0, al1);
-    desc_v(dv, sV + lst * KV_BYTES);
-    pin(dv);
-    mbar_wait(v_full(lst), (uint32_t)(((nt - 1) / NS) & 1), 1 + NS + lst);
-    fence_acc(o);
-    turn_wait(cw);
-    wg_fence();
-    issue_pv<T, D>(o, pa, dv);
-    wg_commit();
-    if (cw != NC - 1) turn_pass<NC>(cw);
-    wg_wait0();
-    fence_acc(o);
-    fence_frag(pa);
-  }
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f, al0, al1;
 
-  // ---- epilogue ----------------------------------------------------------------------------
-  l_0 += __shfl_xor_sync(0xffffffffu, l_0, 1);
-  l_0 += __shfl_xor_sync(0xffffffffu, l_0, 2);
-  l_1 += __shfl_xor_sync(0xffffffffu, l_1, 1);
-  l_1 += __shfl_xor_sync(0xffffffffu, l_1, 2);
-  const float inv0 = l_0 > 0.f ? 1.f / l_0 : 0.f, inv1 = l_1 > 0.f ? 1.f / l_1 : 0.f;
-  T *const ob = static_cast<T *>(p.o) + bi * p.o_bs + h * p.o_hs;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = r0 + 8 * half;
-    if (row >= p.sq) continue;
-    const float inv = half ? inv1 : inv0;
-    T *const orow = ob + (int64_t)row * p.o_rs;
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      const int col = 8 * i + 2 * (lane % 4);
-      *reinterpret_cast<uint32_t *>(orow + col) =
-          dt<T>::pack(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
+    mbar_wait(q_full, (uint32_t)(k & 1), 0);
+    // K/V tile 0: S alone.
+    {
+      const int st = g % NS;
+      mbar_wait(k_full(st), (uint32_t)((g / NS) & 1), 1 + st);
+      desc_s<D>(dq, dk, q_rows, sK + st * KV_BYTES);
+      pin(dq);
+      pin(dk);
+      turn_wait(cw);
+      wg_fence();
+      issue_s<T, D>(s, dq, dk);
+      wg_commit();
+      turn_pass<NC>(cw);
+      wg_wait0();
+      fence_acc(s);
+      mbar_arrive_if(k_empty(st), lane == 0);
+      if (PERSIST && nt == 1) mbar_arrive_if(q_empty, lane == 0);  // the tile's last S
+      softmax_tile(s, p, 0, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);  // O is 0: factor unused
+      pack_p<T>(s, pa);
     }
-    if (p.lse && lane % 4 == 0) {
-      const float m = half ? m_1 : m_0, l = half ? l_1 : l_0;
-      p.lse[((int64_t)bi * p.h + h) * p.sq + row] = row_lse(m, l);
+
+    for (int it = 1; it < nt; ++it) {
+      const int gg = g + it, st = gg % NS, pst = (gg - 1) % NS;
+      mbar_wait(k_full(st), (uint32_t)((gg / NS) & 1), 1 + st);
+      desc_s<D>(dq, dk, q_rows, sK + st * KV_BYTES);
+      desc_v(dv, sV + pst * KV_BYTES);
+      pin(dq);
+      pin(dk);
+      pin(dv);
+      fence_acc(s);
+      turn_wait(cw);
+      wg_fence();
+      issue_s<T, D>(s, dq, dk);                           // S_it
+      wg_commit();
+      fence_acc(s);
+      rescale(o, al0, al1);                               // while S_it runs
+      mbar_wait(v_full(pst), (uint32_t)(((gg - 1) / NS) & 1), 1 + NS + pst);
+      fence_acc(o);
+      wg_fence();
+      issue_pv<T, D>(o, pa, dv);                          // O += P_{it-1} V_{it-1}
+      wg_commit();
+      fence_acc(o);
+      turn_pass<NC>(cw);
+      wg_wait1();                                         // S_it is done, P V may still run
+      fence_acc(s);
+      mbar_arrive_if(k_empty(st), lane == 0);
+      if (PERSIST) mbar_arrive_if(q_empty, lane == 0 && it == nt - 1);  // the tile's last S
+      softmax_tile(s, p, it * BN, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
+      wg_wait0();                                         // P_{it-1} V_{it-1} is done
+      fence_acc(o);
+      fence_frag(pa);
+      mbar_arrive_if(v_empty(pst), lane == 0);
+      pack_p<T>(s, pa);
+    }
+    // The last K/V tile's P V.
+    {
+      const int lst = (g + nt - 1) % NS;
+      rescale(o, al0, al1);
+      desc_v(dv, sV + lst * KV_BYTES);
+      pin(dv);
+      mbar_wait(v_full(lst), (uint32_t)(((g + nt - 1) / NS) & 1), 1 + NS + lst);
+      fence_acc(o);
+      turn_wait(cw);
+      wg_fence();
+      issue_pv<T, D>(o, pa, dv);
+      wg_commit();
+      if (cw != NC - 1 || !last_tile) turn_pass<NC>(cw);
+      wg_wait0();
+      fence_acc(o);
+      fence_frag(pa);
+      if (PERSIST) mbar_arrive_if(v_empty(lst), lane == 0);  // the ring runs on into the next tile
+    }
+    g += nt;
+
+    // ---- epilogue --------------------------------------------------------------------------
+    l_0 += __shfl_xor_sync(0xffffffffu, l_0, 1);
+    l_0 += __shfl_xor_sync(0xffffffffu, l_0, 2);
+    l_1 += __shfl_xor_sync(0xffffffffu, l_1, 1);
+    l_1 += __shfl_xor_sync(0xffffffffu, l_1, 2);
+    const float inv0 = l_0 > 0.f ? 1.f / l_0 : 0.f, inv1 = l_1 > 0.f ? 1.f / l_1 : 0.f;
+    T *const ob = static_cast<T *>(p.o) + bi * p.o_bs + h * p.o_hs;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = r0 + 8 * half;
+      if (row >= p.sq) continue;
+      const float inv = half ? inv1 : inv0;
+      T *const orow = ob + (int64_t)row * p.o_rs;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        const int col = 8 * i + 2 * (lane % 4);
+        *reinterpret_cast<uint32_t *>(orow + col) =
+            dt<T>::pack(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
+      }
+      if (p.lse && lane % 4 == 0) {
+        const float m = half ? m_1 : m_0, l = half ? l_1 : l_0;
+        p.lse[((int64_t)bi * p.h + h) * p.sq + row] = row_lse(m, l);
+      }
     }
   }
 }

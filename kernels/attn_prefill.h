@@ -34,6 +34,13 @@ extern "C" {
 #define PT_PREFILL_BM(d) (64 * PT_PREFILL_CONSUMERS(d))            /* query rows per CTA */
 #define PT_PREFILL_THREADS(d) (128 * (PT_PREFILL_CONSUMERS(d) + 1)) /* with the producer warpgroup */
 #define PT_PREFILL_BN 128     /* keys per K/V tile */
+/* Persistent grid, an experiment chosen at compile time (-DPT_PREFILL_PERSISTENT=1) until it is
+ * measured: one CTA per SM walks the (m-block, head, batch) tiles, its K/V ring and the
+ * warpgroups' turns running on from one tile to the next, so that a tile's Q and first K/V
+ * load while the previous tile finishes. The launch is then 1D, min(tiles, SMs) CTAs. */
+#ifndef PT_PREFILL_PERSISTENT
+#define PT_PREFILL_PERSISTENT 0
+#endif
 /* K/V tiles in flight: as many as fit beside Q in the 227 KB of shared memory a CTA may take
  * (d = 128: 32 KB of Q + 3 x 64 KB; d = 64: 16 KB + 4 x 32 KB). */
 #define PT_PREFILL_STAGES(d) ((d) == 128 ? 3 : 4)
@@ -53,7 +60,8 @@ struct pt_prefill_kparams {
   int b, h, h_k, sq, sk;
   int group;                  /* h / h_k */
   int causal;
-  int m_blocks;               /* ceil(sq / BM) = gridDim.x */
+  int m_blocks;               /* ceil(sq / BM) = gridDim.x (without PT_PREFILL_PERSISTENT) */
+  int tiles;                  /* m_blocks * h * b: the persistent grid's walk */
   float scale_log2;           /* softmax scale * log2(e) */
 };
 
@@ -61,7 +69,7 @@ struct pt_prefill_kparams {
 static inline unsigned pt_prefill_smem_bytes(int d) {
   const unsigned q = (unsigned)PT_PREFILL_BM(d) * (unsigned)d * 2u;
   const unsigned kv = 2u * (unsigned)PT_PREFILL_STAGES(d) * PT_PREFILL_BN * (unsigned)d * 2u;
-  return 1024u /* alignment slack */ + q + kv + 256u /* barriers: 1 + 4 x stages, 8 bytes each */;
+  return 1024u /* alignment slack */ + q + kv + 256u /* barriers: 2 + 4 x stages, 8 bytes each */;
 }
 
 #ifdef __cplusplus

@@ -63,6 +63,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   p.group = h / h_k;
   p.causal = causal != 0;
   p.m_blocks = (sq + PT_PREFILL_BM(d) - 1) / PT_PREFILL_BM(d);
+  p.tiles = p.m_blocks * h * b;
   p.scale_log2 = scale * 1.4426950408889634f;
   void (*fn)(pt_prefill_kparams) = nullptr;
   if (bf16) fn = d == 64 ? pt_attn_prefill_bf16_d64 : pt_attn_prefill_bf16_d128;
@@ -70,6 +71,14 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   const unsigned smem = pt_prefill_smem_bytes(d);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return (int)e;
-  fn<<<dim3(p.m_blocks, h, b), PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
+  dim3 grid(p.m_blocks, h, b);
+  if (PT_PREFILL_PERSISTENT) {
+    int dev = 0, sms = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+      return (int)e;
+    grid = dim3(p.tiles < sms ? p.tiles : sms, 1, 1);
+  }
+  fn<<<grid, PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
   return (int)cudaGetLastError();
 }

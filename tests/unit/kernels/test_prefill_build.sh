@@ -32,12 +32,17 @@ if grep -i "serializ" "$tmp/ptxas.txt"; then
   echo "FAIL: ptxas serialises the wgmma instructions"; exit 1
 fi
 grep "Used" "$tmp/ptxas.txt" | sed 's/^ptxas info    : //'
-# The compile-time experiment of kernels/attn_prefill.h (three consumer warpgroups at d = 64)
-# must build the same way, so that the GPU check can time it (PREFILL_VARIANTS).
-"$nvcc" -cubin -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I"$root" \
-  -DPT_PREFILL_D64_CONSUMERS=3 -o "$tmp/prefill3.cubin" "$root/kernels/attn_prefill.cu" 2>"$tmp/ptxas3.txt" || {
-  cat "$tmp/ptxas3.txt"; echo "FAIL: nvcc (PT_PREFILL_D64_CONSUMERS=3)"; exit 1; }
-if grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$tmp/ptxas3.txt" || grep -i "serializ" "$tmp/ptxas3.txt"; then
-  echo "FAIL: the three-consumer variant spills or serialises its wgmma"; exit 1
-fi
-echo "prefill kernel: 4 entry points for sm_90a, no spills (and the three-consumer d = 64 variant)"
+# The compile-time experiments of kernels/attn_prefill.h (three consumer warpgroups at d = 64,
+# the persistent grid, both) must build the same way, so that the GPU check can time them
+# (PREFILL_VARIANTS).
+for flags in "-DPT_PREFILL_D64_CONSUMERS=3" "-DPT_PREFILL_PERSISTENT=1" \
+             "-DPT_PREFILL_PERSISTENT=1 -DPT_PREFILL_D64_CONSUMERS=3"; do
+  # shellcheck disable=SC2086
+  "$nvcc" -cubin -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I"$root" $flags \
+    -o "$tmp/variant.cubin" "$root/kernels/attn_prefill.cu" 2>"$tmp/ptxas_v.txt" || {
+    cat "$tmp/ptxas_v.txt"; echo "FAIL: nvcc ($flags)"; exit 1; }
+  if grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$tmp/ptxas_v.txt" || grep -i "serializ" "$tmp/ptxas_v.txt"; then
+    echo "FAIL: the variant $flags spills or serialises its wgmma"; exit 1
+  fi
+done
+echo "prefill kernel: 4 entry points for sm_90a, no spills (and its three compile-time variants)"
