@@ -156,14 +156,18 @@ void pt_fence_merge(struct pt_pool *p, struct pt_blk *dst, const struct pt_blk *
 
 /* Before stream t uses b: t waits for every other stream's pending frees.
  * A fence t waited for becomes a fence of t itself (t's later work orders
- * after it), so the rest of the block does not make t wait again. */
+ * after it), so the rest of the block does not make t wait again. The kept
+ * fences are gathered apart and replace b's only at the end: on an error b
+ * keeps all of its own (it stays free, and its next user must wait for every
+ * one of them). */
 static int fences_order_for(struct pt_pool *p, struct pt_blk *b, pt_bk_stream t) {
   bool waited = false;
   uint8_t keep = 0;
+  struct pt_fence kept[PT_POOL_FENCES];
   for (uint8_t i = 0; i < b->nfence; i++) {
     struct pt_fence *f = &b->fence[i];
     if (f->stream == t) {
-      b->fence[keep++] = *f;
+      kept[keep++] = *f;
       continue;
     }
     if (fence_done(p, f, true)) continue;
@@ -184,14 +188,15 @@ static int fences_order_for(struct pt_pool *p, struct pt_blk *b, pt_bk_stream t)
     struct pt_stream_st *st = stream_get(p, t, true);
     if (st) {
       uint8_t j = 0;
-      while (j < keep && b->fence[j].stream != t) j++;
-      b->fence[j] = (struct pt_fence){t, ++p->free_seq};
+      while (j < keep && kept[j].stream != t) j++;
+      kept[j] = (struct pt_fence){t, ++p->free_seq};
       st->last_free_seq = p->free_seq;
       if (j == keep) keep++;
     } else {
       return 0; /* keep the original fences: correct, only more waiting */
     }
   }
+  memcpy(b->fence, kept, keep * sizeof *kept);
   b->nfence = keep;
   return 0;
 }

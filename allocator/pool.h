@@ -23,7 +23,8 @@
  *   free granules whose work is still pending (after waiting for it), and
  *   last from new memory; a free handle larger than what is missing is
  *   stitched whole (the rest stays free after the block) before new memory
- *   above the peak is created. A new range's handles are mapped largest
+ *   above the peak is created (growing in place, only when the range then
+ *   still fits after the segment). A new range's handles are mapped largest
  *   first, so that handle ends fall on the chunk's grid from the block's
  *   start (pool_grow.c). So fragmentation never causes an out-of-memory
  *   while enough physical memory is free, and physical memory stays close to

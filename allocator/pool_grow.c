@@ -122,23 +122,31 @@ static int place_fresh(struct pt_pool *p, uint64_t k, uintptr_t *va) {
  * granules, or b has no more; with exact, never more than cnt (it stops at
  * a handle that would pass it), else one handle may pass it. Appends them to
  * out[*nout..] and adds their granules to *got. b is split or consumed; its
- * pieces stay indexed. */
+ * pieces stay indexed. take_pick: the slots [*sa, *sb) of *ar it would
+ * unmap (false: none), changing nothing. */
+static bool take_pick(const struct pt_pool *p, const struct pt_blk *b, uint64_t cnt, bool exact,
+                      struct pt_arena **ar, uint64_t *sa, uint64_t *sb) {
+  uint64_t s0, s1;
+  if (!cnt || !blk_span(p, b, ar, &s0, &s1)) return false;
+  if (!b->prev && b->next) {
+    for (*sa = *sb = s0; *sb < s1 && *sb - s0 < cnt && (!exact || *sb - s0 + (*ar)->hlen[*sb] <= cnt);)
+      *sb += (*ar)->hlen[*sb];
+  } else {
+    for (*sa = *sb = s1; *sa > s0 && s1 - *sa < cnt;) {
+      uint64_t h = pt_head_of(*ar, *sa - 1);
+      if (exact && s1 - h > cnt) break;
+      *sa = h;
+    }
+  }
+  return *sa < *sb;
+}
+
 static int take_handles(struct pt_pool *p, struct pt_blk *b, uint64_t cnt, bool exact, struct pt_hspan *out,
                         uint64_t *nout, uint64_t *got) {
   const uint64_t G = p->gran;
   struct pt_arena *ar;
-  uint64_t s0, s1, sa, sb;
-  if (!cnt || !blk_span(p, b, &ar, &s0, &s1)) return 0;
-  if (!b->prev && b->next) {
-    for (sa = sb = s0; sb < s1 && sb - s0 < cnt && (!exact || sb - s0 + ar->hlen[sb] <= cnt);) sb += ar->hlen[sb];
-  } else {
-    for (sa = sb = s1; sa > s0 && s1 - sa < cnt;) {
-      uint64_t h = pt_head_of(ar, sa - 1);
-      if (exact && s1 - h > cnt) break;
-      sa = h;
-    }
-  }
-  if (sa == sb) return 0;
+  uint64_t sa, sb;
+  if (!take_pick(p, b, cnt, exact, &ar, &sa, &sb)) return 0;
   uint64_t ga = ar->base + sa * G, gb = ar->base + sb * G, end = b->addr + b->size;
   bool left = ga > b->addr, right = gb < end;
   struct pt_blk *r = NULL;
@@ -274,6 +282,21 @@ static uint64_t slots_after(const struct pt_pool *p, uintptr_t va, uint64_t cap)
   return s + n == a->nslots || !pt_bit(a->bits, s + n) ? n : n ? n - 1 : 0;
 }
 
+/* slots_after, as if slots [sa, sb) of arena x were unmapped too (the
+ * handles a stitch would take). */
+static uint64_t slots_after_without(const struct pt_pool *p, uintptr_t va, uint64_t cap, const struct pt_arena *x,
+                                    uint64_t sa, uint64_t sb) {
+  struct pt_arena *a;
+  uint64_t s, n = 0;
+  if (pt_arena_slot(p, va, &a, &s) || a != x || sa > s + cap) return slots_after(p, va, cap);
+  if (cap > a->nslots - s) cap = a->nslots - s;
+#define PT_FREE_SLOT(i) (!pt_bit(a->bits, (i)) || ((i) >= sa && (i) < sb))
+  while (n < cap && PT_FREE_SLOT(s + n)) n++;
+  bool guard = s + n == a->nslots || PT_FREE_SLOT(s + n);
+#undef PT_FREE_SLOT
+  return guard ? n : n ? n - 1 : 0;
+}
+
 /* The planner's view of the pool: every free block c[0..n) in vb, their
  * fence state left to view_settle. */
 static void view_fill(struct pt_pool *p, uint64_t r, struct pt_blk **c, uint64_t n, struct pt_grow_blk *vb,
@@ -303,14 +326,16 @@ static void view_settle(struct pt_pool *p, struct pt_blk **c, struct pt_grow_blk
 /* Stitches toward w->k, after the new memory the plan creates first: whole
  * handles whose work is done first, then pending ones after waiting for them;
  * handles that fit what is missing (pass 0, 1), then (pass 2), before new
- * memory above the headroom, one that passes it. Stitched blocks are cleared
- * from c. 0 or a backend error other than out-of-memory. */
+ * memory above the headroom, one that passes it, with a tail only where the
+ * range still fits the slots after the tail; last (pass 3, a tail only), one
+ * that passes them, which sends the range elsewhere (pt_grow). Stitched
+ * blocks are cleared from c. 0 or a backend error other than out-of-memory. */
 static int gather(struct pt_pool *p, const struct pt_grow_view *v, const struct pt_grow_plan *pl, uint64_t r,
                   struct pt_blk **c, uint64_t n, struct grow_run *w) {
   const int oom = p->bk.ops->err_oom;
   struct pt_blk *tail = pl->tail >= 0 ? c[pl->tail] : NULL;
   int rc = 0;
-  for (int pass = 0; pass < 3 && w->ng < w->k; pass++) {
+  for (int pass = 0; pass < 4 && w->ng < w->k; pass++) {
     /* Free memory whose work is done but that lies in handles larger than
      * what is missing was counted as if it could be stitched: what it leaves
      * missing is created now, within the headroom, rather than waited for
@@ -329,11 +354,22 @@ static int gather(struct pt_pool *p, const struct pt_grow_view *v, const struct 
     }
     if (rc && rc != oom) return rc;
     rc = 0;
+    if (pass == 3 && !tail) break; /* pass 2 took every handle it could */
     for (uint64_t i = 0; i < n && w->ng < w->k; i++) {
       struct pt_blk *b = c[i];
       if (!b || b == tail) continue;
       bool wait = pass > 0 && pl->may_wait; /* pass 0: only work that is done */
       if (!blk_granules(p, b) || (!wait && b->nfence)) continue;
+      /* Before new memory, a tail's range must still fit the slots after it
+       * (counting the ones the stitch frees): past them it must hold all of
+       * r elsewhere, which can take more new memory than the tail is
+       * missing, an out-of-memory over the limit or on a full device where
+       * creating what is missing succeeds. Such a handle waits for pass 3. */
+      struct pt_arena *xa;
+      uint64_t xs, xe;
+      if (pass == 2 && tail && take_pick(p, b, w->k - w->ng, false, &xa, &xs, &xe) &&
+          w->ng + (xe - xs) > slots_after_without(p, tail->addr + tail->size, w->k + pl->chunk, xa, xs, xe))
+        continue;
       if (wait && pt_fences_settle(p, b, true)) continue; /* new memory, if allowed */
       uint64_t before = w->ng;
       if ((rc = take_handles(p, b, w->k - w->ng, pass < 2, w->h, &w->nh, &w->ng))) return rc;

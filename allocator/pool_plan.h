@@ -15,8 +15,10 @@
  * succeeds. A shortfall (a handle larger than what is missing, a failed
  * wait, a device out of memory) falls through to the next source: new memory
  * within the headroom, then a handle that passes what is missing (memory the
- * pool has: its extra granules stay free after the new block), then new
- * memory within the limit. */
+ * pool has: its extra granules stay free after the new block; for a tail,
+ * one the slots after it still hold), then new memory within the limit,
+ * then (a tail) a handle that passes those slots: the range then goes
+ * elsewhere (pt_grow_plan_elsewhere). */
 #ifndef PT_ALLOC_POOL_PLAN_H
 #define PT_ALLOC_POOL_PLAN_H
 #include <stdbool.h>

@@ -80,6 +80,23 @@ static uint64_t rnd_size(uint64_t *s) {
   return lo + rnd(s) % lo; /* < 2^(shift+1) <= 64 MiB */
 }
 
+/* Around a granule (1/2 .. 3 1/2 granules, 256 B steps), one in four small
+ * (256 B .. 512 KiB): blocks from a granule up that start and end inside
+ * handles they share with their neighbours, where the fit by handles places
+ * a block past a free block's start (pool_fit.c). */
+static uint64_t rnd_size_granules(uint64_t *s) {
+  if (rnd(s) % 4 == 0) return 256 + rnd(s) % (512 << 10);
+  return (1 << 20) + rnd(s) % (3 << 20) * 2 / 256 * 256;
+}
+
+/* The sizes random_run draws; with check_all it checks every live block's
+ * pattern after every operation, and counts in g_inner the allocations the
+ * pool placed past a free block's start with free memory left on both sides
+ * (a growth-free allocation that adds a free block). */
+static uint64_t (*g_size)(uint64_t *) = rnd_size;
+static bool g_check_all;
+static uint64_t g_inner;
+
 /* lag > 0: the simulated device runs behind, completing markers every lag
  * operations (freed memory stays pending in between). */
 
@@ -102,10 +119,18 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
   for (uint64_t i = 0; i < ops; i++) {
     bool do_alloc = n == 0 || (n < MAXLIVE && rnd(&s) % 100 < 52);
     if (do_alloc) {
-      uint64_t size = rnd_size(&s);
+      uint64_t size = g_size(&s);
       struct live l = {.size = size, .key = ++key, .stream = rnd(&s) % 4};
       void *ptr;
+      uint64_t segs0 = 0, frees0 = 0, whole0 = 0, segs1, frees1, whole1;
+      struct pt_pool_stats sa0, sa1;
+      if (g_check_all) pt_pool_shape(p, &segs0, &frees0, &whole0), pt_pool_stats(p, &sa0);
       int rc = pt_pool_alloc(p, size, l.stream, &ptr);
+      if (g_check_all && !rc) {
+        pt_pool_shape(p, &segs1, &frees1, &whole1);
+        pt_pool_stats(p, &sa1);
+        if (sa1.grows == sa0.grows && sa1.stitches == sa0.stitches && frees1 == frees0 + 1) g_inner++;
+      }
       if (limit && rc == PT_HOST_ERR_OOM) {
         i--; /* over the limit: free something instead */
         if (n) goto do_free;
@@ -140,7 +165,7 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
     assert_int_equal(st.live_bytes, live_bytes);
     assert_int_equal(st.requested_bytes, req_bytes);
     if (limit) assert_true(st.physical_bytes <= limit);
-    if (st.stitches != last_st || st.trims != last_tr) {
+    if (g_check_all || st.stitches != last_st || st.trims != last_tr) {
       /* Memory moved or was given back: every live block must be intact. */
       for (int k = 0; k < n; k++) pattern_check(&lv[k]);
       last_st = st.stitches;
@@ -192,6 +217,24 @@ static void test_random_chunk1(void **state) {
   random_run(6, RANDOM_OPS / 2, 64 * MiB, 0, 0);
   random_run(7, RANDOM_OPS / 2, 1ull << 30, 160 * MiB, 0);
   g_chunk = 0;
+}
+
+/* Blocks around a granule, under a limit and not, the device in step and
+ * behind: the fit by handles often places a block past a free block's start
+ * (thousands of times; at least 100 asserted); every live block's bytes are
+ * checked after every operation, with the invariants. */
+static void test_random_fit_place(void **state) {
+  (void)state;
+  g_size = rnd_size_granules;
+  g_check_all = true;
+  g_inner = 0;
+  random_run(8, RANDOM_OPS / 4, 1ull << 30, 96 * MiB, 0);
+  random_run(9, RANDOM_OPS / 4, 16 * MiB, 96 * MiB, 7);
+  random_run(10, RANDOM_OPS / 4, 16 * MiB, 0, 50);
+  print_message("placed past a free block's start, free on both sides: %llu\n", (unsigned long long)g_inner);
+  assert_true(g_inner >= 100);
+  g_size = rnd_size;
+  g_check_all = false;
 }
 
 /* A limit a bit above what the random live set needs forces stitching. */
@@ -401,6 +444,40 @@ static void test_fit_handles(void **state) {
   pt_pool_destroy(p);
 }
 
+/* The free piece a block placed past a free block's start leaves before it
+ * keeps the block's fences: x freed on stream 1 (the device busy), s and b
+ * taken on stream 1 (b at the second handle, [3,16) left free before it);
+ * stream 2 reusing that piece waits for stream 1. */
+static void test_left_fences(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  pt_backend_host_hold_markers(&bk, true);
+  void *x, *s, *b, *d;
+  assert_int_equal(pt_pool_alloc(p, 64 * MiB, 1, &x), 0);
+  assert_int_equal(pt_pool_free(p, x, 1), 0);
+  struct pt_host_counters c0, c;
+  pt_backend_host_counters(&bk, &c0);
+  assert_int_equal(pt_pool_alloc(p, 6 * MiB, 1, &s), 0);
+  assert_int_equal(pt_pool_alloc(p, 32 * MiB, 1, &b), 0);
+  assert_ptr_equal(s, x);
+  assert_ptr_equal(b, (char *)x + 16 * G);
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.waits, c0.waits); /* the same stream: no wait */
+  assert_int_equal(pt_pool_alloc(p, 20 * MiB, 2, &d), 0);
+  assert_ptr_equal(d, (char *)x + 3 * G);
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.waits, c0.waits + 1);
+  assert_int_equal(c.last_wait_stream, 2);
+  assert_int_equal(c.last_wait_marker_stream, 1);
+  check(p, &bk);
+  assert_int_equal(pt_pool_free(p, d, 2), 0);
+  assert_int_equal(pt_pool_free(p, b, 1), 0);
+  assert_int_equal(pt_pool_free(p, s, 1), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
 /* A new range's handles are mapped largest first (pool_grow.c): 40 MiB made
  * of a new 4-granule handle and a stitched 16-granule one starts with the
  * 16, so a 32 MiB block later placed at its start fills that handle and
@@ -472,6 +549,51 @@ static void test_passing_handle(void **state) {
   assert_int_equal(pt_pool_free(p, c, 0), 0);
   check(p, &bk);
   pt_pool_destroy(p);
+}
+
+/* A handle that passes what a tail is missing is stitched before new memory
+ * only where the slots after the tail hold it: elsewhere the range would
+ * have to hold the whole request by itself, which can take more new memory
+ * than the tail needs. Granule slots (chunk 16): x [0,32) in handles of 16,
+ * then q [0,17) with the free tail t [17,32) in q's handle (nothing of it
+ * stitchable), 4 slots after it up to y [37,38); f [39,47), one free handle
+ * of 8. A device of 45 granules has 4 left: 38 MiB is t and 4 new granules,
+ * where stitching f (8 > 4 slots) sends it to a new range of 19 granules:
+ * 8 + 4 new, out of memory. At both limits (the device's, and
+ * PONYTAIL_MEM_LIMIT with a chunk of 32 MiB). */
+static void test_passing_handle_tail_full(void **state) {
+  (void)state;
+  for (int lim = 0; lim < 2; lim++) {
+    struct pt_backend bk;
+    struct pt_pool *p = new_pool(&bk, 1ull << 30, lim ? 45 * G : 0, lim ? 0 : 45);
+    void *x, *y, *f, *q, *b;
+    assert_int_equal(pt_pool_alloc(p, 64 * MiB, 0, &x), 0);
+    assert_int_equal(pt_pool_alloc(p, 2 * MiB, 0, &y), 0);
+    assert_int_equal(pt_pool_alloc(p, 16 * MiB, 0, &f), 0);
+    assert_int_equal((uintptr_t)y - (uintptr_t)x, 37 * G);
+    assert_int_equal((uintptr_t)f - (uintptr_t)x, 39 * G);
+    assert_int_equal(pt_pool_free(p, x, 0), 0);
+    assert_int_equal(pt_pool_alloc(p, 34 * MiB, 0, &q), 0);
+    assert_ptr_equal(q, x);
+    assert_int_equal(pt_pool_free(p, f, 0), 0);
+    struct live lq = {q, 34 * MiB, 1, 0};
+    pattern_write(&lq);
+    assert_int_equal(pt_pool_alloc(p, 38 * MiB, 0, &b), 0);
+    assert_ptr_equal(b, (char *)x + 17 * G); /* the tail's start */
+    struct live lb = {b, 38 * MiB, 2, 0};
+    pattern_write(&lb);
+    struct pt_pool_stats st;
+    pt_pool_stats(p, &st);
+    assert_int_equal(st.physical_bytes, 45 * G);
+    pattern_check(&lq);
+    pattern_check(&lb);
+    check(p, &bk);
+    assert_int_equal(pt_pool_free(p, b, 0), 0);
+    assert_int_equal(pt_pool_free(p, q, 0), 0);
+    assert_int_equal(pt_pool_free(p, y, 0), 0);
+    check(p, &bk);
+    pt_pool_destroy(p);
+  }
 }
 
 /* At the limit, growing a free segment tail by 2 granules can only stitch a
@@ -788,6 +910,44 @@ static void test_streams(void **state) {
   pt_pool_destroy(p);
 }
 
+/* A reuse on another stream that fails half-way (a marker that cannot be
+ * recorded) keeps every fence of the free block: x, y, z freed on streams
+ * 1, 2, 3 coalesce into one block fenced by all three; stream 2 waits for
+ * stream 1, then cannot record stream 3's marker. The block, still free,
+ * must still wait for stream 1 when it is taken for any stream (a sync per
+ * stream, 3). */
+static void test_fences_failed_order(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk, 1ull << 30, 0, 0);
+  pt_backend_host_hold_markers(&bk, true);
+  void *x, *y, *z, *w, *a;
+  const uint64_t K = 256 << 10;
+  assert_int_equal(pt_pool_alloc(p, K, 1, &x), 0);
+  assert_int_equal(pt_pool_alloc(p, K, 2, &y), 0);
+  assert_int_equal(pt_pool_alloc(p, K, 3, &z), 0);
+  assert_int_equal(pt_pool_alloc(p, K, 0, &w), 0);
+  assert_ptr_equal(y, (char *)x + K);
+  assert_ptr_equal(z, (char *)x + 2 * K);
+  assert_ptr_equal(w, (char *)x + 3 * K);
+  assert_int_equal(pt_pool_free(p, x, 1), 0);
+  assert_int_equal(pt_pool_free(p, z, 3), 0);
+  assert_int_equal(pt_pool_free(p, y, 2), 0);
+  pt_backend_host_fail_at(&bk, PT_HOST_OP_RECORD, 2, 777);
+  assert_int_equal(pt_pool_alloc(p, 3 * K, 2, &a), 777);
+  check(p, &bk);
+  struct pt_host_counters c0, c;
+  pt_backend_host_counters(&bk, &c0);
+  assert_int_equal(pt_pool_alloc_any(p, 3 * K, &a), 0);
+  assert_ptr_equal(a, x);
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.marker_syncs - c0.marker_syncs, 3);
+  assert_int_equal(pt_pool_free(p, a, 0), 0);
+  assert_int_equal(pt_pool_free(p, w, 0), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+
 /* Bad frees are reported, never crash. */
 static void test_bad_free(void **state) {
   (void)state;
@@ -814,11 +974,13 @@ int main(void) {
     cmocka_unit_test(test_stitch),      cmocka_unit_test(test_device_full),
     cmocka_unit_test(test_growing_tensors), cmocka_unit_test(test_chunks),
     cmocka_unit_test(test_tail_overshoot), cmocka_unit_test(test_decode_no_waits), cmocka_unit_test(test_decode_slack),
-    cmocka_unit_test(test_fit_handles), cmocka_unit_test(test_range_order), cmocka_unit_test(test_passing_handle),
+    cmocka_unit_test(test_fit_handles), cmocka_unit_test(test_left_fences), cmocka_unit_test(test_range_order),
+    cmocka_unit_test(test_passing_handle), cmocka_unit_test(test_passing_handle_tail_full),
     cmocka_unit_test(test_random_chunk1),
-    cmocka_unit_test(test_streams),     cmocka_unit_test(test_faults),
+    cmocka_unit_test(test_streams),     cmocka_unit_test(test_fences_failed_order), cmocka_unit_test(test_faults),
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
     cmocka_unit_test(test_random_limit), cmocka_unit_test(test_random_lag),
+    cmocka_unit_test(test_random_fit_place),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
