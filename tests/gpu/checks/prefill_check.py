@@ -11,7 +11,8 @@ compared with attention computed in fp32 (matmul + softmax, TF32 off): max|O - r
 <= 1e-2 and the same for the LSE <= 1e-3 (issue 18's bounds). Cases: bf16 and fp16, d 64 and
 128, causal and not, seqlen_q == seqlen_k and seqlen_q < seqlen_k (bottom-right causal), GQA
 (K/V heads shared, never expanded), lengths that are not multiples of the tiles (1, 77, 1000,
-...), torch's flash layout [b, s, h, d] and Hugging Face's transposed one.
+...), torch's flash layout [b, s, h, d] and Hugging Face's transposed one, and two launches of
+more tiles than SMs (what a persistent build walks several of per CTA).
 
 timing: B in {1, 4, 8} x S in {2k, 4k, 16k, 32k} x d in {64, 128}, causal and not (--b, --s,
 --d, --causal pick a subset: the whole grid is several device calls), 32 query heads over 8 KV
@@ -167,6 +168,12 @@ def correctness(lib):
     fails += not case(lib, rows, 2, 1000, 1000, 8, 2, 128, torch.bfloat16, True, layout="hf")
     fails += not case(lib, rows, 1, 4096, 4096, 4, 1, 128, torch.bfloat16, True)
     fails += not case(lib, rows, 1, 17, 4096, 4, 2, 128, torch.bfloat16, True)  # chunked prefill
+    # More tiles (m-block x head x batch) than the H200 has SMs, of different key counts
+    # (causal, sq < sk): a persistent build (PT_PREFILL_PERSISTENT) walks several per CTA, its
+    # K/V ring, Q reload and warpgroup turns running on across tiles; with one tile per CTA
+    # (every case above) that path would not run.
+    for d in (64, 128):
+        fails += not case(lib, rows, 2, 1000, 1500, 32, 8, d, torch.bfloat16, True)
     rows.append("%d cases, %d failures" % (len(rows), fails))
     return rows, fails
 
