@@ -32,7 +32,7 @@ namespace pt_prefill {
 // LSE (kernels/softmax.cuh).
 using pt_attn::dt;
 using pt_attn::NEG_INF;
-using pt_attn::ex2;
+using pt_attn::online_softmax_scaled;
 using pt_attn::row_lse;
 using pt_attn::smem_u32;
 
@@ -228,7 +228,6 @@ static __device__ __forceinline__ void softmax_tile(float (&s)[BN / 8][4], const
                                                     int r0, int slab0, int diag, float &m_0, float &m_1,
                                                     float &l_0, float &l_1, float &al0, float &al1) {
   const int lane = threadIdx.x % 32;
-  const float sl2 = p.scale_log2;
   const bool need_mask = (n0 + BN > p.sk) | ((p.causal != 0) & (n0 + BN - 1 > slab0 + diag));
   // Keys this thread's rows see: key < lim0 (row r0) and key < lim1 (row r0 + 8).
   const int lim0 = p.causal ? min(p.sk, r0 + diag + 1) : p.sk;
@@ -239,36 +238,7 @@ static __device__ __forceinline__ void softmax_tile(float (&s)[BN / 8][4], const
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       s[i][j] = (need_mask & (kb + 8 * i + (j & 1) >= (j >= 2 ? lim1 : lim0))) ? NEG_INF : s[i][j];
-  float mx0 = fmaxf(s[0][0], s[0][1]), mx1 = fmaxf(s[0][2], s[0][3]);
-#pragma unroll
-  for (int i = 1; i < BN / 8; ++i) {
-    mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
-    mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
-  }
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  // Running maxima in the log2 domain (sl2 > 0 keeps the order; -inf * sl2 = -inf). A row
-  // that has seen no key keeps m = -inf: the exponent base is guarded, so nothing turns NaN.
-  const float mn0 = fmaxf(m_0, mx0 * sl2), mn1 = fmaxf(m_1, mx1 * sl2);
-  const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
-  al0 = ex2(m_0 - mu0);
-  al1 = ex2(m_1 - mu1);
-  m_0 = mn0;
-  m_1 = mn1;
-  float t0 = 0.f, t1 = 0.f;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-    s[i][0] = ex2(fmaf(s[i][0], sl2, -mu0));
-    s[i][1] = ex2(fmaf(s[i][1], sl2, -mu0));
-    s[i][2] = ex2(fmaf(s[i][2], sl2, -mu1));
-    s[i][3] = ex2(fmaf(s[i][3], sl2, -mu1));
-    t0 += s[i][0] + s[i][1];
-    t1 += s[i][2] + s[i][3];
-  }
-  l_0 = l_0 * al0 + t0;
-  l_1 = l_1 * al1 + t1;
+  online_softmax_scaled(s, p.scale_log2, m_0, m_1, l_0, l_1, al0, al1);
 }
 
 // P (the exponentials in S's accumulators) as the A fragments of BN / 16 k16 steps:

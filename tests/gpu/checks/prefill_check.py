@@ -211,12 +211,7 @@ def timing(lib, out_rows, bs, ss, ds, causals, extra=()):
                     big = flops > 1e15  # seconds per call: fewer replays
                     scale = 1.0 / math.sqrt(d)
                     res = {}
-                    if lib.run(q, k, v, o, lse, causal, scale) != 0:
-                        res["pt"] = float("nan")
-                    else:
-                        res["pt"] = graph_time(lambda i: lib.run(q, k, v, o, lse, causal, scale), calls,
-                                               replays=3 if big else 5, warm=1 if big else 2, eager=1)
-                    for name, xl in extra:
+                    for name, xl in [("pt", lib)] + list(extra):
                         res[name] = (graph_time(lambda i, xl=xl: xl.run(q, k, v, o, lse, causal, scale), calls,
                                                 replays=3 if big else 5, warm=1 if big else 2, eager=1)
                                      if xl.run(q, k, v, o, lse, causal, scale) == 0 else float("nan"))
