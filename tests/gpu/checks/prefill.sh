@@ -25,23 +25,30 @@ summary=()
 # seconds traps with a message (which barrier, block, thread) instead of hanging. (The
 # watchdog's printf costs registers, so it is never timed.) Correctness has its own guard: a
 # launch that does not finish in 30 s ends the check with "HANG".
-nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I. \
-  tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_test.so" \
-  2>"$OUT/ptxas.txt" || { cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
-nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -DPT_PREFILL_WATCHDOG \
-  tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_watchdog.so" \
-  2>"$OUT/ptxas_watchdog.txt" || { cat "$OUT/ptxas_watchdog.txt"; echo "nvcc (watchdog build) failed"; exit 1; }
+build() { # NAME FLAGS...: the test library as $B/libprefill_NAME.so, ptxas's report in $OUT/ptxas_NAME.txt
+  # (TESTLIB: its source, default this tree's)
+  local name=$1; shift
+  nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a "$@" -I. \
+    "${TESTLIB:-tests/gpu/checks/prefill_testlib.cu}" -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_$name.so" \
+    2>"$OUT/ptxas_$name.txt"
+}
+build test || { cat "$OUT/ptxas_test.txt"; echo "nvcc failed"; exit 1; }
+mv "$OUT/ptxas_test.txt" "$OUT/ptxas.txt"
+build watchdog -DPT_PREFILL_WATCHDOG || { cat "$OUT/ptxas_watchdog.txt"; echo "nvcc (watchdog build) failed"; exit 1; }
 grep -E "Used|spill" "$OUT/ptxas.txt" | sed 's/^ptxas info    : //' | sort | uniq -c
 # PREFILL_PREV=DIR: a previous version of the kernel (DIR/kernels/attn_prefill.cu and the headers
-# it includes, e.g. from `git archive`), built the same way and timed beside this one in the
+# it includes, with DIR/tests/gpu/checks/prefill_testlib.cu if its parameters differ, e.g. from
+# `git archive`), built the same way and timed beside this one in the
 # timing stage (column "prev"), so that a change is measured against its predecessor in one call.
 # PREFILL_VARIANTS="NAME:FLAGS ...": builds of this tree with extra compiler flags (e.g.
 # "poly4:-DPT_PREFILL_EXP_POLY=4"), each checked for correctness and timed beside (column NAME).
 extra_args=()
 variants=()
 if [ -n "${PREFILL_PREV:-}" ]; then
-  if nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$PREFILL_PREV" -I. \
-      tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_prev.so" 2>"$OUT/ptxas_prev.txt"; then
+  # Its own test library when DIR has one (the kernel's parameters may differ from this tree's).
+  prev_lib=tests/gpu/checks/prefill_testlib.cu
+  [ -f "$PREFILL_PREV/$prev_lib" ] && prev_lib="$PREFILL_PREV/$prev_lib"
+  if TESTLIB="$prev_lib" build prev -I"$PREFILL_PREV"; then
     extra_args+=(--extra "prev=$B/libprefill_prev.so")
   else
     echo "PREFILL_PREV=$PREFILL_PREV: build failed (timing goes on without it)"; tail -5 "$OUT/ptxas_prev.txt"
@@ -50,9 +57,7 @@ fi
 for v in ${PREFILL_VARIANTS:-}; do
   name=${v%%:*}; flags=${v#*:}
   # shellcheck disable=SC2086
-  if nvcc -shared -Xcompiler -fPIC -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I. $flags \
-      tests/gpu/checks/prefill_testlib.cu -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_$name.so" \
-      2>"$OUT/ptxas_$name.txt"; then
+  if build "$name" $flags; then
     extra_args+=(--extra "$name=$B/libprefill_$name.so")
     variants+=("$name")
     grep -E "Used|C7513" "$OUT/ptxas_$name.txt" | sed "s/^ptxas info    : /$name: /" | sort | uniq -c
