@@ -224,6 +224,7 @@ int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config
   uint64_t chunk = cfg && cfg->chunk_bytes ? cfg->chunk_bytes : PT_POOL_CHUNK_DEFAULT;
   p->chunk = (chunk + g - 1) / g;
   if (p->chunk > 255) p->chunk = 255;
+  p->order_up = cfg && cfg->order_up;
   *out = p;
   return 0;
 }
@@ -294,7 +295,9 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   uintptr_t at = 0;
   struct pt_blk *b = pool_fit(p, r, &at), *rest = NULL, *left = NULL;
   if (!b) {
-    if ((rc = pt_grow(p, r))) goto out;
+    /* cudaMalloc semantics (any): a fresh range goes where the driver would
+     * put it, below the earlier ones (pool.h, order_up). */
+    if ((rc = pt_grow(p, r, any && !p->order_up))) goto out;
     if (!(b = pool_fit(p, r, &at))) {
       rc = p->bk.ops->err_oom;
       goto out;

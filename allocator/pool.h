@@ -86,6 +86,15 @@ struct pt_pool_config {
   uint64_t chunk_bytes; /* largest handle created when growing (rounded up to granules, at most
                            255 granules); 0 = PT_POOL_CHUNK_DEFAULT; a granule or less = one
                            granule per handle, so stitching can move any free granule */
+  int order_up;         /* synchronous allocations (pt_pool_alloc_any, cudaMalloc semantics):
+                           0 = a fresh range goes at the highest free place, below the ranges
+                           placed before it, where the driver's cudaMalloc puts large
+                           allocations; 1 = the lowest, as for stream-ordered allocations,
+                           whose ranges always go lowest first, with room to grow in place
+                           (PONYTAIL_POOL_ORDER). PyTorch's caching allocator breaks ties
+                           between free blocks of one size by address, so segments in the
+                           driver's order keep its choices, and its memory use, as stock's
+                           (bench/records/2026-12-01-pool-order.md) */
 };
 
 /* Counters; the JSON keys are the member names. */

@@ -49,14 +49,17 @@ static uint64_t blk_granules(const struct pt_pool *p, const struct pt_blk *b) {
   return blk_span(p, b, &ar, &s0, &s1);
 }
 
-/* First place (lowest address) for k granules with guard slots around. A
- * free run right after a mapped run of L slots starts L/8 slots later than
- * its guard: address space costs nothing, and the mapped run's last block
- * can then grow in place (see the tail in pt_grow) when a tensor that grows
- * a little every step (a KV cache extended by torch.cat) outgrows it, instead
- * of moving to a fresh range, which remaps all of it. */
-static bool arena_find(const struct pt_arena *a, uint64_t k, uint64_t *out) {
+/* A place for k granules with guard slots around, in arena a: the lowest
+ * (up) or the highest (!up). A free run right after a mapped run of L slots
+ * starts L/8 slots later than its guard: address space costs nothing, and
+ * the mapped run's last block can then grow in place (see the tail in
+ * pt_grow) when a tensor that grows a little every step (a KV cache
+ * extended by torch.cat) outgrows it, instead of moving to a fresh range,
+ * which remaps all of it. Placed highest, the new range also leaves k/8
+ * slots above itself for that (or none, where only that fits). */
+static bool arena_find(const struct pt_arena *a, uint64_t k, bool up, uint64_t *out) {
   uint64_t i = 0, u0 = 0;
+  bool found = false;
   while (i < a->nslots) {
     if (pt_bit(a->bits, i)) {
       if (!i || !pt_bit(a->bits, i - 1)) u0 = i;
@@ -73,12 +76,15 @@ static bool arena_find(const struct pt_arena *a, uint64_t k, uint64_t *out) {
       i++;
     }
     uint64_t s = z0 ? z0 + 1 + (z0 - u0) / 8 : 0, end = i == a->nslots ? i : i - 1;
-    if (s + k <= end) {
+    if (s + k > end) continue;
+    if (up) {
       *out = s;
       return true;
     }
+    *out = end >= k + k / 8 && end - k - k / 8 >= s ? end - k - k / 8 : end - k;
+    found = true; /* a higher free run may follow */
   }
-  return false;
+  return found;
 }
 
 static int arena_add(struct pt_pool *p, uint64_t min_slots) {
@@ -101,15 +107,17 @@ static int arena_add(struct pt_pool *p, uint64_t min_slots) {
   return 0;
 }
 
-static int place_fresh(struct pt_pool *p, uint64_t k, uintptr_t *va) {
+static int place_fresh(struct pt_pool *p, uint64_t k, bool down, uintptr_t *va) {
   for (int pass = 0; pass < 2; pass++) {
+    bool got = false;
     for (int i = 0; i < p->narenas; i++) {
       uint64_t s;
-      if (arena_find(&p->arenas[i], k, &s)) {
-        *va = p->arenas[i].base + s * p->gran;
-        return 0;
-      }
+      if (!arena_find(&p->arenas[i], k, !down, &s)) continue;
+      uintptr_t at = p->arenas[i].base + s * p->gran;
+      if (!got || (down ? at > *va : at < *va)) *va = at;
+      got = true;
     }
+    if (got) return 0;
     if (pass) break;
     int rc = arena_add(p, k + 2);
     if (rc) return rc;
@@ -409,7 +417,7 @@ static void hspans_by_size(struct pt_hspan *h, uint64_t n) {
 
 /* The executor of pool_plan.h's plan: the backend calls, the pool's state
  * and stats, and undoing what it did on failure. */
-int pt_grow(struct pt_pool *p, uint64_t r) {
+int pt_grow(struct pt_pool *p, uint64_t r, bool down) {
   const uint64_t G = p->gran;
   pt_streams_refresh(p);
   uint64_t n = p->nfree_blocks;
@@ -467,7 +475,7 @@ int pt_grow(struct pt_pool *p, uint64_t r) {
   }
   struct pt_blk *tail = pl.tail >= 0 ? c[pl.tail] : NULL;
   uintptr_t va = tail ? tail->addr + tail->size : 0;
-  if (!tail && (rc = place_fresh(p, w.ng, &va))) goto fail;
+  if (!tail && (rc = place_fresh(p, w.ng, down, &va))) goto fail;
   hspans_by_size(w.h, w.nh);
   if ((rc = map_range(p, va, w.h, w.nh, w.ng))) {
     w.nh = w.ng = 0; /* map_range released them */

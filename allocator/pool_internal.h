@@ -83,6 +83,7 @@ struct pt_pool {
   uint64_t gran;
   uint64_t keep, limit, arena_bytes;
   uint64_t chunk; /* granules per handle created when growing (1..255) */
+  bool order_up;  /* synchronous allocations' fresh ranges lowest first, as stream-ordered ones */
 
   struct pt_arena arenas[PT_POOL_MAX_ARENAS];
   int narenas; /* read without the lock (atomic acquire) by pt_pool_in_range */
@@ -138,7 +139,8 @@ void pt_streams_refresh(struct pt_pool *p);
 void pt_stat_physical(struct pt_pool *p, int64_t delta_granules);
 
 /* pool_grow.c */
-int pt_grow(struct pt_pool *p, uint64_t size);
+/* down: a fresh range goes at the highest free place (else the lowest). */
+int pt_grow(struct pt_pool *p, uint64_t size, bool down);
 uint64_t pt_trim_locked(struct pt_pool *p, uint64_t keep, bool wait);
 int pt_arena_slot(const struct pt_pool *p, uintptr_t va, struct pt_arena **a, uint64_t *slot);
 void pt_unmap_all(struct pt_pool *p);

@@ -23,12 +23,13 @@
 extern "C" {
 #endif
 
-/* Consumer warpgroups per CTA, 64 query rows each. Two; d = 64 can take three (192 rows, FA3's
- * choice there: more GEMM work per softmax), an experiment chosen at compile time with
- * -DPT_PREFILL_D64_CONSUMERS=3 (tests/gpu/checks/prefill.sh PREFILL_VARIANTS) until it is measured.
- * d = 128 cannot: three consumers get 160 registers each, under its 64 + 64 accumulators and P. */
+/* Consumer warpgroups per CTA, 64 query rows each. d = 64 takes three (192 rows, FA3's choice
+ * there: more GEMM work per softmax): +0 to +15 % over two at the 8 points timed, replays
+ * interleaved (bench/records/2026-12-01-prefill-kernel.md); -DPT_PREFILL_D64_CONSUMERS=2 builds
+ * the two-consumer version. d = 128 takes two: three consumers get 160 registers each, under its
+ * 64 + 64 accumulators and P. */
 #ifndef PT_PREFILL_D64_CONSUMERS
-#define PT_PREFILL_D64_CONSUMERS 2
+#define PT_PREFILL_D64_CONSUMERS 3
 #endif
 #define PT_PREFILL_CONSUMERS(d) ((d) == 64 ? PT_PREFILL_D64_CONSUMERS : 2)
 #define PT_PREFILL_BM(d) (64 * PT_PREFILL_CONSUMERS(d))            /* query rows per CTA */

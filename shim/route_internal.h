@@ -95,6 +95,7 @@ struct pt_route_settings {
   bool pool_on;
   bool ipc; /* PONYTAIL_IPC=fd: exportable granules, real IPC of pooled blocks */
   uint64_t kv_min, kv_min_async, keep, limit, chunk;
+  bool order_up; /* PONYTAIL_POOL_ORDER=up */
   struct pt_trace_writer *trace;
 };
 extern struct pt_route_settings R;

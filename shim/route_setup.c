@@ -29,6 +29,7 @@ void pt_route_setup(void) {
   R.keep = pt_opt_size(PT_OPT_POOL_KEEP);
   R.limit = pt_opt_size(PT_OPT_MEM_LIMIT);
   R.chunk = pt_pool_chunk_auto(pt_opt_size(PT_OPT_POOL_CHUNK), R.limit); /* 0 = auto, resolved here */
+  R.order_up = pt_opt_enum(PT_OPT_POOL_ORDER) == PT_POOL_ORDER_UP;
   trace_open();
   pt_stats_alloc_json = rt_stats_json;
   pt_stats_alloc_text = rt_stats_text;

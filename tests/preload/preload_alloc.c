@@ -33,6 +33,7 @@ static const char *g_dir;
 enum scenario_env {
   ENV_PLAIN,          /* nothing that changes the expectations */
   ENV_ONE_GRANULE,    /* PONYTAIL_POOL_CHUNK=2M: VMM call counts and imports */
+  ENV_ORDER_UP,       /* PONYTAIL_POOL_ORDER=up */
   ENV_SMALL_DEFAULT,  /* sc_small with the thresholds' defaults */
   ENV_SMALL_KVMIN_1M, /* sc_small with PONYTAIL_KV_MIN=1M */
   ENV_SMALL_ASYNC_64K /* sc_small with PONYTAIL_KV_MIN_ASYNC=64K */
@@ -1101,6 +1102,41 @@ static void check_kvgrow(const char *js) {
   CHECK(alloc_stat(js, "map_ns") > 0); /* the mapping calls are timed */
 }
 
+/* order: where cudaMalloc'd and cuMemAlloc'd blocks land. By default each
+ * fresh range goes below the ones before it, where the driver puts large
+ * cudaMallocs (PyTorch's caching allocator breaks ties between free blocks
+ * of one size by address: this keeps its choices as stock); stream-ordered
+ * ones go lowest first. order_up: both lowest first. Every block keeps its
+ * bytes and frees cleanly either way. */
+static int sc_order(void) {
+  enum { N = 4 };
+  void *a[N] = {0}, *s = NULL;
+  CUdeviceptr d = 0;
+  for (int i = 0; i < N; i++) {
+    CHECK_EQ(cudaMalloc(&a[i], (20 + 2 * (i & 1)) * MiB), cudaSuccess);
+    CHECK(a[i] && pooled(a[i]) && touch(a[i], 20 * MiB, (unsigned char)(i + 1)));
+  }
+  CHECK_EQ(cuMemAlloc_v2(&d, 8 * MiB), CUDA_SUCCESS);
+  CHECK_EQ(cudaMallocAsync(&s, 8 * MiB, 0), cudaSuccess);
+  CHECK(d && s && pooled((void *)d) && pooled(s));
+  int up = g_env == ENV_ORDER_UP;
+  for (int i = 1; i < N; i++) CHECK(((uintptr_t)a[i] > (uintptr_t)a[i - 1]) == up);
+  CHECK(((uintptr_t)d > (uintptr_t)a[N - 1]) == up);
+  if (!up) CHECK((uintptr_t)s < (uintptr_t)d); /* stream-ordered: from the other end */
+  for (int i = 0; i < N; i++) {
+    const unsigned char *c = a[i];
+    CHECK(c[0] == (unsigned char)(i + 1) && c[20 * MiB - 1] == (unsigned char)(i + 1));
+    CHECK_EQ(cudaFree(a[i]), cudaSuccess);
+  }
+  CHECK_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+  CHECK_EQ(cudaFreeAsync(s, 0), cudaSuccess);
+  return g_failed;
+}
+static void check_order(const char *js) {
+  CHECK_EQ(alloc_stat(js, "live_bytes"), 0);
+  CHECK_EQ(alloc_stat(js, "pooled_allocs"), 6);
+}
+
 struct scenario {
   const char *name;
   int (*run)(void);
@@ -1120,6 +1156,7 @@ static const struct scenario scenarios[] = {
     {"stream_destroy", sc_stream_destroy, check_stream_destroy, ENV_PLAIN},
     {"capture_paths", sc_capture_paths, NULL, ENV_PLAIN}, {"mempool", sc_mempool, check_mempool, ENV_PLAIN},
     {"faults1", sc_faults, NULL, ENV_ONE_GRANULE},     {"ipc1", sc_ipc, check_ipc, ENV_ONE_GRANULE},
+    {"order", sc_order, check_order, ENV_PLAIN},       {"order_up", sc_order, check_order, ENV_ORDER_UP},
     {"small", sc_small, check_small, ENV_SMALL_DEFAULT},
     {"small_kvmin", sc_small, check_small, ENV_SMALL_KVMIN_1M},
     {"small_async64k", sc_small, check_small, ENV_SMALL_ASYNC_64K},

@@ -476,6 +476,44 @@ def graph_time(fn, calls=20, replays=9, warm=3, eager=2):
     return times[len(times) // 2]
 
 
+def graph_times(fns, calls=20, replays=9, warm=3, eager=2):
+    """graph_time for several implementations at once, their replays interleaved: round r
+    times each graph once, in an order rotated by r. Timed one after the other, a later
+    implementation runs on a card that has heated up (a 10 % spread between two timings of one
+    build was seen on long prefill launches); interleaved, every implementation sees the same
+    conditions. fns: {name: fn(i)}; returns {name: median µs per call}."""
+    graphs = {}
+    for name, fn in fns.items():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for i in range(eager):
+                fn(i)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(calls):
+                fn(i)
+        graphs[name] = g
+    names = list(graphs)
+    for _ in range(warm):
+        for name in names:
+            graphs[name].replay()
+    times = {name: [] for name in names}
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for r in range(replays):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            e0.record()
+            graphs[name].replay()
+            e1.record()
+            e1.synchronize()
+            times[name].append(e0.elapsed_time(e1) * 1000.0 / calls)
+    del graphs
+    return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+
+
 def bandwidth(out_rows):
     """The memory ceilings of this card as torch reaches them: a copy (bytes
     read + written) and a read-only reduction, 4 GiB each, graph replay."""

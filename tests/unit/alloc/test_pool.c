@@ -125,7 +125,12 @@ static void random_run(uint64_t seed, uint64_t ops, uint64_t keep, uint64_t limi
       uint64_t segs0 = 0, frees0 = 0, whole0 = 0, segs1, frees1, whole1;
       struct pt_pool_stats sa0, sa1;
       if (g_check_all) pt_pool_shape(p, &segs0, &frees0, &whole0), pt_pool_stats(p, &sa0);
-      int rc = pt_pool_alloc(p, size, l.stream, &ptr);
+      /* One in eight with cudaMalloc semantics (a fresh range placed highest
+       * first), mixed with the stream-ordered ones (lowest first). Not with
+       * held markers: the host waits for earlier frees' work. */
+      bool any = !lag && rnd(&s) % 8 == 0;
+      if (any) l.stream = 0;
+      int rc = any ? pt_pool_alloc_any(p, size, &ptr) : pt_pool_alloc(p, size, l.stream, &ptr);
       if (g_check_all && !rc) {
         pt_pool_shape(p, &segs1, &frees1, &whole1);
         pt_pool_stats(p, &sa1);
@@ -968,6 +973,36 @@ static void test_bad_free(void **state) {
   pt_pool_destroy(p);
 }
 
+/* Fresh ranges of synchronous allocations go highest first, below the ones
+ * before them, as the driver's cudaMalloc places large allocations (PyTorch's
+ * caching allocator then breaks its ties as it does stock); stream-ordered
+ * ones lowest first. order_up = 1 places both lowest first. */
+static void sync_order(int order_up) {
+  struct pt_backend bk;
+  struct pt_pool *p;
+  assert_int_equal(pt_backend_host_create(&bk, 0, 0), 0);
+  struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .order_up = order_up};
+  assert_int_equal(pt_pool_create(bk, 0, &cfg, &p), 0);
+  void *a[4], *s0, *s1;
+  for (int i = 0; i < 4; i++) assert_int_equal(pt_pool_alloc_any(p, 20 * MiB + (i & 1) * 2 * MiB, &a[i]), 0);
+  assert_int_equal(pt_pool_alloc(p, 20 * MiB, 0, &s0), 0);
+  assert_int_equal(pt_pool_alloc(p, 20 * MiB, 0, &s1), 0);
+  for (int i = 1; i < 4; i++) {
+    if (order_up) assert_true((uintptr_t)a[i] > (uintptr_t)a[i - 1]);
+    else assert_true((uintptr_t)a[i] + 20 * MiB < (uintptr_t)a[i - 1]);
+  }
+  assert_true((uintptr_t)s1 > (uintptr_t)s0);
+  if (!order_up) assert_true((uintptr_t)s1 < (uintptr_t)a[3]); /* the two ends of one arena */
+  check(p, &bk);
+  for (int i = 0; i < 4; i++) assert_int_equal(pt_pool_free_sync(p, a[i]), 0);
+  assert_int_equal(pt_pool_free(p, s0, 0), 0);
+  assert_int_equal(pt_pool_free(p, s1, 0), 0);
+  check(p, &bk);
+  pt_pool_destroy(p);
+}
+static void test_sync_order_down(void **state) { (void)state; sync_order(0); }
+static void test_sync_order_up(void **state) { (void)state; sync_order(1); }
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_host_remap),  cmocka_unit_test(test_bad_free),
@@ -981,6 +1016,7 @@ int main(void) {
     cmocka_unit_test(test_random_keep), cmocka_unit_test(test_random_keep0),
     cmocka_unit_test(test_random_limit), cmocka_unit_test(test_random_lag),
     cmocka_unit_test(test_random_fit_place),
+    cmocka_unit_test(test_sync_order_down), cmocka_unit_test(test_sync_order_up),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,11 +32,11 @@ if grep -i "serializ" "$tmp/ptxas.txt"; then
   echo "FAIL: ptxas serialises the wgmma instructions"; exit 1
 fi
 grep "Used" "$tmp/ptxas.txt" | sed 's/^ptxas info    : //'
-# The compile-time experiments of kernels/attn_prefill.h (three consumer warpgroups at d = 64,
-# the persistent grid, both) must build the same way, so that the GPU check can time them
+# The compile-time variants of kernels/attn_prefill.h (two consumer warpgroups at d = 64, the
+# persistent grid, both) must build the same way, so that the GPU check can time them
 # (PREFILL_VARIANTS).
-for flags in "-DPT_PREFILL_D64_CONSUMERS=3" "-DPT_PREFILL_PERSISTENT=1" \
-             "-DPT_PREFILL_PERSISTENT=1 -DPT_PREFILL_D64_CONSUMERS=3"; do
+for flags in "-DPT_PREFILL_D64_CONSUMERS=2" "-DPT_PREFILL_PERSISTENT=1" \
+             "-DPT_PREFILL_PERSISTENT=1 -DPT_PREFILL_D64_CONSUMERS=2"; do
   # shellcheck disable=SC2086
   "$nvcc" -cubin -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I"$root" $flags \
     -o "$tmp/variant.cubin" "$root/kernels/attn_prefill.cu" 2>"$tmp/ptxas_v.txt" || {
