@@ -139,9 +139,11 @@ def gpu_count():
         return 0
 
 
-def run_one(row, arm, args):
+def run_one(row, arm, args, rep=0):
     cmd, kind, tmo, _ = ROWS[row]
-    tag = "%s-%s" % (row, arm)
+    # A row may be listed more than once (repeated runs of one program): each repeat keeps its
+    # own logs and stats, or the stats of earlier repeats would be summed into later ones.
+    tag = "%s-%s" % (row, arm) + (".%d" % rep if rep else "")
     if row in NEEDS_GPUS and NEEDS_GPUS[row] > args.gpus:
         return dict(row=row, arm=arm, rc="needs %d GPUs" % NEEDS_GPUS[row], ok=False, skipped=True,
                     seconds=0.0, tail=[])
@@ -235,6 +237,7 @@ def main():
     t_start = time.time()
     args.gpus = gpu_count()
     recs = []
+    seen = {}  # (row, arm) -> runs so far
     for spec in [r for r in args.rows.split(",") if r]:
         row, _, own = spec.partition(":")  # "row:arm+arm" gives a row its own arms
         if row not in ROWS:
@@ -245,7 +248,9 @@ def main():
             if args.deadline and time.time() - t_start > args.deadline:
                 recs.append(dict(row=row, arm=arm, rc="not run (deadline)", ok=False, skipped=True))
                 continue
-            rec = run_one(row, arm, args)
+            rep = seen.get((row, arm), 0)
+            seen[(row, arm)] = rep + 1
+            rec = run_one(row, arm, args, rep)
             recs.append(rec)
             print("%-11s %-10s rc %-7s %5.1fs %s" % (row, arm, rec["rc"], rec["seconds"],
                                                      " | ".join(rec["tail"][-1:])), flush=True)

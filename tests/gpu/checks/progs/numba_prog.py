@@ -11,6 +11,13 @@ import sys
 
 try:
     import numpy as np
+
+    # numba-cuda 0.x registers an overload for np.row_stack when it first
+    # compiles a kernel; the NumPy on the GPU machine no longer has that alias
+    # of np.vstack, so numba failed stock there, before any CUDA call. Restoring the alias
+    # lets this program test the shim instead of that version mismatch.
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
     from numba import cuda
 except Exception as e:  # noqa: BLE001 - any import failure is a skip
     print(f"SKIP numba: {e!r}")
