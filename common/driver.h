@@ -41,6 +41,7 @@
   X(cuFuncGetParamInfo, 12040)                 \
   X(cuFuncGetAttribute, 2020)                  \
   X(cuFuncSetAttribute, 9000)                  \
+  X(cuTensorMapEncodeTiled, 12000)             \
   X(cuMemAlloc, 3020)                          \
   X(cuMemFree, 3020)                           \
   X(cuMemAllocAsync, 11020)                    \

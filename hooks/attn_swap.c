@@ -3,6 +3,7 @@
  * planted fault, with one set of counters for all hooks. */
 #include "hooks/attn_swap.h"
 
+#include <cuda.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -15,6 +16,7 @@ const char pt_flash_r_disabled[] = "disabled";
 const char pt_flash_r_launch_failed[] = "ponytail launch failed";
 const char pt_flash_r_no_driver[] = "driver unavailable";
 const char pt_flash_r_per_thread[] = "per-thread default stream";
+const char pt_flash_r_prefill_gpu[] = "prefill kernel needs compute capability 9.0";
 
 /* ---- ops ------------------------------------------------------------------ */
 
@@ -32,13 +34,14 @@ const struct pt_flash_ops *pt_attn_ops(void) {
 
 /* ---- statistics ----------------------------------------------------------- */
 
-static uint64_t pt_attn_verified, pt_attn_verify_failures, pt_attn_faults;
+static uint64_t pt_attn_verified, pt_attn_verify_failures, pt_attn_faults, pt_attn_verify_skipped;
 
 void pt_flash_get_stats(struct pt_hooks_stats *out) {
   memset(out, 0, sizeof *out);
   out->verified = __atomic_load_n(&pt_attn_verified, __ATOMIC_RELAXED);
   out->verify_failures = __atomic_load_n(&pt_attn_verify_failures, __ATOMIC_RELAXED);
   out->faults_planted = __atomic_load_n(&pt_attn_faults, __ATOMIC_RELAXED);
+  out->verify_skipped = __atomic_load_n(&pt_attn_verify_skipped, __ATOMIC_RELAXED);
 }
 
 /* ---- planted fault (PONYTAIL_TEST_FAULT) ---------------------------------- */
@@ -75,11 +78,24 @@ static void pt_attn_plant_fault(const struct pt_flash_ops *ops, const struct pt_
 
 /* ---- checks and the replacement launch ------------------------------------ */
 
+/* Decode or prefill: the kernel a descriptor goes to, with the decode
+ * kernel's workspace rules (the prefill kernel takes none). */
+static size_t pt_sw_ws_bytes(const struct pt_flash_ops *ops, const struct pt_attn_desc *d) {
+  return pt_attn_is_prefill(d) ? 0 : ops->ws_bytes(d);
+}
+
+static int pt_sw_launch(const struct pt_flash_ops *ops, const struct pt_attn_desc *d, void *ws,
+                        size_t ws_bytes, void *stream) {
+  return pt_attn_is_prefill(d) ? ops->prefill_launch(d, stream) : ops->launch(d, ws, ws_bytes, stream);
+}
+
 const char *pt_attn_swap_check(const struct pt_flash_ops *ops, const struct pt_attn_desc *d,
                                void *stream, int *capturing) {
   if (!ops->supported || !ops->launch || !ops->ws_bytes || !ops->is_capturing)
     return pt_flash_r_no_driver;
-  const char *why = ops->supported(d);
+  if (pt_attn_is_prefill(d) && (!ops->prefill_supported || !ops->prefill_launch))
+    return pt_flash_r_no_driver;
+  const char *why = pt_attn_is_prefill(d) ? ops->prefill_supported(d) : ops->supported(d);
   if (why) return why;
   *capturing = 0;
   if (ops->is_capturing(stream, capturing) != 0) return pt_flash_r_no_driver;
@@ -94,12 +110,16 @@ struct pt_hook_outcome pt_attn_swap_launch(const struct pt_flash_ops *ops,
    * for a stream first seen during a capture. */
   void *ws = NULL;
   size_t ws_bytes = 0;
-  const size_t need = ops->ws_bytes(d);
+  const size_t need = pt_sw_ws_bytes(ops, d);
   if (need) {
     const char *why = pt_flash_ws_get(ops, stream, need, capturing, &ws, &ws_bytes);
     if (why) return pt_hook_pass(why);
   }
-  int rc = ops->launch(d, ws, ws_bytes, stream);
+  int rc = pt_sw_launch(ops, d, ws, ws_bytes, stream);
+  /* The prefill kernel is sm_90a code: on another GPU its launcher refuses
+   * (remembered per context), which is a property of the machine, not a
+   * failure worth a warning. */
+  if (rc == CUDA_ERROR_NOT_SUPPORTED && pt_attn_is_prefill(d)) return pt_hook_pass(pt_flash_r_prefill_gpu);
   if (rc != 0) {
     PT_LOG_ONCE(PT_LOG_WARN, "attention: Ponytail kernel launch failed (CUDA error %d); "
                              "running the original", rc);
@@ -168,7 +188,7 @@ static size_t pt_align256(size_t n) { return (n + 255) & ~(size_t)255; }
  * into d->o / d->lse. */
 void pt_attn_verify_run(const struct pt_flash_ops *ops, const struct pt_attn_desc *d,
                         void *stream) {
-  size_t dec = ops->ws_bytes(d);
+  size_t dec = pt_sw_ws_bytes(ops, d);
   /* The kernel's counter block stays untouched even when this shape needs no
    * workspace: a later split launch relies on it being zero. */
   size_t off_o = pt_align256(dec > PT_ATTN_WS_COUNTER_BYTES ? dec : PT_ATTN_WS_COUNTER_BYTES);
@@ -177,6 +197,16 @@ void pt_attn_verify_run(const struct pt_flash_ops *ops, const struct pt_attn_des
   size_t lse_bytes = (size_t)d->b * d->h * d->seqlen_q * sizeof(float);
   size_t off_res = pt_align256(off_lse + lse_bytes);
   size_t need = off_res + 4 * sizeof(float);
+  /* The scratch stays allocated for the process (flash_ws.h): a long prefill
+   * would pin hundreds of MiB for a diagnostic, so such launches are counted
+   * as not verified instead. */
+  if (need > PT_VERIFY_MAX_SCRATCH) {
+    __atomic_add_fetch(&pt_attn_verify_skipped, 1, __ATOMIC_RELAXED);
+    PT_LOG_ONCE(PT_LOG_INFO, "attention verify: launches needing over %d MiB of scratch are not verified "
+                             "(first: b=%d h=%d seqlen_q=%d d=%d)",
+                (int)(PT_VERIFY_MAX_SCRATCH >> 20), d->b, d->h, d->seqlen_q, d->head_dim);
+    return;
+  }
   void *ws = NULL;
   size_t ws_bytes = 0;
   const char *why = pt_flash_ws_get(ops, stream, need, 0, &ws, &ws_bytes);
@@ -192,7 +222,7 @@ void pt_attn_verify_run(const struct pt_flash_ops *ops, const struct pt_attn_des
   t.o_row_stride = (int64_t)d->h * d->head_dim;
   t.o_batch_stride = (int64_t)d->seqlen_q * d->h * d->head_dim;
   float host[4] = {0, 0, 0, 0};
-  int rc = ops->launch(&t, dec ? ws : NULL, dec ? off_o : 0, stream);
+  int rc = pt_sw_launch(ops, &t, dec ? ws : NULL, dec ? off_o : 0, stream);
   uint64_t fault = pt_opt_size(PT_OPT_TEST_FAULT);
   if (rc == 0 && fault) pt_attn_plant_fault(ops, &t, stream, fault);
   if (rc == 0) rc = ops->compare(d, t.o, t.lse, (float *)(base + off_res), stream);
@@ -228,6 +258,7 @@ void pt_attn_swap_reset(void) {
   __atomic_store_n(&pt_attn_verified, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&pt_attn_verify_failures, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&pt_attn_faults, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&pt_attn_verify_skipped, 0, __ATOMIC_RELAXED);
   pthread_mutex_lock(&pt_vshape_lock);
   pt_nvshapes = 0;
   pthread_mutex_unlock(&pt_vshape_lock);

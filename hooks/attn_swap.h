@@ -32,7 +32,20 @@ struct pt_flash_ops {
   int (*stream_sync)(void *stream);
   /* PONYTAIL_TEST_FAULT: O *= factor on stream (kernels/attn.h). */
   int (*fault)(const struct pt_attn_desc *d, float factor, void *stream);
+  /* The prefill kernel (kernels/attn.h): descriptors with seqlen_q over
+   * PT_ATTN_DECODE_MAX_Q go to these instead of supported/launch; it takes
+   * no workspace. */
+  const char *(*prefill_supported)(const struct pt_attn_desc *d);
+  int (*prefill_launch)(const struct pt_attn_desc *d, void *stream);
 };
+
+/* The longest query the decode kernel takes; a longer one is prefill and
+ * goes to the prefill kernel (the hooks send it only with
+ * PONYTAIL_ATTN_PREFILL). */
+#define PT_ATTN_DECODE_MAX_Q 16
+static inline int pt_attn_is_prefill(const struct pt_attn_desc *d) {
+  return d->seqlen_q > PT_ATTN_DECODE_MAX_Q;
+}
 
 /* The default (real) table; NULL members mean "unavailable". */
 extern const struct pt_flash_ops pt_flash_default_ops;
@@ -59,7 +72,7 @@ float pt_flash_fault_factor(uint64_t n);
 /* Reasons produced by the shared steps (and the workspace cache, flash_ws.c). */
 extern const char pt_flash_r_disabled[], pt_flash_r_no_ws_capture[], pt_flash_r_ws_full[],
     pt_flash_r_ws_alloc[], pt_flash_r_launch_failed[], pt_flash_r_no_driver[],
-    pt_flash_r_per_thread[];
+    pt_flash_r_per_thread[], pt_flash_r_prefill_gpu[];
 
 /* ---- the steps of a swap, in the order a hook takes them ---------------- */
 

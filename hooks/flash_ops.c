@@ -76,4 +76,6 @@ const struct pt_flash_ops pt_flash_default_ops = {
     .copy_to_host = pt_fo_copy_to_host,
     .stream_sync = pt_fo_stream_sync,
     .fault = pt_attn_fault_launch,
+    .prefill_supported = pt_attn_prefill_supported,
+    .prefill_launch = pt_attn_prefill_launch,
 };

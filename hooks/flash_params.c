@@ -268,9 +268,13 @@ const char *pt_flash_eligible(const struct pt_flash_fields *f, enum pt_flash_ker
   /* Both flags change where FA2 writes the LSE ([h, total_q] or [h, seqlen_q,
    * b]); Ponytail writes [b, h, seqlen_q] only. */
   if (f->unpadded_lse || f->seqlenq_ngroups_swapped) return pt_flash_r_unpadded_lse;
+  if (f->is_causal && f->seqlen_q > f->seqlen_k) return pt_flash_r_causal;
+  /* Last of the checks that are not about the query length: torch_flash.c
+   * sends a launch refused here as prefill to the prefill kernel
+   * (PONYTAIL_ATTN_PREFILL). Keep every check that applies to both kernels
+   * above this line. */
   if (f->seqlen_q > PT_FA_MAX_ROWS) return pt_flash_r_prefill;
   if ((long long)f->seqlen_q * (f->h / f->h_k) > PT_FA_MAX_ROWS) return pt_flash_r_rows;
-  if (f->is_causal && f->seqlen_q > f->seqlen_k) return pt_flash_r_causal;
   return NULL;
 }
 

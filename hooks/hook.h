@@ -67,9 +67,13 @@ void pt_hooks_policy_apply(void);
 
 /* Statistics the hooks keep beyond what the shim counts (verify mode: compared
  * launches and those out of tolerance). */
+/* Largest scratch verify mode allocates for one launch (Ponytail's O and LSE
+ * beside the original's); larger launches are counted in verify_skipped. */
+#define PT_VERIFY_MAX_SCRATCH ((size_t)256 << 20)
 struct pt_hooks_stats {
   uint64_t verified, verify_failures;
   uint64_t faults_planted; /* PONYTAIL_TEST_FAULT: outputs perturbed on purpose */
+  uint64_t verify_skipped; /* verify mode: launches too large for its scratch (PT_VERIFY_MAX_SCRATCH) */
   struct pt_sdpa_stats sdpa; /* the per-call SDPA policy (torch_sdpa.h) */
 };
 void pt_hooks_get_stats(struct pt_hooks_stats *out);

@@ -148,6 +148,10 @@ struct pt_hook_outcome pt_flash_launch(int id, const struct pt_launch *l) {
   const char *why = pt_flash_decode(l->args ? l->args[0] : NULL, l->param_bytes, &f);
   if (why) return pt_hook_pass(why);
   why = pt_flash_eligible(&f, (enum pt_flash_kernel)id, l->grid);
+  /* pt_flash_eligible answers "prefill" only after every check that is not
+   * about the query length passed, so such a launch goes to the prefill
+   * kernel, whose own limits pt_attn_swap_check applies. */
+  if (why == pt_flash_r_prefill && pt_opt_bool(PT_OPT_ATTN_PREFILL)) why = NULL;
   if (why) return pt_hook_pass(why);
   struct pt_attn_desc d;
   pt_flash_to_desc(&f, &d);

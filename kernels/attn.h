@@ -99,6 +99,34 @@ void pt_attn_set_driver(const struct pt_driver *drv);
 int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
                           void *stream);
 
+/* ---- Prefill attention (kernels/attn_prefill.cu, issue 18) --------------
+ *
+ * One launch computes O (input dtype) and LSE (fp32, natural log, [b, h,
+ * seqlen_q] contiguous, as FA2's softmax_lse) for any query length; the hooks
+ * send it the launches with seqlen_q > 16 (prefill). Warp-specialised TMA and
+ * wgmma code for sm_90a only: it runs on compute capability 9.0 (H100, H200),
+ * and its module is loaded into a context on the first prefill launch there.
+ *
+ * Requirements (checked by pt_attn_prefill_supported): fp16/bf16, head_dim
+ * 64/128, no bias, causal only with seqlen_q <= seqlen_k (bottom-right
+ * aligned), h a multiple of h_k, b and h <= 65535, last dim contiguous,
+ * q/k/v/o 16-byte aligned, every q/k/v stride a positive multiple of 8
+ * elements (the TMA takes strides in multiples of 16 bytes) and every O
+ * stride a multiple of 8. */
+
+/* NULL when the descriptor can run on the prefill kernel, else a short
+ * static reason (usable as a stats key). Pure host code, no CUDA call. */
+const char *pt_attn_prefill_supported(const struct pt_attn_desc *d);
+
+/* Launches the prefill kernel on stream: three TMA descriptors encoded on the
+ * host (cuTensorMapEncodeTiled, no CUDA stream work) and one cuLaunchKernel.
+ * No workspace, allocation, memset or synchronisation: safe under stream
+ * capture once the module is loaded in the context (a first launch outside
+ * capture). Returns a CUresult: CUDA_ERROR_NOT_SUPPORTED when supported()
+ * refuses or the GPU is not compute capability 9.0, the driver's error when
+ * it refuses the tensor maps or the launch. */
+int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream);
+
 /* ---- Verify-mode comparison (kernels/attn_compare.cu) -------------------
  *
  * ref describes the reference output: ref->o with its strides, ref->lse

@@ -16,13 +16,21 @@
 
 #include "kernels/attn.h"
 #include "kernels/attn_kparams.h"
+#include "kernels/attn_module.h"
 #include "kernels/attn_plan.h"
+#include "kernels/attn_prefill.h"
 #include "common/driver.h"
 
 #ifndef PT_ATTN_HAVE_FATBIN
 /* Built without nvcc: nothing to load, every launch is refused (and no
  * driver function is called). */
+static const struct pt_driver pt_attn_no_driver;
 void pt_attn_set_driver(const struct pt_driver *drv) { (void)drv; }
+const struct pt_driver *pt_attn_driver(void) { return &pt_attn_no_driver; }
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
+  (void)stream; (void)which; (void)fn;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
   (void)ws; (void)bytes; (void)stream;
   return CUDA_ERROR_NOT_SUPPORTED;
@@ -52,6 +60,7 @@ static const struct pt_driver pt_attn_no_driver;
 static const struct pt_driver *pt_attn_drv = &pt_attn_no_driver;
 
 void pt_attn_set_driver(const struct pt_driver *drv) { pt_attn_drv = drv ? drv : &pt_attn_no_driver; }
+const struct pt_driver *pt_attn_driver(void) { return pt_attn_drv; }
 
 enum {
   PT_FN_BF16_D64, PT_FN_BF16_D128, PT_FN_BF16_D256,
@@ -76,6 +85,12 @@ struct pt_attn_module {
   CUmodule mod;
   CUfunction fn[PT_FN_COUNT];
   int big_clusters; /* clusters over 8 CTAs allowed (non-portable attribute set) */
+  /* The prefill module (kernels/attn_prefill.cu, sm_90a), loaded on the first
+   * prefill launch: 0 not yet, 1 loaded, 2 failed (pf_status says why). */
+  atomic_int pf_state;
+  CUresult pf_status;
+  CUmodule pf_mod;
+  CUfunction pf_fn[PT_PF_COUNT];
 };
 
 static struct pt_attn_module pt_attn_mods[PT_ATTN_MAX_CTX];
@@ -112,7 +127,7 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
 }
 
 /* The module of the stream's context, loading it on first use. */
-static CUresult pt_attn_module_for(CUstream stream, const struct pt_attn_module **out) {
+static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out) {
   if (!pt_attn_drv->cuLaunchKernel || !pt_attn_drv->cuCtxGetCurrent) return CUDA_ERROR_NOT_INITIALIZED;
   CUcontext ctx = NULL;
   CUresult r = pt_attn_drv->cuStreamGetCtx ? pt_attn_drv->cuStreamGetCtx(stream, &ctx)
@@ -177,8 +192,96 @@ static CUresult pt_attn_module_for(CUstream stream, const struct pt_attn_module 
   return status;
 }
 
+/* ---- the prefill module --------------------------------------------------- */
+
+extern const unsigned char pt_prefill_fatbin[];
+
+static const char *const pt_pf_names[PT_PF_COUNT] = {
+  "pt_attn_prefill_bf16_d64", "pt_attn_prefill_bf16_d128",
+  "pt_attn_prefill_fp16_d64", "pt_attn_prefill_fp16_d128",
+};
+
+/* Compute capability 9.0 (the only one sm_90a code runs on), asked of the
+ * context's device: a clear refusal instead of the loader's "no binary". */
+static CUresult pt_pf_device_ok(void) {
+  const struct pt_driver *d = pt_attn_drv;
+  if (!d->cuCtxGetDevice || !d->cuDeviceGetAttribute) return CUDA_ERROR_NOT_INITIALIZED;
+  CUdevice dev;
+  int major = 0, minor = 0;
+  CUresult r = d->cuCtxGetDevice(&dev);
+  if (r == CUDA_SUCCESS)
+    r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (r == CUDA_SUCCESS)
+    r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (r != CUDA_SUCCESS) return r;
+  return major == 9 && minor == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Loads the prefill module into the current context (the caller made the
+ * module's context current) and sets each kernel's dynamic shared memory. */
+static CUresult pt_pf_load(struct pt_attn_module *m) {
+  CUresult r = pt_pf_device_ok();
+  if (r != CUDA_SUCCESS) return r;
+  r = pt_attn_drv->cuModuleLoadData(&m->pf_mod, pt_prefill_fatbin);
+  if (r != CUDA_SUCCESS) return r;
+  for (int i = 0; i < PT_PF_COUNT; ++i) {
+    r = pt_attn_drv->cuModuleGetFunction(&m->pf_fn[i], m->pf_mod, pt_pf_names[i]);
+    if (r != CUDA_SUCCESS) return r;
+    const int d = (i == PT_PF_BF16_D64 || i == PT_PF_FP16_D64) ? 64 : 128;
+    r = pt_attn_drv->cuFuncSetAttribute(m->pf_fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        (int)pt_prefill_smem_bytes(d));
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
+  if (which < 0 || which >= PT_PF_COUNT) return CUDA_ERROR_INVALID_VALUE;
+  struct pt_attn_module *m;
+  CUresult r = pt_attn_module_for(stream, &m);
+  if (r != CUDA_SUCCESS) return r;
+  int st = atomic_load_explicit(&m->pf_state, memory_order_acquire);
+  if (st == 0) {
+    pthread_mutex_lock(&pt_attn_mods_lock);
+    st = atomic_load_explicit(&m->pf_state, memory_order_relaxed);
+    if (st == 0) {
+      CUcontext cur = NULL;
+      int pushed = 0;
+      if (pt_attn_drv->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != m->ctx &&
+          pt_attn_drv->cuCtxPushCurrent && pt_attn_drv->cuCtxPushCurrent(m->ctx) == CUDA_SUCCESS)
+        pushed = 1;
+      CUresult lr = !pt_attn_drv->cuModuleLoadData || !pt_attn_drv->cuModuleGetFunction ||
+                            !pt_attn_drv->cuFuncSetAttribute
+                        ? CUDA_ERROR_NOT_INITIALIZED
+                        : pt_pf_load(m);
+      if (lr != CUDA_SUCCESS && m->pf_mod && pt_attn_drv->cuModuleUnload) {
+        pt_attn_drv->cuModuleUnload(m->pf_mod);
+        m->pf_mod = NULL;
+      }
+      if (pushed) {
+        CUcontext popped;
+        pt_attn_drv->cuCtxPopCurrent(&popped);
+      }
+      m->pf_status = lr;
+      /* As for the decode module: a failure under capture is retried later. */
+      CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+      const int retry = lr != CUDA_SUCCESS && pt_attn_drv->cuStreamIsCapturing &&
+                        pt_attn_drv->cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+                        cap != CU_STREAM_CAPTURE_STATUS_NONE;
+      st = lr == CUDA_SUCCESS ? 1 : (retry ? 0 : 2);
+      atomic_store_explicit(&m->pf_state, st, memory_order_release);
+      r = lr;
+    }
+    pthread_mutex_unlock(&pt_attn_mods_lock);
+    if (st == 0) return r;
+  }
+  if (st != 1) return m->pf_status;
+  *fn = m->pf_fn[which];
+  return CUDA_SUCCESS;
+}
+
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
-  const struct pt_attn_module *m;
+  struct pt_attn_module *m;
   CUresult r = pt_attn_module_for((CUstream)stream, &m);
   if (r != CUDA_SUCCESS) return r;
   if (!ws || bytes == 0) return CUDA_SUCCESS;
@@ -194,7 +297,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   if (pl.ws_bytes > 0 && (!workspace || ws_bytes < pl.ws_bytes || ((uintptr_t)workspace & 15u)))
     return CUDA_ERROR_INVALID_VALUE;
 
-  const struct pt_attn_module *m;
+  struct pt_attn_module *m;
   CUresult r = pt_attn_module_for((CUstream)stream, &m);
   if (r != CUDA_SUCCESS) return r;
 
@@ -295,7 +398,7 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
   if (ref->b < 1 || ref->h < 1 || ref->seqlen_q < 1 || ref->head_dim < 1 ||
       (ref->o_dim_stride != 0 && ref->o_dim_stride != 1))
     return CUDA_ERROR_INVALID_VALUE;
-  const struct pt_attn_module *m;
+  struct pt_attn_module *m;
   CUresult r = pt_attn_module_for((CUstream)stream, &m);
   if (r != CUDA_SUCCESS) return r;
 
@@ -324,7 +427,7 @@ int pt_attn_fault_launch(const struct pt_attn_desc *d, float factor, void *strea
   if (d->b < 1 || d->h < 1 || d->seqlen_q < 1 || d->head_dim < 1 ||
       (d->o_dim_stride != 0 && d->o_dim_stride != 1))
     return CUDA_ERROR_INVALID_VALUE;
-  const struct pt_attn_module *m;
+  struct pt_attn_module *m;
   CUresult r = pt_attn_module_for((CUstream)stream, &m);
   if (r != CUDA_SUCCESS) return r;
 

@@ -3,8 +3,9 @@
  *
  * Status: correct on the H200 (tests/gpu/checks/prefill.sh: fp32 reference, memcheck, racecheck,
  * synccheck) and faster than torch's flash kernel, but still behind cuDNN's (0.69-0.97x of its
- * speed at d = 128), which the SDPA policy already runs for prefill; so the shim does not use it yet.
- * Design and measurements: docs/prefill.md.
+ * speed at d = 128), which the SDPA policy already runs for prefill; so the shim swaps it in only
+ * with PONYTAIL_ATTN_PREFILL=1 (torch's flash launches with seqlen_q > 16; launcher:
+ * kernels/attn_prefill_launch.c). Design and measurements: docs/prefill.md.
  *
  * One CTA computes BM = 128 query rows (PT_PREFILL_BM(d)) of one (batch, head): three warpgroups, the first
  * loading Q once and K/V tiles of BN = 128 keys through a ring of PT_PREFILL_STAGES(d) stages

@@ -122,6 +122,30 @@ void pt_stats_write_json(FILE *f) {
     pt_jw_obj_end(&w);
   }
   pt_jw_arr_end(&w);
+  /* Every kernel a hook looked at, whatever its rank in "top": a prefill
+   * kernel launched once per layer would otherwise drop out of the list
+   * behind the decode step's many kernels, and with it its swap counts. */
+  uint64_t sw = 0, sk = 0, fb = 0;
+  pt_jw_arr_begin(&w, "hooked");
+  for (size_t i = 0; i < l.n; i++) {
+    struct pt_kernel *k = l.v[i].k;
+    if (k->hook_id <= 0) continue;
+    const uint64_t ks = __atomic_load_n(&k->swapped, __ATOMIC_RELAXED);
+    const uint64_t kk = __atomic_load_n(&k->skipped, __ATOMIC_RELAXED);
+    const uint64_t kf = __atomic_load_n(&k->fallbacks, __ATOMIC_RELAXED);
+    sw += ks, sk += kk, fb += kf;
+    pt_jw_obj_begin(&w, NULL);
+    pt_jw_str(&w, "name", pt_kname(k));
+    pt_jw_u64(&w, "launches", l.v[i].n);
+    pt_jw_u64(&w, "swapped", ks);
+    pt_jw_u64(&w, "skipped", kk);
+    pt_jw_u64(&w, "fallbacks", kf);
+    pt_jw_obj_end(&w);
+  }
+  pt_jw_arr_end(&w);
+  pt_jw_u64(&w, "swapped", sw);
+  pt_jw_u64(&w, "skipped", sk);
+  pt_jw_u64(&w, "fallbacks", fb);
   pt_jw_obj_begin(&w, "fallback_reasons");
   for (int i = 0; i < PT_REASONS; i++) {
     const char *r = __atomic_load_n(&pt_reasons[i].reason, __ATOMIC_ACQUIRE);
@@ -138,6 +162,7 @@ void pt_stats_write_json(FILE *f) {
   pt_jw_u64(&w, "verified", hs.verified);
   pt_jw_u64(&w, "verify_failures", hs.verify_failures);
   pt_jw_u64(&w, "faults_planted", hs.faults_planted);
+  pt_jw_u64(&w, "verify_skipped", hs.verify_skipped);
   pt_jw_obj_end(&w);
   pt_jw_obj_begin(&w, "sdpa_policy");
   pt_jw_u64(&w, "calls", hs.sdpa.calls);
@@ -173,6 +198,16 @@ void pt_stats_write_text(FILE *f) {
   if (l.n) fprintf(f, "  %14s  %-11s  %s\n", "launches", "action", "kernel");
   for (size_t i = 0; i < l.n && i < PT_STATS_TOP; i++)
     fprintf(f, "  %14" PRIu64 "  %-11s  %s\n", l.v[i].n, pt_kernel_action_name(l.v[i].k), pt_kname(l.v[i].k));
+  /* Hooked kernels, whatever their rank above (see "hooked" in the JSON). */
+  int hdr = 0;
+  for (size_t i = 0; i < l.n; i++) {
+    const struct pt_kernel *k = l.v[i].k;
+    if (k->hook_id <= 0) continue;
+    if (!hdr++) fprintf(f, "  %14s  %9s %9s %9s  %s\n", "hooked", "swapped", "skipped", "fallbacks", "kernel");
+    fprintf(f, "  %14" PRIu64 "  %9" PRIu64 " %9" PRIu64 " %9" PRIu64 "  %s\n", l.v[i].n,
+            __atomic_load_n(&k->swapped, __ATOMIC_RELAXED), __atomic_load_n(&k->skipped, __ATOMIC_RELAXED),
+            __atomic_load_n(&k->fallbacks, __ATOMIC_RELAXED), pt_kname(k));
+  }
   free(l.v);
   for (int i = 0; i < PT_REASONS; i++) {
     const char *r = __atomic_load_n(&pt_reasons[i].reason, __ATOMIC_ACQUIRE);
@@ -182,6 +217,9 @@ void pt_stats_write_text(FILE *f) {
   memset(&hs, 0, sizeof hs);
   pt_hooks_get_stats(&hs);
   if (hs.verified) fprintf(f, "  verified %" PRIu64 " (failures %" PRIu64 ")\n", hs.verified, hs.verify_failures);
+  if (hs.verify_skipped)
+    fprintf(f, "  not verified (scratch over %d MiB) %" PRIu64 "\n", (int)(PT_VERIFY_MAX_SCRATCH >> 20),
+            hs.verify_skipped);
   if (hs.faults_planted) fprintf(f, "  test faults planted %" PRIu64 "\n", hs.faults_planted);
   if (hs.sdpa.calls)
     fprintf(f, "  SDPA policy: %" PRIu64 " choices; decode to flash %" PRIu64 ", to mem-efficient %" PRIu64

@@ -14,7 +14,8 @@
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
 #   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
 #   prefill    the prefill kernel of issue 18 alone (checks/prefill.sh: correctness and the
-#              sanitizers; not yet in the shim, so in no other group)        (~2-3 min)
+#              sanitizers) and inside the shim (checks/prefill_swap.sh without timing:
+#              PONYTAIL_ATTN_PREFILL is opt-in, so in no other group)        (~3-4 min)
 #   all        the four before prefill, in this order (the default; more than one call: the
 #              rest is NOT RUN)
 # Environment:
@@ -34,14 +35,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 py="${PYTHON:-python3}"
 g="$root/tests/gpu/checks"
 
-all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill)
+all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill prefill-swap)
 group() {
   case $1 in
     core) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim" ;;
     compat) echo "compat-progs compat-matrix" ;;
     torch) echo "compat-torch" ;;
     multi-gpu) echo "tp2" ;;
-    all) echo "${all_checks[*]/prefill/}" ;;
+    prefill) echo "prefill prefill-swap" ;;
+    all) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2" ;;
     *) echo "$1" ;;
   esac
 }
@@ -75,6 +77,7 @@ describe() {
     compat-torch) echo "checks/torch_tests.sh: PyTorch's test_cuda.py cases stock vs shim" ;;
     tp2) echo "checks/tp2.sh: peer access, TP all-reduce + IPC, TP generate (>= 2 GPUs)" ;;
     prefill) echo "checks/prefill.sh: the sm_90a prefill kernel vs fp32, memcheck, racecheck, synccheck" ;;
+    prefill-swap) echo "checks/prefill_swap.sh: the prefill kernel in the shim (PONYTAIL_ATTN_PREFILL=1) vs fp32, verify, graph" ;;
     *) echo "?" ;;
   esac
 }
@@ -140,6 +143,7 @@ run_check() { # NAME: the command of one check (runs inside `timeout`, in a subs
       [ "$ngpu" -ge 2 ] || { echo "SKIP: $ngpu GPU(s), tp2 needs 2 (kind nvidia-h200-x2)"; return 77; }
       TP_N="${TP_N:-128}" bash "$g/tp2.sh" ;;
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
+    prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
   esac
 }
 summary() { # NAME LOG: one line
@@ -156,6 +160,7 @@ summary() { # NAME LOG: one line
     compat-torch) pat='^(SKIP|torch_tests:)|^  \[[a-z]+\] regressions' ;;
     tp2) pat='^(SKIP|tp2:)' ;;
     prefill) pat='^correctness:|^compute-sanitizer' ;;
+    prefill-swap) pat='^prefill_swap:' ;;
   esac
   local s
   if [ "$1" = alloc-stress ]; then # config ops corr errs ...: corruptions and errors per configuration

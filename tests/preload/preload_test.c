@@ -512,7 +512,11 @@ static void check_hooks(const char *js) {
   CHECK_EQ(stat_kernel(js, "drv_swapme", act, sizeof act), 2);
   CHECK(!strcmp(act, "swapped"));
   CHECK(strstr(js, "\"fallback_reasons\":{\"test reason\":6}") != NULL);
-  CHECK(strstr(js, "\"hooks\":{\"verified\":3,\"verify_failures\":1,\"faults_planted\":0}") != NULL);
+  /* every hooked kernel in "hooked", with totals over them all */
+  CHECK(strstr(js, "\"hooked\":[") != NULL);
+  CHECK(strstr(js, "{\"name\":\"_Z6fallmev_p3\",\"launches\":4,\"swapped\":0,\"skipped\":0,\"fallbacks\":4}") != NULL);
+  CHECK(strstr(js, "\"fallbacks\":6,\"fallback_reasons\"") != NULL);
+  CHECK(strstr(js, "\"hooks\":{\"verified\":3,\"verify_failures\":1,\"faults_planted\":0,\"verify_skipped\":0}") != NULL);
   /* the forwarded driver launches of runtime launches were not hooked again:
    * origme's 5 runtime launches reached the driver once each */
   CHECK_EQ(stat_call(js, "cuLaunchKernel"), 3 + 3 + 3 + 1);

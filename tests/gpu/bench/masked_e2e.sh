@@ -91,7 +91,7 @@ def fam(stats):
     if not stats:
         return "no stats"
     sw = fb = la = 0
-    for k in stats["kernels"]["top"]:
+    for k in stats["kernels"].get("hooked") or stats["kernels"]["top"]:
         if "fmha" in k["name"] or "AttentionKernel" in k["name"]:
             la += k["launches"]; sw += k.get("swapped", 0); fb += k.get("fallbacks", 0)
     return "mem-eff launches %d, swapped %d, fallbacks %d; reasons %s" % (

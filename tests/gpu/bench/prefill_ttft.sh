@@ -6,6 +6,8 @@
 #   stock   torch as installed (cuDNN for prefill and decode on the H200)
 #   auto    the shim's default: SDPA per call (prefill cuDNN, decode flash -> Ponytail)
 #   flash   the shim with PONYTAIL_TORCH_SDPA=flash (the earlier global policy)
+#   flashpf the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1: prefill on torch's flash
+#           path, its launches swapped for Ponytail's prefill kernel (issue 18)
 # Prints a table last: per row, each arm's TTFT and step (median over its rounds) and the
 # ratios against stock; plus the shim's pool host waits (syncs, wait ms) per arm.
 #   ROWS=8x4096,2x32768,1x65536 ROUNDS=2 REPS=3 NEW=32 bash tests/gpu/bench/prefill_ttft.sh
@@ -23,6 +25,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     case $arm in
       auto) e+=(LD_PRELOAD="$shim") ;;
       flash) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash) ;;
+      flashpf) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1) ;;
     esac
     [ "$arm" = stock ] || e+=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/ttft-$arm-$r.stats.json")
     echo "== round $r, $arm"
@@ -55,6 +58,8 @@ for key in sorted(data):
 for arm in arms:
     for f in sorted(glob.glob(os.path.join(out, "ttft-%s-*.stats.json" % arm))):
         s = json.load(open(f)); al = s.get("alloc") or {}; sp = s.get("sdpa_policy") or {}
-        print("%s %s: pool syncs %s, host wait %.0f ms, grows %s; sdpa %s" % (arm, os.path.basename(f), al.get("syncs"),
-              (al.get("wait_ns") or 0) / 1e6, al.get("grows"), json.dumps(sp)))
+        sw = sum(t.get("swapped", 0) for t in (s.get("kernels") or {}).get("hooked") or [] if "flash_fwd" in t.get("name", ""))
+        print("%s %s: pool syncs %s, host wait %.0f ms, grows %s; flash launches swapped %d; sdpa %s" % (
+              arm, os.path.basename(f), al.get("syncs"), (al.get("wait_ns") or 0) / 1e6, al.get("grows"), sw,
+              json.dumps(sp)))
 PY

@@ -90,7 +90,7 @@ if st is None:
     bad.append("no stats")
 else:
     k = st.get("kernels", {})
-    flash = [e for e in k.get("top", []) if "flash_fwd" in e.get("name", "") or "fmha_cutlassF" in e.get("name", "")]
+    flash = [e for e in k.get("hooked") or k.get("top", []) if "flash_fwd" in e.get("name", "") or "fmha_cutlassF" in e.get("name", "")]
     lines.append("%-48s %9s %11s %8s %8s %9s" % ("torch flash/mem-eff kernel (shim stats)", "launches", "action",
                                                 "swapped", "skipped", "fallbacks"))
     for e in flash:

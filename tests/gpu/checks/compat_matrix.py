@@ -22,6 +22,8 @@ Arms (all rows run the first three unless --arms says otherwise):
   async       the shim with PONYTAIL_TORCH_ALLOC=async (memory comparison)
   aa, aa_flash  stock and stock_flash again: whether the program gives the same tokens twice
               (run by themselves after a same-path arm differs from stock / stock_flash)
+  prefill     the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1: prefill on torch's
+              flash path, swapped for Ponytail's prefill kernel (opt-in; issue 18)
   masked      the shim's defaults plus PONYTAIL_ATTN_MASKED=1: masked decode (padded batches,
               masked SDPA) on Ponytail's kernel (issue 17). Its run (7 programs, 0 regressions)
               made that option the default, so this arm now equals "shim"; it stays so that
@@ -88,6 +90,9 @@ ARMS = {
     "expandable": {"": "shim", "PONYTAIL_TORCH_ALLOC": "expandable"},
     "async": {"": "shim", "PONYTAIL_TORCH_ALLOC": "async"},
     "masked": {"": "shim", "PONYTAIL_ATTN_MASKED": "1"},
+    # prefill on torch's flash path with its launches swapped for Ponytail's prefill kernel
+    # (opt-in, issue 18): another attention path than stock, compared as such
+    "prefill": {"": "shim", "PONYTAIL_TORCH_SDPA": "flash", "PONYTAIL_ATTN_PREFILL": "1"},
     "stock_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
 # The arm whose outputs each arm's must equal bit for bit: the same attention path, so only the
@@ -211,7 +216,7 @@ def shim_stats(out, tag):
         reasons = got.setdefault("fallback_reasons", {})
         for r, n in (k.get("fallback_reasons") or {}).items():
             reasons[r] = reasons.get(r, 0) + n
-        got["swapped"] = got.get("swapped", 0) + sum(t.get("swapped", 0) for t in k.get("top") or [])
+        got["swapped"] = got.get("swapped", 0) + sum(t.get("swapped", 0) for t in k.get("hooked") or k.get("top") or [])
         a = j.get("alloc") or {}
         got["pool_peak_physical_mib"] = max(got.get("pool_peak_physical_mib", 0),
                                             (a.get("peak_physical_bytes") or 0) / 2**20)

@@ -29,6 +29,10 @@ static struct {
   float fault_factor;
   struct pt_attn_desc fault_desc;
   void *fault_stream;
+  /* the prefill kernel's entry points */
+  int prefill_launches, prefill_seq;
+  const char *prefill_reason;
+  struct pt_attn_desc prefill_last;
 } fk;
 
 static const char *fk_supported(const struct pt_attn_desc *d) { (void)d; return fk.supported_reason; }
@@ -89,7 +93,27 @@ static int fk_fault(const struct pt_attn_desc *d, float factor, void *stream) {
   return fk.fault_rc;
 }
 
+static const char *fk_prefill_supported(const struct pt_attn_desc *d) {
+  (void)d;
+  return fk.prefill_reason;
+}
+static int fk_prefill_launch(const struct pt_attn_desc *d, void *stream) {
+  fk.prefill_launches++;
+  fk.prefill_seq = ++fk.seq;
+  fk.prefill_last = *d;
+  fk.last_stream = stream;
+  return fk.launch_rc;
+}
+
 static const struct pt_flash_ops fk_ops = {
+    .supported = fk_supported, .ws_bytes = fk_ws_bytes, .ws_prepare = fk_prepare,
+    .launch = fk_launch, .compare = fk_compare, .is_capturing = fk_is_capturing,
+    .ctx_current = fk_ctx, .mem_alloc = fk_alloc, .copy_to_host = fk_copy, .stream_sync = fk_sync,
+    .fault = fk_fault, .prefill_supported = fk_prefill_supported, .prefill_launch = fk_prefill_launch,
+};
+
+/* A table without the prefill kernel (a build or driver that lacks it). */
+__attribute__((unused)) static const struct pt_flash_ops fk_ops_no_prefill = {
     .supported = fk_supported, .ws_bytes = fk_ws_bytes, .ws_prepare = fk_prepare,
     .launch = fk_launch, .compare = fk_compare, .is_capturing = fk_is_capturing,
     .ctx_current = fk_ctx, .mem_alloc = fk_alloc, .copy_to_host = fk_copy, .stream_sync = fk_sync,

@@ -37,6 +37,7 @@ static int setup(void **st) {
   pt_flash_set_ops(&fk_ops);
   setenv("PONYTAIL_LOG", "error", 1);
   unsetenv("PONYTAIL_TEST_FAULT");
+  unsetenv("PONYTAIL_ATTN_PREFILL");
   set_mode("on");
   return 0;
 }
@@ -570,6 +571,143 @@ static void test_verify_ok(void **st) {
   assert_true(pt_flash_verify_ok(r5, NULL, NULL));
 }
 
+/* ---- prefill (PONYTAIL_ATTN_PREFILL) ---------------------------------------- */
+
+static void set_prefill(const char *v) {
+  if (v) setenv("PONYTAIL_ATTN_PREFILL", v, 1);
+  else unsetenv("PONYTAIL_ATTN_PREFILL");
+  pt_opts_reload();
+}
+
+/* A prefill forward launch: 512 query rows (fa_fill puts G in seqlen_q). */
+static const struct fa_shape pf = {.b = 2, .h_k = 8, .G = 512, .seqlen_k = 512, .s_alloc = 512,
+                                   .d = 128, .bf16 = 1, .num_splits = 0};
+
+/* Off by default: the reason says prefill. On: the prefill kernel runs
+ * instead of torch's, the decode kernel is not called and no workspace is
+ * taken; its own refusals and the generic ones are reported. */
+static void test_prefill_swap(void **st) {
+  (void)st;
+  struct launch f;
+  mk(&f, 472, &pf, STREAM_A, 1);
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "seqlen_q > 16 (prefill)");
+  assert_int_equal(fk.prefill_launches, 0);
+
+  set_prefill("1");
+  struct pt_hook_outcome o = go(PT_HOOK_FLASH_FWD, &f);
+  assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.prefill_launches, 1);
+  assert_int_equal(fk.launches, 0);
+  assert_int_equal(fk.allocs, 0);
+  assert_int_equal(fk.originals, 0);
+  assert_int_equal(fk.prefill_last.seqlen_q, 512);
+  assert_int_equal(fk.prefill_last.seqlen_k, 512);
+  assert_int_equal(fk.prefill_last.b, 2);
+  assert_int_equal(fk.prefill_last.head_dim, 128);
+  assert_ptr_equal(fk.prefill_last.o, FA_PTR(0x7f0000400000ull));
+  assert_ptr_equal(fk.prefill_last.lse, FA_PTR(0x7f0000600000ull));
+  assert_ptr_equal(fk.last_stream, STREAM_A);
+
+  /* the kernel's own limits */
+  fk.prefill_reason = "prefill head_dim not 64/128";
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "prefill head_dim not 64/128");
+  fk.prefill_reason = NULL;
+  /* the decode kernel's are not asked */
+  fk.supported_reason = "misaligned pointer";
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  fk.supported_reason = NULL;
+  /* every check that is not about the query length still applies */
+  FA_PUT(&f.p, FA_P_DROPOUT, float, 0.9f);
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "dropout");
+  FA_PUT(&f.p, FA_P_DROPOUT, float, 1.0f);
+  FA_PUT(&f.p, FA_IS_CAUSAL, uint8_t, 1);
+  FA_PUT(&f.p, FA_SEQLEN_K, int, 100); /* causal with more queries than keys */
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "causal with seqlen_q > seqlen_k");
+  FA_PUT(&f.p, FA_SEQLEN_K, int, 512);
+  /* a failed launch runs the original; another GPU than sm_90 is named */
+  fk.launch_rc = 700;
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "ponytail launch failed");
+  fk.launch_rc = 801; /* CUDA_ERROR_NOT_SUPPORTED */
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "prefill kernel needs compute capability 9.0");
+  fk.launch_rc = 0;
+  /* PONYTAIL_ATTN=off wins */
+  set_mode("off");
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "disabled");
+  set_mode("on");
+  /* decode launches still go to the decode kernel */
+  struct fa_shape s1 = hf;
+  s1.num_splits = 0;
+  struct launch d;
+  mk(&d, 472, &s1, STREAM_A, 1);
+  const int pl = fk.prefill_launches;
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &d).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.launches, 1);
+  assert_int_equal(fk.prefill_launches, pl);
+  /* an ops table without the prefill kernel: refused, nothing launched */
+  pt_flash_set_ops(&fk_ops_no_prefill);
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "driver unavailable");
+  assert_int_equal(fk.prefill_launches, pl);
+  set_prefill(NULL);
+}
+
+/* A split prefill launch (FA2 splits the keys when the grid is small): the
+ * prefill kernel writes O and the LSE, so the combine that follows is
+ * skipped, as for decode. */
+static void test_prefill_split_skips_combine(void **st) {
+  (void)st;
+  set_prefill("1");
+  struct fa_shape s = pf;
+  s.G = 40;
+  s.num_splits = 3;
+  struct launch k, c;
+  mk(&k, 464, &s, STREAM_A, 0);
+  mk(&c, 464, &s, STREAM_A, 0);
+  assert_int_equal(go(PT_HOOK_FLASH_SPLITKV, &k).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.prefill_launches, 1);
+  assert_int_equal(fk.prefill_last.seqlen_q, 40);
+  assert_int_equal(go(PT_HOOK_FLASH_COMBINE, &c).verdict, PT_HOOK_SKIPPED);
+  set_prefill(NULL);
+}
+
+/* Verify mode: the original runs, then the prefill kernel into scratch and
+ * the comparison; a launch whose scratch would exceed the cap is counted as
+ * not verified and allocates nothing. */
+static void test_prefill_verify(void **st) {
+  (void)st;
+  set_prefill("1");
+  set_mode("verify");
+  struct launch f;
+  mk(&f, 464, &pf, STREAM_A, 1);
+  fk.compare_result[1] = 1.0f;
+  fk.compare_result[3] = 10.0f;
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.originals, 1);
+  assert_int_equal(fk.prefill_launches, 1);
+  assert_int_equal(fk.launches, 0);
+  assert_int_equal(fk.compares, 1);
+  assert_true(fk.original_seq < fk.prefill_seq && fk.prefill_seq < fk.compare_seq);
+  /* scratch: contiguous [b, seqlen_q, h, d], not the real O */
+  assert_ptr_not_equal(fk.prefill_last.o, FA_PTR(0x7f0000400000ull));
+  assert_int_equal(fk.prefill_last.o_row_stride, 8 * 128);
+  struct pt_hooks_stats hs;
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.verified, 1);
+  assert_int_equal(hs.verify_skipped, 0);
+  const int allocs = fk.allocs;
+  /* 2 x 8 heads x 65536 rows x 128 x 2 bytes = 256 MiB of O alone: over the cap */
+  FA_PUT(&f.p, FA_SEQLEN_Q, int, 65536);
+  FA_PUT(&f.p, FA_SEQLEN_K, int, 65536);
+  f.l.grid[0] = 512;
+  assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.originals, 2);
+  assert_int_equal(fk.prefill_launches, 1);
+  assert_int_equal(fk.allocs, allocs);
+  pt_hooks_get_stats(&hs);
+  assert_int_equal(hs.verified, 1);
+  assert_int_equal(hs.verify_skipped, 1);
+  set_prefill(NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_swap_split_then_skip_combine, setup, teardown),
@@ -593,6 +731,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fault_after_swap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_in_verify, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_factor, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prefill_swap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prefill_split_skips_combine, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prefill_verify, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,24 @@
+/* Private to kernels/: what the prefill launcher (attn_prefill_launch.c)
+ * takes from the loader of attn_launch.c, which owns the driver table and the
+ * per-context modules. */
+#ifndef PT_KERNELS_ATTN_MODULE_H
+#define PT_KERNELS_ATTN_MODULE_H
+#include <cuda.h>
+
+#include "common/driver.h"
+
+/* The driver table handed to pt_attn_set_driver (a table of NULL members
+ * before that). */
+const struct pt_driver *pt_attn_driver(void);
+
+enum { PT_PF_BF16_D64, PT_PF_BF16_D128, PT_PF_FP16_D64, PT_PF_FP16_D128, PT_PF_COUNT };
+
+/* The prefill kernel `which` (PT_PF_*) in the stream's context, its module
+ * loaded on first use (and the decode module with it). CUDA_ERROR_NOT_SUPPORTED
+ * when this build has no prefill fatbin or the GPU is not compute capability
+ * 9.0; a failed load is remembered for the context, except while the stream
+ * is being captured (loading is not a stream operation; the next launch
+ * retries). */
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn);
+
+#endif

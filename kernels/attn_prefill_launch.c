@@ -1,0 +1,124 @@
+/* Host side of Ponytail's prefill kernel (kernels/attn_prefill.cu): which
+ * descriptors it takes, and the launch. The kernel reads Q, K and V through
+ * TMA descriptors (CUtensorMap), encoded here per launch from the
+ * descriptor's pointers and strides: a host-only driver call, so the launch
+ * stays capture-safe. The module itself is loaded by attn_launch.c. */
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/attn.h"
+#include "kernels/attn_module.h"
+#include "kernels/attn_prefill.h"
+
+/* The kernel's parameter block is laid out by nvcc from the same header: the
+ * tensor maps must be 128-byte aligned on this side too (C11 _Alignas in
+ * cuda.h), or the fields after them would sit at other offsets. */
+_Static_assert(_Alignof(CUtensorMap) == 128, "CUtensorMap must be 128-byte aligned");
+_Static_assert(offsetof(struct pt_prefill_kparams, o) == 3 * sizeof(CUtensorMap),
+               "pt_prefill_kparams: o right after the three tensor maps");
+/* The fatbin is built with the default grid (one CTA per tile); the persistent grid is an
+ * experiment of the test library (tests/gpu/checks/prefill.sh) only. */
+_Static_assert(!PT_PREFILL_PERSISTENT, "the shim's prefill launch assumes the non-persistent grid");
+
+static int pf_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* TMA global strides: positive multiples of 16 bytes (8 elements), under 2^40 bytes. */
+static int pf_tma_stride(int64_t s) { return s > 0 && (s & 7) == 0 && s < ((int64_t)1 << 38); }
+static int pf_mult8(int64_t s) { return (s & 7) == 0; }
+static int pf_contiguous(int64_t s) { return s == 0 || s == 1; }
+
+const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
+#ifndef PT_ATTN_HAVE_FATBIN
+  (void)d;
+  return "kernels not built";
+#else
+  if (!d) return "no descriptor";
+  if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return "dtype not fp16/bf16";
+  if (d->head_dim != 64 && d->head_dim != 128) return "prefill head_dim not 64/128";
+  if (d->b < 1 || d->h < 1 || d->h_k < 1 || d->seqlen_q < 1) return "empty or negative shape";
+  if (d->seqlen_k < 1) return "seqlen_k < 1";
+  if (d->h % d->h_k != 0) return "h not a multiple of h_k";
+  if (d->b > 65535 || d->h > 65535) return "batch or heads > 65535";
+  if (d->causal && d->seqlen_q > d->seqlen_k) return "causal with seqlen_q > seqlen_k";
+  if (!(d->scale == d->scale) || isinf(d->scale)) return "scale not finite";
+  if (d->bias) return "attention bias (prefill)";
+  if (!d->q || !d->k || !d->v || !d->o) return "null pointer";
+  if (!pf_contiguous(d->q_dim_stride) || !pf_contiguous(d->k_dim_stride) ||
+      !pf_contiguous(d->v_dim_stride) || !pf_contiguous(d->o_dim_stride))
+    return "last dim not contiguous";
+  if (!pf_aligned16(d->q) || !pf_aligned16(d->k) || !pf_aligned16(d->v) || !pf_aligned16(d->o))
+    return "misaligned pointer";
+  if (!pf_tma_stride(d->q_batch_stride) || !pf_tma_stride(d->q_row_stride) ||
+      !pf_tma_stride(d->q_head_stride) || !pf_tma_stride(d->k_batch_stride) ||
+      !pf_tma_stride(d->k_row_stride) || !pf_tma_stride(d->k_head_stride) ||
+      !pf_tma_stride(d->v_batch_stride) || !pf_tma_stride(d->v_row_stride) ||
+      !pf_tma_stride(d->v_head_stride))
+    return "prefill q/k/v stride not a positive multiple of 8";
+  if (!pf_mult8(d->o_batch_stride) || !pf_mult8(d->o_row_stride) || !pf_mult8(d->o_head_stride))
+    return "stride not a multiple of 8";
+  const long long m_blocks = (d->seqlen_q + PT_PREFILL_BM(d->head_dim) - 1) / PT_PREFILL_BM(d->head_dim);
+  if (m_blocks * d->h * d->b > INT_MAX) return "too many tiles";
+  return NULL;
+#endif
+}
+
+/* A 4D (d, seq, heads, batch) view of a [b, seq, heads, d] tensor with element strides
+ * (row, head, batch); box (64, rows, 1, 1), 128-byte swizzle, zeros past the edges: what the
+ * kernel's TMA loads expect (kernels/attn_prefill.h). */
+static CUresult pf_encode(const struct pt_driver *drv, CUtensorMap *m, const void *base, int bf16,
+                          int d, int seq, int heads, int b, int64_t rs, int64_t hs, int64_t bs,
+                          unsigned box_rows) {
+  const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)seq, (cuuint64_t)heads, (cuuint64_t)b};
+  const cuuint64_t strides[3] = {(cuuint64_t)rs * 2u, (cuuint64_t)hs * 2u, (cuuint64_t)bs * 2u};
+  const cuuint32_t box[4] = {PT_PREFILL_SUB, box_rows, 1, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  return drv->cuTensorMapEncodeTiled(m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                     4, (void *)(uintptr_t)base, dims, strides, box, estr,
+                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
+  if (pt_attn_prefill_supported(d)) return CUDA_ERROR_NOT_SUPPORTED;
+  const struct pt_driver *drv = pt_attn_driver();
+  if (!drv->cuTensorMapEncodeTiled || !drv->cuLaunchKernel) return CUDA_ERROR_NOT_INITIALIZED;
+  const int bf16 = d->dtype == PT_DTYPE_BF16, hd = d->head_dim;
+  const int which = bf16 ? (hd == 64 ? PT_PF_BF16_D64 : PT_PF_BF16_D128)
+                         : (hd == 64 ? PT_PF_FP16_D64 : PT_PF_FP16_D128);
+  CUfunction fn;
+  CUresult r = pt_attn_prefill_function((CUstream)stream, which, &fn);
+  if (r != CUDA_SUCCESS) return r;
+
+  struct pt_prefill_kparams p;
+  memset(&p, 0, sizeof p);
+  r = pf_encode(drv, &p.tq, d->q, bf16, hd, d->seqlen_q, d->h, d->b, d->q_row_stride, d->q_head_stride,
+                d->q_batch_stride, PT_PREFILL_BM(hd));
+  if (r == CUDA_SUCCESS)
+    r = pf_encode(drv, &p.tk, d->k, bf16, hd, d->seqlen_k, d->h_k, d->b, d->k_row_stride,
+                  d->k_head_stride, d->k_batch_stride, PT_PREFILL_BN);
+  if (r == CUDA_SUCCESS)
+    r = pf_encode(drv, &p.tv, d->v, bf16, hd, d->seqlen_k, d->h_k, d->b, d->v_row_stride,
+                  d->v_head_stride, d->v_batch_stride, PT_PREFILL_BN);
+  if (r != CUDA_SUCCESS) return r;
+  p.o = d->o;
+  p.lse = d->lse;
+  p.o_bs = d->o_batch_stride;
+  p.o_rs = d->o_row_stride;
+  p.o_hs = d->o_head_stride;
+  p.b = d->b;
+  p.h = d->h;
+  p.h_k = d->h_k;
+  p.sq = d->seqlen_q;
+  p.sk = d->seqlen_k;
+  p.group = d->h / d->h_k;
+  p.causal = d->causal != 0;
+  p.m_blocks = (d->seqlen_q + PT_PREFILL_BM(hd) - 1) / PT_PREFILL_BM(hd);
+  p.tiles = p.m_blocks * d->h * d->b;
+  p.scale_log2 = d->scale * 1.4426950408889634f;
+  void *args[1] = {&p};
+  return drv->cuLaunchKernel(fn, (unsigned)p.m_blocks, (unsigned)d->h, (unsigned)d->b,
+                             PT_PREFILL_THREADS(hd), 1, 1, pt_prefill_smem_bytes(hd), (CUstream)stream,
+                             args, NULL);
+}
