@@ -194,6 +194,13 @@ static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out)
 
 /* ---- the prefill module --------------------------------------------------- */
 
+#ifndef PT_ATTN_HAVE_PREFILL_FATBIN
+/* Built with the decode fatbin only (tests/gpu/checks/attn.sh's test library): no prefill. */
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
+  (void)stream; (void)which; (void)fn;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+#else
 extern const unsigned char pt_prefill_fatbin[];
 
 static const char *const pt_pf_names[PT_PF_COUNT] = {
@@ -279,6 +286,7 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
   *fn = m->pf_fn[which];
   return CUDA_SUCCESS;
 }
+#endif /* PT_ATTN_HAVE_PREFILL_FATBIN */
 
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
   struct pt_attn_module *m;

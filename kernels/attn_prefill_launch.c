@@ -30,7 +30,7 @@ static int pf_mult8(int64_t s) { return (s & 7) == 0; }
 static int pf_contiguous(int64_t s) { return s == 0 || s == 1; }
 
 const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
-#ifndef PT_ATTN_HAVE_FATBIN
+#ifndef PT_ATTN_HAVE_PREFILL_FATBIN
   (void)d;
   return "kernels not built";
 #else

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# What one kernel that only reads the K/V bytes of issue 17's latency-bound points takes on this
+# GPU (tests/gpu/bench/read_floor.py says why): builds tests/gpu/bench/read_floor.cu with nvcc for
+# sm_90 and runs the sweep (~1-2 min). Table in $OUT/read_floor.txt.
+#   bash tests/gpu/bench/read_floor.sh
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
+b=$(mktemp -d)
+nvcc -shared -Xcompiler -fPIC -O3 -gencode=arch=compute_90,code=sm_90 "$root/tests/gpu/bench/read_floor.cu" \
+  -o "$b/librf.so" || { echo "read_floor: nvcc failed"; exit 1; }
+"${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" --out "$out/read_floor.txt"
