@@ -45,11 +45,11 @@ constexpr int NT = PT_ATTN_THREADS;
 template <int D> struct cfg {
   // Stages: enough bytes in flight per SM with 3 (d64), 2 (d128) or 1 (d256)
   // CTAs resident; keep in sync with pt_attn_plan_make (kernels/attn_plan.c).
-  static constexpr int NSTAGE = D == 64 ? 4 : 3;
+  static constexpr int NSTAGE = D == 64 ? 4 : (D == 128 ? PT_ATTN_NSTAGE_D128 : 3);
   static constexpr int CH = D / 8;          // 16-byte chunks per row
   static constexpr int TILE = BK * D;       // elements of one K (or V) tile
   static constexpr int RED_LD = D + 8;      // padded fp32 row of the warp merge
-  static constexpr int MIN_BLOCKS = D == 64 ? 3 : (D == 128 ? 2 : 1);
+  static constexpr int MIN_BLOCKS = D == 64 ? 3 : (D == 128 ? PT_ATTN_OCC_D128 : 1);
 };
 
 // Element offset of 16-byte chunk ch of row `row` in a [rows][D] tile. The

@@ -11,6 +11,13 @@ extern "C" {
 
 /* Keys per pipeline stage (a tile); each of the 4 warps of a CTA owns 16. */
 #define PT_ATTN_BK 64
+/* K/V stages of the d = 128 kernel's ring (d = 64 takes 4, d = 256 3). With 3, two CTAs fit in
+ * an SM's shared memory; with 4 (an experiment on bytes in flight, issue 17: build with
+ * -DPT_ATTN_NSTAGE_D128=4) one. The kernel's launch bounds and the planner's occupancy follow. */
+#ifndef PT_ATTN_NSTAGE_D128
+#define PT_ATTN_NSTAGE_D128 3
+#endif
+#define PT_ATTN_OCC_D128 (PT_ATTN_NSTAGE_D128 >= 4 ? 1 : 2)
 #define PT_ATTN_THREADS 128
 #define PT_ATTN_MAX_ROWS 16
 /* Shared-memory row pitch (elements) of a staged bias tile: PT_ATTN_BK keys

@@ -8,7 +8,7 @@
 /* Shared memory per CTA: the K/V ring (stages x 64 keys x d x 2 tensors x 2
  * bytes), the 16 padded query rows, then a bias ring of bias_rows rows per
  * stage. Must match cfg<D> and the layout in attn_decode.cu. */
-static unsigned plan_stages(int d) { return d == 64 ? 4 : 3; }
+static unsigned plan_stages(int d) { return d == 64 ? 4 : (d == 128 ? PT_ATTN_NSTAGE_D128 : 3); }
 static unsigned plan_smem_for(int d, int bias_rows) {
   const unsigned stages = plan_stages(d);
   return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u +
@@ -18,7 +18,7 @@ unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 
 /* CTAs resident per SM at that shared memory (the kernels' launch bounds
  * promise at least this many). */
-static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? 2 : 1); }
+static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? PT_ATTN_OCC_D128 : 1); }
 
 int pt_attn_plan_split_div = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;

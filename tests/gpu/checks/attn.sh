@@ -9,6 +9,8 @@
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
+#   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
+#                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -28,14 +30,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 if [ -n "${ATTN_PREBUILT:-}" ] && [ -f "$ATTN_PREBUILT" ]; then
   cp "$ATTN_PREBUILT" "$B/pt_attn_fatbin.c"
 else
-  nvcc -fatbin -O3 -std=c++17 --no-compress -Xptxas -v \
+  # shellcheck disable=SC2086
+  nvcc -fatbin -O3 -std=c++17 --no-compress -Xptxas -v ${ATTN_DEFS:-} \
     -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
     -I. -o "$B/pt_attn.fatbin" kernels/attn_kernels.cu 2>"$OUT/ptxas.txt" || {
       cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
   $PY kernels/embed.py pt_attn_fatbin "$B/pt_attn.fatbin" "$B/pt_attn_fatbin.c" || exit 1
 fi
 # 2. the test library and the sanitizer driver.
-CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. -I$CUDA/include"
+CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. -I$CUDA/include ${ATTN_DEFS:-}"
 gcc $CFLAGS -fPIC -shared -DPT_ATTN_HAVE_FATBIN=1 kernels/attn_plan.c kernels/attn_launch.c \
   "$B/pt_attn_fatbin.c" tests/gpu/checks/attn_testlib.c -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm \
   -o "$B/libattn_test.so" || { echo "test library build failed"; exit 1; }
