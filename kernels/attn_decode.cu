@@ -32,6 +32,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#ifdef PT_ATTN_TIMELINE
+#include <stdio.h>
+#endif
 
 #include "kernels/attn_kparams.h"
 #include "kernels/ptx.cuh"
@@ -163,8 +166,60 @@ __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, cons
   key_end = first < key_end ? last + 1 : key_end;
 }
 
+// ---- timeline (test builds only: -DPT_ATTN_TIMELINE) -------------------------------------
+// Thread 0 of each CTA reads %globaltimer at the kernel's phase boundaries. The first CTA and
+// the CTA that finishes last print their phases, and the last one also prints the launch's span
+// from the earliest CTA start to the latest CTA end: where the fixed per-launch microseconds of
+// small problems go (bench/records/2026-12-01-read-floor.md). Production builds compile none of it.
+#ifdef PT_ATTN_TIMELINE
+__device__ unsigned long long tl_min = ~0ull, tl_max = 0ull, tl_smax = 0ull;
+__device__ unsigned tl_count = 0;
+__device__ __forceinline__ unsigned long long gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define PT_TL_N 8
+#define PT_TL(i) do { if (threadIdx.x == 0) tl[i] = gtimer(); } while (0)
+__device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int reached) {
+  if (threadIdx.x != 0) return;
+  const unsigned long long end = gtimer();
+  for (int i = reached + 1; i < PT_TL_N; ++i) tl[i] = end;
+  atomicMin(&tl_min, tl[0]);
+  atomicMax(&tl_max, end);
+  atomicMax(&tl_smax, tl[0]);
+  __threadfence();
+  const unsigned total = gridDim.x * gridDim.y * gridDim.z;
+  const unsigned n = atomicAdd(&tl_count, 1u);
+  const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0, last = n == total - 1;
+  if (first || last)
+    printf("TL cta %u,%u,%u%s ns from entry: scan %llu q %llu tile0 %llu loop %llu warpmerge %llu out %llu end %llu\n",
+           blockIdx.x, blockIdx.y, blockIdx.z, last ? " (last to finish)" : "", tl[1] - tl[0], tl[2] - tl[0],
+           tl[3] - tl[0], tl[4] - tl[0], tl[5] - tl[0], tl[6] - tl[0], end - tl[0]);
+  if (last) {
+    __threadfence();
+    const unsigned long long lo = atomicAdd(&tl_min, 0ull), hi = atomicAdd(&tl_max, 0ull),
+                             shi = atomicAdd(&tl_smax, 0ull);
+    printf("TL launch span %llu ns (first CTA start to last CTA end), CTA starts spread over %llu ns, %u CTAs\n",
+           hi - lo, shi - lo, total);
+    atomicExch(&tl_min, ~0ull);
+    atomicExch(&tl_max, 0ull);
+    atomicExch(&tl_smax, 0ull);
+    atomicExch(&tl_count, 0u);
+  }
+}
+#define PT_TL_END(i) tl_finish(tl, i)
+#else
+#define PT_TL(i) do { } while (0)
+#define PT_TL_END(i) do { } while (0)
+#endif
+
 template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
+#ifdef PT_ATTN_TIMELINE
+  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0};
+#endif
+  PT_TL(0);
   using C = cfg<D>;
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -190,6 +245,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
   if (nb) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
+  PT_TL(1);
   const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;
 
   // Each thread copies the same chunk column of rows r0, r0 + 128/CH, ...
@@ -256,6 +312,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     }
   }
   __syncthreads();
+  PT_TL(2);
 
   constexpr bool Q_IN_REGS = D <= 128;
   constexpr int QF = Q_IN_REGS ? D / 16 : 1;
@@ -287,6 +344,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   for (int it = 0; it < ntiles; ++it) {
     cp_async_wait<NST - 2>();
     __syncthreads();  // tile `it` visible to all; stage (it-1) % NST free to refill
+#ifdef PT_ATTN_TIMELINE
+    if (it == 0) PT_TL(3);
+#endif
     {
       const int nt = it + NST - 1;
       if (nt < ntiles) load_tile(nt, nt % NST);
@@ -372,6 +432,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   }
   cp_async_wait<0>();
   __syncthreads();  // the K/V ring is reused below
+  PT_TL(4);
 
   // Row sums were kept per thread: add the 4 lanes of each row.
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -408,6 +469,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     }
   }
   __syncthreads();
+  PT_TL(5);
 
   const int unit = bi * p.h_k + kh;
   const int nitems = rows * (D / 4);
@@ -456,11 +518,16 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
     }
   }
-  if (p.nsplit == 1) return;
+  PT_TL(6);
+  if (p.nsplit == 1) {
+    PT_TL_END(6);
+    return;
+  }
   if (in_cluster) {
     cluster_sync();  // every CTA's partial is written and visible
     merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
     cluster_sync();  // no CTA leaves while another still reads its shared memory
+    PT_TL_END(6);
     return;
   }
 
@@ -471,9 +538,13 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
   __syncthreads();
-  if (!s_last) return;
+  if (!s_last) {
+    PT_TL_END(6);
+    return;
+  }
 
   merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  PT_TL_END(6);
 }
 
 }  // namespace pt_attn

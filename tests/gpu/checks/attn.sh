@@ -8,6 +8,7 @@
 #   tests/gpu/checks/attn.sh                      # all stages
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
+#   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
@@ -77,6 +78,15 @@ for st in $STAGES; do
     rc=$?
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_timing.log"; }
     summary+=("masked-timing: rc $rc")
+    ;;
+  timeline)
+    # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases; never timed).
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timeline \
+      >"$OUT/timeline.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || status=1
+    grep -E "^TL" "$OUT/timeline.log"
+    summary+=("timeline: rc $rc")
     ;;
   esac
 done

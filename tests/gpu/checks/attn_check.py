@@ -691,11 +691,35 @@ def masked_timing(lib, out_rows):
                 torch.cuda.empty_cache()
 
 
+def timeline(lib, out_rows):
+    """Where one launch's time goes (a library built with -DPT_ATTN_TIMELINE: the kernel prints
+    the phases of its first CTA and of the CTA that finishes last, and the launch's span from the
+    first CTA start to the last CTA end). HF decode layout, bf16, d 128, 8 KV heads, G = 1, no
+    mask, at the latency-bound shapes and a small one; three eager launches each, synchronised,
+    the last one counts (the first loads the module)."""
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    for B, S in ((1, 1024), (32, 1024), (8, 4096), (1, 32768)):
+        q = torch.randn(B, Hk, 1, D, device="cuda", dtype=dtype)
+        k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+        v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+        o = torch.empty(B, 1, Hk, D, device="cuda", dtype=dtype)
+        lse = torch.empty(B, Hk, 1, device="cuda")
+        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk, Hk, 1,
+                     1.0 / math.sqrt(D), False)
+        for rep in range(3):
+            line = "TL shape B=%d KV=%d launch %d" % (B, S, rep)
+            out_rows.append(line)
+            print(line, flush=True)
+            lib.decode(a)
+            torch.cuda.synchronize()
+            sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
-    ap.add_argument("what", choices=["correctness", "timing", "masked-timing"])
+    ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -712,6 +736,9 @@ def main():
     rows = []
     if args.what == "masked-timing":
         masked_timing(lib, rows)
+    elif args.what == "timeline":
+        timeline(lib, rows)
+        return 0
     else:
         timing(lib, rows)
     text = "\n".join(rows) + "\n"
