@@ -39,6 +39,18 @@ void pt_hooks_policy_apply(void) {
     }
   }
 
+  /* The prefill swap replaces torch's flash launches only: under the per-call
+   * policy (or torch's own order) prefill runs on cuDNN, so say where it
+   * applies rather than let the option look broken. */
+  if (pt_opt_bool(PT_OPT_ATTN_PREFILL)) {
+    if (pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF)
+      pt_info("policy: PONYTAIL_ATTN_PREFILL=1 has no effect: PONYTAIL_ATTN=off swaps nothing");
+    else if (pt_opt_enum(PT_OPT_TORCH_SDPA) != PT_TORCH_SDPA_FLASH)
+      pt_info("policy: PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only; SDPA keeps "
+              "cuDNN for prefill unless the program asks for flash (PONYTAIL_TORCH_SDPA=flash sends "
+              "every prefill there)");
+  }
+
   int choice = pt_opt_enum(PT_OPT_TORCH_ALLOC);
   const char *conf = choice >= 0 && choice < (int)(sizeof alloc_policy / sizeof alloc_policy[0])
                          ? alloc_policy[choice].conf

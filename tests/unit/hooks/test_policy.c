@@ -23,7 +23,8 @@ static char log_path[64];
 static int setup(void **st) {
   (void)st;
   static const char *const vars[] = {"PONYTAIL_ENABLE", "PONYTAIL_TORCH_SDPA", "PONYTAIL_TORCH_ALLOC",
-                                     "PONYTAIL_POOL", DEPRIO, ALLOC};
+                                     "PONYTAIL_POOL", "PONYTAIL_ATTN_PREFILL", "PONYTAIL_ATTN",
+                                     DEPRIO, ALLOC};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   snprintf(log_path, sizeof log_path, "/tmp/pt_policy_test_%d.log", (int)getpid());
   unlink(log_path);
@@ -146,6 +147,25 @@ static void test_disabled_does_nothing(void **st) {
   assert_string_equal(log_text(), "");
 }
 
+/* PONYTAIL_ATTN_PREFILL says where it applies: only on torch's flash path, and
+ * not at all with PONYTAIL_ATTN=off; with PONYTAIL_TORCH_SDPA=flash nothing to say. */
+static void test_prefill_note(void **st) {
+  (void)st;
+  apply();
+  assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
+  setenv("PONYTAIL_ATTN_PREFILL", "1", 1);
+  apply();
+  assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only"));
+  unlink(log_path);
+  setenv("PONYTAIL_TORCH_SDPA", "flash", 1);
+  apply();
+  assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
+  unlink(log_path);
+  setenv("PONYTAIL_ATTN", "off", 1);
+  apply();
+  assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1 has no effect"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_defaults_set_nothing, setup, teardown),
@@ -157,6 +177,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_keep_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pool_off_leaves_alloc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_disabled_does_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prefill_note, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
