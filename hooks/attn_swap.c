@@ -17,6 +17,7 @@ const char pt_flash_r_launch_failed[] = "ponytail launch failed";
 const char pt_flash_r_no_driver[] = "driver unavailable";
 const char pt_flash_r_per_thread[] = "per-thread default stream";
 const char pt_flash_r_prefill_gpu[] = "prefill kernel needs compute capability 9.0";
+const char pt_flash_r_prefill_capture[] = "prefill kernel not loaded before capture";
 
 /* ---- ops ------------------------------------------------------------------ */
 
@@ -120,6 +121,9 @@ struct pt_hook_outcome pt_attn_swap_launch(const struct pt_flash_ops *ops,
    * (remembered per context), which is a property of the machine, not a
    * failure worth a warning. */
   if (rc == CUDA_ERROR_NOT_SUPPORTED && pt_attn_is_prefill(d)) return pt_hook_pass(pt_flash_r_prefill_gpu);
+  /* Its module is loaded outside captures only; torch's kernel is captured instead. */
+  if (rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && pt_attn_is_prefill(d))
+    return pt_hook_pass(pt_flash_r_prefill_capture);
   if (rc != 0) {
     PT_LOG_ONCE(PT_LOG_WARN, "attention: Ponytail kernel launch failed (CUDA error %d); "
                              "running the original", rc);

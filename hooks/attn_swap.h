@@ -72,7 +72,7 @@ float pt_flash_fault_factor(uint64_t n);
 /* Reasons produced by the shared steps (and the workspace cache, flash_ws.c). */
 extern const char pt_flash_r_disabled[], pt_flash_r_no_ws_capture[], pt_flash_r_ws_full[],
     pt_flash_r_ws_alloc[], pt_flash_r_launch_failed[], pt_flash_r_no_driver[],
-    pt_flash_r_per_thread[], pt_flash_r_prefill_gpu[];
+    pt_flash_r_per_thread[], pt_flash_r_prefill_gpu[], pt_flash_r_prefill_capture[];
 
 /* ---- the steps of a swap, in the order a hook takes them ---------------- */
 

@@ -123,8 +123,9 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d);
  * No workspace, allocation, memset or synchronisation: safe under stream
  * capture once the module is loaded in the context (a first launch outside
  * capture). Returns a CUresult: CUDA_ERROR_NOT_SUPPORTED when supported()
- * refuses or the GPU is not compute capability 9.0, the driver's error when
- * it refuses the tensor maps or the launch. */
+ * refuses or the GPU is not compute capability 9.0,
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a first launch under capture,
+ * the driver's error when it refuses the tensor maps or the launch. */
 int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream);
 
 /* ---- Verify-mode comparison (kernels/attn_compare.cu) -------------------

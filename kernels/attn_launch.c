@@ -126,6 +126,22 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
   return CUDA_SUCCESS;
 }
 
+#ifdef PT_ATTN_HAVE_PREFILL_FATBIN
+/* The published module entry of the stream's context, or NULL: a lookup
+ * without a lock that never loads anything. */
+static struct pt_attn_module *pt_attn_module_find(CUstream stream) {
+  if (!pt_attn_drv->cuCtxGetCurrent) return NULL;
+  CUcontext ctx = NULL;
+  CUresult r = pt_attn_drv->cuStreamGetCtx ? pt_attn_drv->cuStreamGetCtx(stream, &ctx)
+                                          : pt_attn_drv->cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS || !ctx) return NULL;
+  const int n = atomic_load_explicit(&pt_attn_nmods, memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (pt_attn_mods[i].ctx == ctx) return &pt_attn_mods[i];
+  return NULL;
+}
+#endif
+
 /* The module of the stream's context, loading it on first use. */
 static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out) {
   if (!pt_attn_drv->cuLaunchKernel || !pt_attn_drv->cuCtxGetCurrent) return CUDA_ERROR_NOT_INITIALIZED;
@@ -244,6 +260,21 @@ static CUresult pt_pf_load(struct pt_attn_module *m) {
 
 CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
   if (which < 0 || which >= PT_PF_COUNT) return CUDA_ERROR_INVALID_VALUE;
+  /* A module load (the decode module's too, which comes first) while the
+   * stream is captured in global mode may count as an unsafe call, and the
+   * application's capture must not be put at risk: the first prefill launch
+   * of a context must come outside a capture (torch warms up eagerly before
+   * it captures). Until then, refuse without trying. The decode module keeps
+   * its older rule (it may load under capture and is retried on failure),
+   * which the GPU checks have exercised. */
+  struct pt_attn_module *known = pt_attn_module_find(stream);
+  if (!known || atomic_load_explicit(&known->pf_state, memory_order_acquire) == 0) {
+    CUstreamCaptureStatus cap0 = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (pt_attn_drv->cuStreamIsCapturing &&
+        pt_attn_drv->cuStreamIsCapturing(stream, &cap0) == CUDA_SUCCESS &&
+        cap0 != CU_STREAM_CAPTURE_STATUS_NONE)
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   struct pt_attn_module *m;
   CUresult r = pt_attn_module_for(stream, &m);
   if (r != CUDA_SUCCESS) return r;

@@ -629,6 +629,8 @@ static void test_prefill_swap(void **st) {
   assert_pass(go(PT_HOOK_FLASH_FWD, &f), "ponytail launch failed");
   fk.launch_rc = 801; /* CUDA_ERROR_NOT_SUPPORTED */
   assert_pass(go(PT_HOOK_FLASH_FWD, &f), "prefill kernel needs compute capability 9.0");
+  fk.launch_rc = 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: first launch under capture */
+  assert_pass(go(PT_HOOK_FLASH_FWD, &f), "prefill kernel not loaded before capture");
   fk.launch_rc = 0;
   /* PONYTAIL_ATTN=off wins */
   set_mode("off");
