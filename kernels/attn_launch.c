@@ -126,6 +126,36 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
   return CUDA_SUCCESS;
 }
 
+/* 1 while the stream is being captured (as far as the driver says). */
+static int pt_attn_capturing(CUstream stream) {
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  return pt_attn_drv->cuStreamIsCapturing && pt_attn_drv->cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+         cap != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Runs load(m), which loads *mod and resolves its kernels, with ctx current
+ * (pushed when another context is), and unloads *mod again when it failed. */
+static CUresult pt_attn_load_in_ctx(CUcontext ctx, struct pt_attn_module *m,
+                                    CUresult (*load)(struct pt_attn_module *), CUmodule *mod) {
+  if (!pt_attn_drv->cuModuleLoadData || !pt_attn_drv->cuModuleGetFunction || !pt_attn_drv->cuFuncSetAttribute)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUcontext cur = NULL;
+  int pushed = 0;
+  if (pt_attn_drv->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx && pt_attn_drv->cuCtxPushCurrent &&
+      pt_attn_drv->cuCtxPushCurrent(ctx) == CUDA_SUCCESS)
+    pushed = 1;
+  const CUresult r = load(m);
+  if (r != CUDA_SUCCESS && *mod && pt_attn_drv->cuModuleUnload) {
+    pt_attn_drv->cuModuleUnload(*mod);
+    *mod = NULL;
+  }
+  if (pushed) {
+    CUcontext popped;
+    pt_attn_drv->cuCtxPopCurrent(&popped);
+  }
+  return r;
+}
+
 #ifdef PT_ATTN_HAVE_PREFILL_FATBIN
 /* The published module entry of the stream's context, or NULL: a lookup
  * without a lock that never loads anything. */
@@ -176,31 +206,11 @@ static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out)
   memset(m, 0, sizeof *m);
   m->ctx = ctx;
   /* Load into the stream's context even if another one is current. */
-  CUcontext cur = NULL;
-  int pushed = 0;
-  if (pt_attn_drv->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx &&
-      pt_attn_drv->cuCtxPushCurrent && pt_attn_drv->cuCtxPushCurrent(ctx) == CUDA_SUCCESS)
-    pushed = 1;
-  if (!pt_attn_drv->cuModuleLoadData || !pt_attn_drv->cuModuleGetFunction ||
-      !pt_attn_drv->cuFuncSetAttribute)
-    m->status = CUDA_ERROR_NOT_INITIALIZED;
-  else
-    m->status = pt_attn_load(m);
-  if (m->status != CUDA_SUCCESS && m->mod && pt_attn_drv->cuModuleUnload) {
-    pt_attn_drv->cuModuleUnload(m->mod);
-    m->mod = NULL;
-  }
-  if (pushed) {
-    CUcontext popped;
-    pt_attn_drv->cuCtxPopCurrent(&popped);
-  }
+  m->status = pt_attn_load_in_ctx(ctx, m, pt_attn_load, &m->mod);
   /* A failure while the stream is being captured may be the capture's doing
    * (loading is not a stream operation): leave the entry unpublished so the
    * next launch retries. Any other failure is remembered for the context. */
-  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  const int retry = m->status != CUDA_SUCCESS && pt_attn_drv->cuStreamIsCapturing &&
-                    pt_attn_drv->cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-                    cap != CU_STREAM_CAPTURE_STATUS_NONE;
+  const int retry = m->status != CUDA_SUCCESS && pt_attn_capturing(stream);
   const CUresult status = m->status;
   if (!retry) atomic_store_explicit(&pt_attn_nmods, n + 1, memory_order_release);
   pthread_mutex_unlock(&pt_attn_mods_lock);
@@ -240,8 +250,8 @@ static CUresult pt_pf_device_ok(void) {
   return major == 9 && minor == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* Loads the prefill module into the current context (the caller made the
- * module's context current) and sets each kernel's dynamic shared memory. */
+/* Loads the prefill module into the current context (pt_attn_load_in_ctx makes
+ * the module's context current) and sets each kernel's dynamic shared memory. */
 static CUresult pt_pf_load(struct pt_attn_module *m) {
   CUresult r = pt_pf_device_ok();
   if (r != CUDA_SUCCESS) return r;
@@ -268,50 +278,22 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
    * its older rule (it may load under capture and is retried on failure),
    * which the GPU checks have exercised. */
   struct pt_attn_module *known = pt_attn_module_find(stream);
-  if (!known || atomic_load_explicit(&known->pf_state, memory_order_acquire) == 0) {
-    CUstreamCaptureStatus cap0 = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (pt_attn_drv->cuStreamIsCapturing &&
-        pt_attn_drv->cuStreamIsCapturing(stream, &cap0) == CUDA_SUCCESS &&
-        cap0 != CU_STREAM_CAPTURE_STATUS_NONE)
-      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
+  if ((!known || atomic_load_explicit(&known->pf_state, memory_order_acquire) == 0) &&
+      pt_attn_capturing(stream))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   struct pt_attn_module *m;
   CUresult r = pt_attn_module_for(stream, &m);
   if (r != CUDA_SUCCESS) return r;
   int st = atomic_load_explicit(&m->pf_state, memory_order_acquire);
   if (st == 0) {
+    /* Not under capture (checked above): a failed load is remembered. */
     pthread_mutex_lock(&pt_attn_mods_lock);
-    st = atomic_load_explicit(&m->pf_state, memory_order_relaxed);
-    if (st == 0) {
-      CUcontext cur = NULL;
-      int pushed = 0;
-      if (pt_attn_drv->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != m->ctx &&
-          pt_attn_drv->cuCtxPushCurrent && pt_attn_drv->cuCtxPushCurrent(m->ctx) == CUDA_SUCCESS)
-        pushed = 1;
-      CUresult lr = !pt_attn_drv->cuModuleLoadData || !pt_attn_drv->cuModuleGetFunction ||
-                            !pt_attn_drv->cuFuncSetAttribute
-                        ? CUDA_ERROR_NOT_INITIALIZED
-                        : pt_pf_load(m);
-      if (lr != CUDA_SUCCESS && m->pf_mod && pt_attn_drv->cuModuleUnload) {
-        pt_attn_drv->cuModuleUnload(m->pf_mod);
-        m->pf_mod = NULL;
-      }
-      if (pushed) {
-        CUcontext popped;
-        pt_attn_drv->cuCtxPopCurrent(&popped);
-      }
-      m->pf_status = lr;
-      /* As for the decode module: a failure under capture is retried later. */
-      CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-      const int retry = lr != CUDA_SUCCESS && pt_attn_drv->cuStreamIsCapturing &&
-                        pt_attn_drv->cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-                        cap != CU_STREAM_CAPTURE_STATUS_NONE;
-      st = lr == CUDA_SUCCESS ? 1 : (retry ? 0 : 2);
-      atomic_store_explicit(&m->pf_state, st, memory_order_release);
-      r = lr;
+    if (atomic_load_explicit(&m->pf_state, memory_order_relaxed) == 0) {
+      m->pf_status = pt_attn_load_in_ctx(m->ctx, m, pt_pf_load, &m->pf_mod);
+      atomic_store_explicit(&m->pf_state, m->pf_status == CUDA_SUCCESS ? 1 : 2, memory_order_release);
     }
+    st = atomic_load_explicit(&m->pf_state, memory_order_relaxed);
     pthread_mutex_unlock(&pt_attn_mods_lock);
-    if (st == 0) return r;
   }
   if (st != 1) return m->pf_status;
   *fn = m->pf_fn[which];

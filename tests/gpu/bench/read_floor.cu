@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-template <int UNROLL, bool STREAM>
+template <bool STREAM>
 __device__ __forceinline__ uint4 ld(const uint4 *a) {
   return STREAM ? __ldcs(a) : __ldg(a);
 }
@@ -19,12 +19,12 @@ __global__ void __launch_bounds__(512) read_fold(const uint4 *__restrict__ p, si
   for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
     uint4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = ld<UNROLL, STREAM>(p + i + u * stride);
+    for (int u = 0; u < UNROLL; ++u) v[u] = ld<STREAM>(p + i + u * stride);
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (; i < n; i += stride) {
-    const uint4 v = ld<UNROLL, STREAM>(p + i);
+    const uint4 v = ld<STREAM>(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u) atomicAdd(out, 1u);  // practically never: keeps every load live

@@ -25,6 +25,7 @@ import argparse
 import ctypes
 import math
 import os
+import time
 import sys
 
 import torch
@@ -445,6 +446,22 @@ def compare_tests(lib, c):
         ok = math.isinf(r[0]) and math.isinf(r[2])
         c.rows.append("compare %s NaN              -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
         c.failures += not ok
+
+
+def sync(what, timeout=30.0):
+    """Waits for the current stream without hanging the check: a kernel that deadlocks (a test
+    build's watchdog traps after seconds, but a launch could still spin) ends the process with
+    "HANG" and a message instead of running into the device call's limit. Shared by
+    prefill_check.py and prefill_swap.py."""
+    ev = torch.cuda.Event()
+    ev.record()
+    t0 = time.time()
+    while not ev.query():
+        if time.time() - t0 > timeout:
+            print("HANG: %s did not finish in %.0f s; stopping" % (what, timeout), flush=True)
+            os._exit(3)
+        time.sleep(0.001)
+    torch.cuda.synchronize()  # raises the launch's error, if any (e.g. the watchdog's trap)
 
 
 def graph_time(fn, calls=20, replays=9, warm=3, eager=2):

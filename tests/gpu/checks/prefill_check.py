@@ -25,13 +25,12 @@ import ctypes
 import math
 import os
 import sys
-import time
 
 import torch
 
 # tests/gpu/checks/attn_check.py (the same directory): the fp32 reference, the error measure and
 # graph-replay timing, shared with the decode kernel's check
-from attn_check import graph_times, reference, rel_err
+from attn_check import graph_times, reference, rel_err, sync
 
 O_TOL, LSE_TOL = 1e-2, 1e-3
 
@@ -67,21 +66,6 @@ def make(b, sq, sk, h, hk, d, dtype, layout):
         k = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype)
         v = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype)
     return q, k, v
-
-
-def sync(what, timeout=30.0):
-    """Waits for the current stream without hanging the check: a kernel that deadlocks (the
-    test build's watchdog traps after seconds, but a launch could still spin) ends the process
-    with a message instead of running into the device call's limit."""
-    ev = torch.cuda.Event()
-    ev.record()
-    t0 = time.time()
-    while not ev.query():
-        if time.time() - t0 > timeout:
-            print("HANG: %s did not finish in %.0f s; stopping" % (what, timeout), flush=True)
-            os._exit(3)
-        time.sleep(0.001)
-    torch.cuda.synchronize()  # raises the launch's error, if any (e.g. the watchdog's trap)
 
 
 def diagnose(o, ro, lse, rl, causal, sk):

@@ -115,23 +115,19 @@ for st in ${STAGES:-correctness verify graph timing}; do
     result graph $rc "$rs" "$(grep -E '^graph:' "$w/graph.log" 2>/dev/null | tail -n 1); $(tail -n 1 "$w/graph.stats.txt" 2>/dev/null)"
     ;;
   timing)
-    # shellcheck disable=SC2086
-    shim_run timing_pt "${TIMING_TIMEOUT:-180}" PONYTAIL_ATTN=on PONYTAIL_ATTN_PREFILL=1 -- \
-      timing --json "$w/timing_pt.json" ${TIMING_ARGS:-}
-    rc=$?
-    [ $rc -eq 0 ] || show_fail "$w/timing_pt.log"
-    "$py" "$chk" stats --min-swapped 1 "$w"/timing_pt.stats.*.json | tee "$w/timing_pt.stats.txt"
-    rs=${PIPESTATUS[0]}
-    result "timing (PONYTAIL_ATTN_PREFILL=1)" $rc "$rs" "$(tail -n 1 "$w/timing_pt.stats.txt")"
-    # shellcheck disable=SC2086
-    shim_run timing_torch "${TIMING_TIMEOUT:-180}" PONYTAIL_ATTN=on PONYTAIL_ATTN_PREFILL=0 -- \
-      timing --json "$w/timing_torch.json" ${TIMING_ARGS:-}
-    rc=$?
-    [ $rc -eq 0 ] || show_fail "$w/timing_torch.log"
-    # torch's kernel: nothing may have been swapped (else the "torch flash" column is not torch's)
-    "$py" "$chk" stats --max-swapped 0 "$w"/timing_torch.stats.*.json | tee "$w/timing_torch.stats.txt"
-    rs=${PIPESTATUS[0]}
-    result "timing (PONYTAIL_ATTN_PREFILL=0)" $rc "$rs" "$(tail -n 1 "$w/timing_torch.stats.txt")"
+    # Ponytail's kernel (swapped > 0), then torch's: nothing may have been swapped there, else
+    # the "torch flash" column is not torch's.
+    for arm in "pt 1 --min-swapped 1" "torch 0 --max-swapped 0"; do
+      set -- $arm
+      # shellcheck disable=SC2086
+      shim_run "timing_$1" "${TIMING_TIMEOUT:-180}" PONYTAIL_ATTN=on PONYTAIL_ATTN_PREFILL="$2" -- \
+        timing --json "$w/timing_$1.json" ${TIMING_ARGS:-}
+      rc=$?
+      [ $rc -eq 0 ] || show_fail "$w/timing_$1.log"
+      "$py" "$chk" stats "$3" "$4" "$w"/timing_"$1".stats.*.json | tee "$w/timing_$1.stats.txt"
+      rs=${PIPESTATUS[0]}
+      result "timing (PONYTAIL_ATTN_PREFILL=$2)" $rc "$rs" "$(tail -n 1 "$w/timing_$1.stats.txt")"
+    done
     "$py" "$chk" join "$w/timing_pt.json" "$w/timing_torch.json" --out "$txt" || { status=1; summary+=("timing: no table"); }
     pack
     ;;
