@@ -21,9 +21,9 @@
 // K/V tile through the cp.async ring (one row per query position when it is
 // broadcast over heads), so the loop never waits on a global load for it.
 // Before its first tile a CTA narrows its key range to the keys some row of it
-// may see (bias not -inf), scanning the bias 16 bytes at a time from both
-// ends: leading and trailing fully-masked keys (left or right padding) are
-// never read from K/V. A row that sees no key at all gets O = 0 and LSE = -inf.
+// may see (bias not -inf), in one pass over the bias, 16 bytes at a time:
+// leading and trailing fully-masked keys (left or right padding) are never
+// read from K/V. A row that sees no key at all gets O = 0 and LSE = -inf.
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
@@ -95,72 +95,63 @@ __device__ __forceinline__ bool chunk_visible(const T *row, int key, int key_end
 
 // 8-key chunks each thread tests per step of the key-range scan: with one
 // bias row, SCAN_CPT independent 16-byte loads in flight per thread, so a
-// step covers NT * SCAN_CPT * 8 = 4096 keys for one memory latency.
-constexpr int SCAN_CPT = 4;
+// step covers NT * SCAN_CPT * 8 = 8192 keys for one memory latency.
+constexpr int SCAN_CPT = 8;
 
 // Narrows [key_begin, key_end) (key_begin a multiple of 8) to the keys some
-// row of this CTA may see, to 8-key granularity: scanning the bias from the
-// front, then from the back; an empty range when every key is masked. The
-// keys let back in around the visible ones are masked for every row, so
-// computing them is harmless. Every thread of the CTA calls it (it
-// synchronises); the loops are uniform.
+// row of this CTA may see, to 8-key granularity; an empty range when every
+// key is masked. The keys let back in around the visible ones are masked for
+// every row, so computing them is harmless. Every thread of the CTA calls it
+// (it synchronises once); the loops are uniform.
+//
+// It runs before the first K/V load, so its latency is paid by every masked
+// launch: one pass over the range (one memory round trip per 8192 keys, all
+// of a split of up to 8192 keys at once), each thread keeping the first and
+// last visible chunk it saw, reduced per warp and then over the 4 warps
+// through shared memory. A first version scanned from the front and then from
+// the back, with a barrier round per direction: 1.3-2.0 us per launch, 0.9-1.5
+// for one pass (bench/records/2026-12-02-decode-tail.md).
 template <typename T, int NT>
 __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, const T *bb, int kh,
                                                   int group, int &key_begin, int &key_end) {
-  __shared__ int s_key;
+  __shared__ int s_vis_lo[NT / 32], s_vis_hi[NT / 32];
   const int tid = threadIdx.x, nb = p.bias_rows;
   const int c0 = key_begin >> 3, c1 = (key_end + 7) >> 3;  // chunks [c0, c1)
-  // vis[j]: chunk `chunk(j)` holds a key some row may see.
-  auto scan = [&](bool (&vis)[SCAN_CPT], auto chunk, int lo, int hi) {
+  int first = key_end, last = -1;                          // keys
+#pragma unroll 1
+  for (int cb = c0; cb < c1; cb += NT * SCAN_CPT) {
+    bool vis[SCAN_CPT];
 #pragma unroll
     for (int j = 0; j < SCAN_CPT; ++j) vis[j] = false;
+#pragma unroll 1
     for (int i = 0; i < nb; ++i) {
       const T *const row = bias_src(p, bb, kh, group, i);
 #pragma unroll
       for (int j = 0; j < SCAN_CPT; ++j) {
-        const int c = chunk(j);
-        if (c >= lo && c < hi) vis[j] |= chunk_visible(row, c * 8, key_end);
+        const int c = cb + j * NT + tid;
+        if (c < c1) vis[j] |= chunk_visible(row, c * 8, key_end);
       }
     }
-  };
-  bool vis[SCAN_CPT];
-  int first = key_end;
-  for (int cb = c0; cb < c1; cb += NT * SCAN_CPT) {
-    scan(vis, [&](int j) { return cb + j * NT + tid; }, c0, c1);
-    int mine = key_end;
 #pragma unroll
-    for (int j = SCAN_CPT - 1; j >= 0; --j)
-      if (vis[j]) mine = (cb + j * NT + tid) * 8;
-    const bool any = mine < key_end;
-    if (__syncthreads_or(any)) {
-      if (tid == 0) s_key = key_end;
-      __syncthreads();
-      if (any) atomicMin(&s_key, mine);
-      __syncthreads();
-      first = s_key;
-      break;
+    for (int j = 0; j < SCAN_CPT; ++j) {
+      const int c = cb + j * NT + tid;
+      if (vis[j]) {
+        first = min(first, c * 8);
+        last = max(last, min(c * 8 + 7, key_end - 1));
+      }
     }
   }
-  int last = first - 1;
-  if (first < key_end) {
-    const int cf = first >> 3;
-    for (int ce = c1 - 1; ce >= cf; ce -= NT * SCAN_CPT) {
-      scan(vis, [&](int j) { return ce - j * NT - tid; }, cf, c1);
-      int mine = -1;
+  first = __reduce_min_sync(0xffffffffu, first);
+  last = __reduce_max_sync(0xffffffffu, last);
+  if ((tid & 31) == 0) {
+    s_vis_lo[tid >> 5] = first;
+    s_vis_hi[tid >> 5] = last;
+  }
+  __syncthreads();
 #pragma unroll
-      for (int j = SCAN_CPT - 1; j >= 0; --j)
-        if (vis[j]) mine = min((ce - j * NT - tid) * 8 + 7, key_end - 1);
-      const bool any = mine >= 0;
-      __syncthreads();  // s_key's previous value has been read by every thread
-      if (__syncthreads_or(any)) {
-        if (tid == 0) s_key = -1;
-        __syncthreads();
-        if (any) atomicMax(&s_key, mine);
-        __syncthreads();
-        last = s_key;
-        break;
-      }
-    }
+  for (int w = 0; w < NT / 32; ++w) {
+    first = min(first, s_vis_lo[w]);
+    last = max(last, s_vis_hi[w]);
   }
   key_begin = first < key_end ? first : key_end;
   key_end = first < key_end ? last + 1 : key_end;
@@ -179,7 +170,7 @@ __device__ __forceinline__ unsigned long long gtimer() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-#define PT_TL_N 8
+#define PT_TL_N 9
 #define PT_TL(i) do { if (threadIdx.x == 0) tl[i] = gtimer(); } while (0)
 __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int reached) {
   if (threadIdx.x != 0) return;
@@ -193,9 +184,11 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
   const unsigned n = atomicAdd(&tl_count, 1u);
   const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0, last = n == total - 1;
   if (first || last)
-    printf("TL cta %u,%u,%u%s ns from entry: scan %llu q %llu tile0 %llu loop %llu warpmerge %llu out %llu end %llu\n",
+    printf("TL cta %u,%u,%u%s ns from entry: scan %llu q %llu tile0 %llu loop %llu warpmerge %llu out %llu "
+           "counted %llu merged %llu end %llu\n",
            blockIdx.x, blockIdx.y, blockIdx.z, last ? " (last to finish)" : "", tl[1] - tl[0], tl[2] - tl[0],
-           tl[3] - tl[0], tl[4] - tl[0], tl[5] - tl[0], tl[6] - tl[0], end - tl[0]);
+           tl[3] - tl[0], tl[4] - tl[0], tl[5] - tl[0], tl[6] - tl[0], tl[7] - tl[0], tl[8] - tl[0],
+           end - tl[0]);
   if (last) {
     __threadfence();
     const unsigned long long lo = atomicAdd(&tl_min, 0ull), hi = atomicAdd(&tl_max, 0ull),
@@ -217,7 +210,7 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
 template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
-  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0};
+  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 #endif
   PT_TL(0);
   using C = cfg<D>;
@@ -525,9 +518,11 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   }
   if (in_cluster) {
     cluster_sync();  // every CTA's partial is written and visible
+    PT_TL(7);
     merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
+    PT_TL(8);
     cluster_sync();  // no CTA leaves while another still reads its shared memory
-    PT_TL_END(6);
+    PT_TL_END(8);
     return;
   }
 
@@ -538,13 +533,15 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
   __syncthreads();
+  PT_TL(7);
   if (!s_last) {
-    PT_TL_END(6);
+    PT_TL_END(7);
     return;
   }
 
   merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
-  PT_TL_END(6);
+  PT_TL(8);
+  PT_TL_END(8);
 }
 
 }  // namespace pt_attn

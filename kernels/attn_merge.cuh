@@ -46,46 +46,57 @@ namespace pt_attn {
 // (m, l) round trip (it does not depend on the weights), each thread keeps NB
 // loads in flight, and when a row set has few items, groups of threads take
 // interleaved splits and are summed in a fixed order (deterministic).
+//
+// The code is kept small on purpose. Only the last CTA of a unit runs it, once,
+// at the end of the launch, after the K/V stream has evicted it from L2: its
+// instructions come from DRAM, one cache line after another. A first version
+// unrolled 32 predicated loads per batch (about 3000 PTX lines) and spent 8-9 us
+// in this function for 16 KiB of partials (B=1, 32k keys;
+// bench/records/2026-12-02-decode-tail.md). So: one rolled loop, NB loads per
+// trip, every load unconditional (the split index is clamped to a valid one
+// and its weight is 0).
 template <typename T, int D, int NT>
 static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, unsigned char *smem,
                                                     const float2 *ws_ml, const float *ws_o,
                                                     int ns, int bi, int kh, int rows, int group,
                                                     int nitems) {
-  constexpr int NB = D == 64 ? 16 : 32;  // float4 loads in flight per thread
+  constexpr int NB = 16;  // float4 loads in flight per thread
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   float2 *const wml = reinterpret_cast<float2 *>(smem);                 // [ns][rows]: (m, l) -> (w, l)
   float *const inv_l = reinterpret_cast<float *>(wml + PT_ATTN_MAX_SPLITS * PT_ATTN_MAX_ROWS);
   float4 *const gsum = reinterpret_cast<float4 *>(inv_l + PT_ATTN_MAX_ROWS);  // [NT]
 
   // Items (row, 4 columns) are taken in passes of at most NT; in a pass of
-  // pi items, ngrp = NT / pi thread groups split the KV splits between them.
+  // pi items, ngrp = NT / pi thread groups split the KV splits between them
+  // (threads past ngrp * pi load like the others and are ignored).
   int base = 0;
   int pi = min(nitems, NT), ngrp = NT / pi;
   int item = tid % pi, grp = tid / pi;
   float4 x[NB];
   auto issue = [&](int s_first) {
-    const int r = (base + item) / (D / 4), d = ((base + item) % (D / 4)) * 4;
+    const int it = base + item, r = it / (D / 4), d = (it % (D / 4)) * 4;
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-      const int s = s_first + j * ngrp;
-      x[j] = grp < ngrp && s < ns
-                 ? __ldcg(reinterpret_cast<const float4 *>(ws_o + ((int64_t)s * rows + r) * D + d))
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int s = min(s_first + j * ngrp, ns - 1);
+      x[j] = __ldcg(reinterpret_cast<const float4 *>(ws_o + ((int64_t)s * rows + r) * D + d));
     }
   };
   issue(grp);
 
   // (m, l) of every split and row -> shared memory, then per-row weights.
   const int nml = ns * rows;
-#pragma unroll 4
+#pragma unroll 1
   for (int i = tid; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
   __syncthreads();
+#pragma unroll 1
   for (int r = warp; r < rows; r += NT / 32) {
     float M = NEG_INF;
+#pragma unroll 1
     for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
     M = warp_max(M);
     const float Mu = M == NEG_INF ? 0.f : M;
     float L = 0.f;
+#pragma unroll 1
     for (int s = lane; s < ns; s += 32) {
       const float2 ml = wml[s * rows + r];
       const float w = ex2(ml.x - Mu);
@@ -103,22 +114,24 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
   }
   __syncthreads();
 
+#pragma unroll 1
   for (;;) {
     const int it = base + item;
     const int r = it / (D / 4), d = (it % (D / 4)) * 4;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
     for (int s_first = grp;;) {
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
         const int s = s_first + j * ngrp;
-        const float w = grp < ngrp && s < ns ? wml[s * rows + r].x : 0.f;
+        const float w = s < ns ? wml[min(s, ns - 1) * rows + r].x : 0.f;
         o.x += w * x[j].x;
         o.y += w * x[j].y;
         o.z += w * x[j].z;
         o.w += w * x[j].w;
       }
       s_first += NB * ngrp;
-      if (grp >= ngrp || s_first >= ns) break;
+      if (s_first >= ns) break;
       issue(s_first);
     }
     bool write = grp < ngrp;
@@ -128,6 +141,7 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
       write = tid < pi;
       if (write) {
         o = gsum[tid];
+#pragma unroll 1
         for (int q = 1; q < ngrp; ++q) {
           const float4 y = gsum[q * pi + tid];
           o.x += y.x;
@@ -159,8 +173,10 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
 // (row, 4 columns) are dealt round-robin over the cluster's CTAs and threads,
 // so the merge runs on all of the cluster's SMs at once; each item reads its
 // row's partial from every CTA through DSMEM (a few hundred ns, no L2 trip,
-// no atomic) and writes O (and LSE for column 0). Deterministic: splits are
-// summed in rank order.
+// no atomic) and writes O (and LSE for column 0). The splits are taken CHUNK
+// at a time, (m, l) and O of a chunk in one round trip, folded into a running
+// (M, L, O) as online softmax does: deterministic (rank order), and the code
+// stays small (see merge_splits on why that matters at the end of a launch).
 template <typename T, int D, int NT>
 static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, const float *part_o,
                                                      const float2 *part_ml, int bi, int kh,
@@ -168,44 +184,44 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
   const int C = p.cluster;
   const int rank = static_cast<int>(cluster_rank());
   const uint32_t o_base = smem_u32(part_o), ml_base = smem_u32(part_ml);
-  constexpr int CHUNK = 8;  // partial-O loads in flight per thread
+  constexpr int CHUNK = 8;  // splits per round trip
+#pragma unroll 1
   for (int it = rank + C * threadIdx.x; it < nitems; it += C * NT) {
     const int r = it / (D / 4), d = (it % (D / 4)) * 4;
-    float2 ml[PT_ATTN_MAX_CLUSTER];
-#pragma unroll
-    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
-      if (s < C) ml[s] = ld_cluster_f2(cluster_map(ml_base + r * 8, s));
-    float M = NEG_INF;
-#pragma unroll
-    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s)
-      if (s < C) M = fmaxf(M, ml[s].x);
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-#pragma unroll
-    for (int s = 0; s < PT_ATTN_MAX_CLUSTER; ++s) {
-      if (s < C) {
-        ml[s].x = ex2(ml[s].x - Mu);  // weight; 0 for a split that saw no key of this row
-        L += ml[s].x * ml[s].y;
-      }
-    }
+    float M = NEG_INF, L = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int c0 = 0; c0 < PT_ATTN_MAX_CLUSTER; c0 += CHUNK) {
-      if (c0 >= C) break;
+#pragma unroll 1
+    for (int c0 = 0; c0 < C; c0 += CHUNK) {
+      float2 ml[CHUNK];
       float4 x[CHUNK];
 #pragma unroll
+      for (int j = 0; j < CHUNK; ++j) {
+        const uint32_t s = static_cast<uint32_t>(min(c0 + j, C - 1));  // clamped: no branch
+        ml[j] = ld_cluster_f2(cluster_map(ml_base + r * 8, s));
+        x[j] = ld_cluster_f4(cluster_map(o_base + (r * D + d) * 4, s));
+      }
+      float Mc = M;
+#pragma unroll
       for (int j = 0; j < CHUNK; ++j)
-        if (c0 + j < C) x[j] = ld_cluster_f4(cluster_map(o_base + (r * D + d) * 4, c0 + j));
+        if (c0 + j < C) Mc = fmaxf(Mc, ml[j].x);
+      const float Mu = Mc == NEG_INF ? 0.f : Mc;
+      const float a = ex2(M - Mu);  // 0 while nothing was seen (M = -inf)
+      L *= a;
+      o.x *= a;
+      o.y *= a;
+      o.z *= a;
+      o.w *= a;
 #pragma unroll
       for (int j = 0; j < CHUNK; ++j) {
-        if (c0 + j < C) {
-          const float w = ml[c0 + j].x;
-          o.x += w * x[j].x;
-          o.y += w * x[j].y;
-          o.z += w * x[j].z;
-          o.w += w * x[j].w;
-        }
+        // weight; 0 for a clamped duplicate or a split that saw no key of this row
+        const float w = c0 + j < C ? ex2(ml[j].x - Mu) : 0.f;
+        L += w * ml[j].y;
+        o.x += w * x[j].x;
+        o.y += w * x[j].y;
+        o.z += w * x[j].z;
+        o.w += w * x[j].w;
       }
+      M = Mc;
     }
     // Without a bias every row sees key 0 (split 0), so L > 0; a row its bias
     // masks entirely gets O = 0.

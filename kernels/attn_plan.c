@@ -21,6 +21,7 @@ unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? PT_ATTN_OCC_D128 : 1); }
 
 int pt_attn_plan_split_div = 1;
+int pt_attn_plan_split_mul = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_pdl = 0;
 int pt_attn_plan_clusters_off = 0;
@@ -126,6 +127,11 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
     if (rows >= 4 && ns > 8) ns = ns / 2 > 8 ? ns / 2 : 8;
     if (units * 3 >= PT_ATTN_PLAN_SMS && (pl->tiles + ns - 1) / ns <= 4) ns = 1;
     if (pt_attn_plan_split_div > 1) ns /= pt_attn_plan_split_div;
+    if (pt_attn_plan_split_mul > 1) {
+      ns *= pt_attn_plan_split_mul;
+      if (ns > max_by_tiles) ns = max_by_tiles;
+      if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
+    }
     if (ns < 1) ns = 1;
   }
   pl->tiles_per_split = (int)((pl->tiles + ns - 1) / ns);

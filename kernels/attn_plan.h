@@ -17,6 +17,9 @@ unsigned pt_attn_plan_smem(int d);
 /* Test-only tuning knob (tests/gpu timing): divides the split count the
  * heuristic picks (fewer, longer splits). Leave at 1 elsewhere. */
 extern int pt_attn_plan_split_div;
+/* Test-only knob: multiplies the workspace path's split count (more, shorter splits, up to
+ * half the tiles and PT_ATTN_MAX_SPLITS). Leave at 1 elsewhere. */
+extern int pt_attn_plan_split_mul;
 /* Test-only knob: the largest split count merged in a cluster (default
  * PT_ATTN_PLAN_CLUSTER, at most PT_ATTN_MAX_CLUSTER; 1 sends every split launch
  * through the workspace). */

@@ -55,6 +55,8 @@ class Lib:
         self.l.pt_test_compare.restype = I
         self.l.pt_test_set_split_div.argtypes = [I]
         self.l.pt_test_set_split_div.restype = None
+        self.l.pt_test_set_split_mul.argtypes = [I]
+        self.l.pt_test_set_split_mul.restype = None
         self.l.pt_test_set_cluster_max.argtypes = [I]
         self.l.pt_test_set_cluster_max.restype = None
         self.l.pt_test_set_bias.argtypes = [P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
@@ -396,6 +398,21 @@ def correctness(lib):
         c.case(1, 1000, 4, 4, D, torch.float16, layout="fa")
     c.case(2, 140, 2, 1, 128, torch.bfloat16, sq=16, causal=True)  # row 0 sees no key of split 1
     c.case(8, 4100, 4, 4, 128, torch.bfloat16, repeat=True, graph=True)
+    # The workspace merge with many splits: several rounds of loads per thread and several
+    # item passes (up to PT_ATTN_MAX_SPLITS splits and 16 rows), masked too.
+    lib.l.pt_test_set_cluster_max(1)
+    try:
+        for mul in (2, 4, 8):
+            lib.l.pt_test_set_split_mul(mul)
+            c.case(1, 32768, 2, 8, 128, torch.bfloat16)
+            c.case(1, 131072, 1, 16, 128, torch.float16)
+            c.case(2, 70000, 1, 1, 64, torch.bfloat16)
+            c.case(1, 32768, 2, 4, 256, torch.bfloat16)
+            masked_case(c, 2, 32768, 2, 8, 128, torch.bfloat16, pad_frac=0.9)
+            masked_case(c, 1, 32768, 1, 16, 128, torch.float16, per_head=True)
+    finally:
+        lib.l.pt_test_set_split_mul(1)
+        lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
     masked_correctness(c)
     compare_tests(lib, c)
     return c
@@ -643,13 +660,15 @@ def masked_timing(lib, out_rows):
     (K/V expanded to the query heads, as HF's repeat_kv gives it) and cuDNN (GQA) on the same
     mask, by graph replay. Floor: the K/V bytes that must be read (unmasked keys, each KV head
     once) at the read bandwidth measured in the same run (the issue's definition). Goals: faster
-    than both at every point; <= 1.2x the floor where the floor is >= 25 us."""
+    than both at every point; <= 1.2x the floor where the floor is >= 25 us. Beside the planned
+    launch, timed interleaved with it: the workspace plan (noclu) and 2x / 4x its splits."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
-        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "pdl", "read")
+        "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "noclu",
+        "read") + " %7s %7s" % ("ws x2", "ws x4")
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -674,13 +693,25 @@ def masked_timing(lib, out_rows):
                 a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse,
                              H, Hk, 1, 1.0 / math.sqrt(D), False)
                 lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+
+                def plan(cmax, mul):  # the planned launch under other plans (captured as planned)
+                    def f(i):
+                        lib.l.pt_test_set_cluster_max(cmax)
+                        lib.l.pt_test_set_split_mul(mul)
+                        try:
+                            lib.decode(a)
+                        finally:
+                            lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+                            lib.l.pt_test_set_split_mul(1)
+                    return f
+                fns = {"pt": plan(CLUSTER_MAX, 1), "noclu": plan(1, 1), "ws2": plan(1, 2),
+                       "ws4": plan(1, 4)}
+                for f in fns.values():  # eager first: the workspace reaches its largest size
+                    f(0)                    # before any graph captures its address
                 try:
-                    lib.decode(a)
-                    res = {"pt": graph_time(lambda i: lib.decode(a))}
-                    lib.l.pt_test_set_pdl(1)  # programmatic dependent launch (experiment)
-                    res["pdl"] = graph_time(lambda i: lib.decode(a))
+                    # interleaved: every plan sees the same card (clocks, heat)
+                    res = graph_times(fns)
                 finally:
-                    lib.l.pt_test_set_pdl(0)
                     lib.l.pt_test_set_bias(None, 0, 0, 0)
                 res["read"] = read_time(2 * Hk * keys * D * 2, 1)
                 ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
@@ -699,7 +730,7 @@ def masked_timing(lib, out_rows):
                 win = all(res["pt"] < x for x in peers)
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
                     B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
-                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["pdl"], res["read"])
+                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["noclu"], res["read"]) + " %7.1f %7.1f" % (res["ws2"], res["ws4"])
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)
@@ -715,7 +746,8 @@ def timeline(lib, out_rows):
     mask, at the latency-bound shapes and a small one; three eager launches each, synchronised,
     the last one counts (the first loads the module)."""
     D, dtype, Hk = 128, torch.bfloat16, 8
-    for B, S in ((1, 1024), (32, 1024), (8, 4096), (1, 32768)):
+    for B, S, masked in ((1, 1024, False), (32, 1024, False), (8, 4096, False), (1, 32768, False),
+                         (1, 1024, True), (8, 4096, True), (32, 1024, True)):
         q = torch.randn(B, Hk, 1, D, device="cuda", dtype=dtype)
         k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
         v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
@@ -723,13 +755,21 @@ def timeline(lib, out_rows):
         lse = torch.empty(B, Hk, 1, device="cuda")
         a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk, Hk, 1,
                      1.0 / math.sqrt(D), False)
-        for rep in range(3):
-            line = "TL shape B=%d KV=%d launch %d" % (B, S, rep)
-            out_rows.append(line)
-            print(line, flush=True)
-            lib.decode(a)
-            torch.cuda.synchronize()
-            sys.stdout.flush()
+        if masked:  # the masked grid's mask: half the rows left-padded by 25% of the keys
+            bias = torch.zeros(B, 1, 1, (S + 7) // 8 * 8, device="cuda", dtype=dtype)[..., :S]
+            for b in range(1, B, 2):
+                bias[b, ..., :S // 4] = float("-inf")
+            lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        try:
+            for rep in range(3):
+                line = "TL shape B=%d KV=%d%s launch %d" % (B, S, " masked" if masked else "", rep)
+                out_rows.append(line)
+                print(line, flush=True)
+                lib.decode(a)
+                torch.cuda.synchronize()
+                sys.stdout.flush()
+        finally:
+            lib.l.pt_test_set_bias(None, 0, 0, 0)
 
 
 def main():

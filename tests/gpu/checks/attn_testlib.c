@@ -155,6 +155,11 @@ __attribute__((visibility("default"))) void pt_test_set_split_div(int div) {
   pt_attn_plan_split_div = div;
 }
 
+/* Timing experiments only: multiply the workspace path's split count by mul (default 1). */
+__attribute__((visibility("default"))) void pt_test_set_split_mul(int mul) {
+  pt_attn_plan_split_mul = mul;
+}
+
 /* Timing and correctness experiments: the largest split count merged in a
  * cluster (1 = every split launch through the workspace). */
 __attribute__((visibility("default"))) void pt_test_set_cluster_max(int n) {
