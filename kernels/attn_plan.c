@@ -68,6 +68,34 @@ const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
+/* Workspace path: split the keys only as far as it takes to fill the GPU
+ * once (two or three CTAs per SM): every extra split costs a partial write
+ * + read and a longer merge in the last CTA. Splits keep at least 2 tiles
+ * (the prologue fetches 2+ tiles at once, so a 1-tile split saves no
+ * latency but doubles the partials). */
+static int64_t workspace_splits(const struct pt_attn_desc *d, const struct pt_attn_plan *pl,
+                                int64_t units, int64_t slots, int64_t max_by_tiles) {
+  int64_t ns = slots / units;
+  if (ns > max_by_tiles) ns = max_by_tiles;
+  if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
+  /* Measured on H200 (run 2, bench/records/2026-11-29-decode-attention-kernel.md): the last CTA's merge
+   * reads ns x rows partial rows from L2 on one SM, so with 4+ rows per KV
+   * head half the splits (but not under 8) is faster; and when the
+   * batch x KV heads alone occupy a third of the SMs and a split would get
+   * <= 4 tiles, the split path's fixed cost (count, merge) outweighs the
+   * extra bandwidth: one split. */
+  const int rows = d->seqlen_q * pl->group;
+  if (rows >= 4 && ns > 8) ns = ns / 2 > 8 ? ns / 2 : 8;
+  if (units * 3 >= PT_ATTN_PLAN_SMS && (pl->tiles + ns - 1) / ns <= 4) ns = 1;
+  if (pt_attn_plan_split_div > 1) ns /= pt_attn_plan_split_div;
+  if (pt_attn_plan_split_mul > 1) {
+    ns *= pt_attn_plan_split_mul;
+    if (ns > max_by_tiles) ns = max_by_tiles;
+    if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
+  }
+  return ns < 1 ? 1 : ns;
+}
+
 void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   const int hd = d->head_dim;
   pl->dkind = hd == 64 ? 0 : (hd == 128 ? 1 : 2);
@@ -108,31 +136,30 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
     }
   }
 
-  /* Workspace path: split the keys only as far as it takes to fill the GPU
-   * once (two or three CTAs per SM): every extra split costs a partial write
-   * + read and a longer merge in the last CTA. Splits keep at least 2 tiles
-   * (the prologue fetches 2+ tiles at once, so a 1-tile split saves no
-   * latency but doubles the partials). */
-  if (!clustered && units <= PT_ATTN_MAX_COUNTERS && units < slots) {
-    ns = slots / units;
-    if (ns > max_by_tiles) ns = max_by_tiles;
-    if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
-    /* Measured on H200 (run 2, bench/records/2026-11-29-decode-attention-kernel.md): the last CTA's merge
-     * reads ns x rows partial rows from L2 on one SM, so with 4+ rows per KV
-     * head half the splits (but not under 8) is faster; and when the
-     * batch x KV heads alone occupy a third of the SMs and a split would get
-     * <= 4 tiles, the split path's fixed cost (count, merge) outweighs the
-     * extra bandwidth: one split. */
-    const int rows = d->seqlen_q * pl->group;
-    if (rows >= 4 && ns > 8) ns = ns / 2 > 8 ? ns / 2 : 8;
-    if (units * 3 >= PT_ATTN_PLAN_SMS && (pl->tiles + ns - 1) / ns <= 4) ns = 1;
-    if (pt_attn_plan_split_div > 1) ns /= pt_attn_plan_split_div;
-    if (pt_attn_plan_split_mul > 1) {
-      ns *= pt_attn_plan_split_mul;
-      if (ns > max_by_tiles) ns = max_by_tiles;
-      if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
+  if (!clustered && units <= PT_ATTN_MAX_COUNTERS && units < slots)
+    ns = workspace_splits(d, pl, units, slots, max_by_tiles);
+
+  /* Masked launches with long splits: twice the workspace path's splits,
+   * more CTAs than one wave holds. A mask leaves the units uneven (under
+   * left padding the CTAs of padded rows have fewer keys): in one wave their
+   * SMs go idle while the others still stream, and more, shorter CTAs let the
+   * hardware refill them. It pays only when a CTA is long enough to cover its
+   * own start and merge: from PT_ATTN_MASKED_LONG_TILES tiles per split on.
+   * Measured on H200 (bench/records/2026-12-02-decode-tail.md, calls 4 and 11,
+   * half the rows padded by 25 %): B8 KV32k 237-239 us on the cluster plan,
+   * 224-229 so; B32 KV32k 878-892 -> 868-884; shorter splits lose (B32 KV4k
+   * 116.6 -> 118.9, B8 KV4k 36.6 -> 38.5 us). The split test knobs, when
+   * set, plan instead. */
+  if (d->bias && units <= PT_ATTN_MAX_COUNTERS && pt_attn_plan_split_mul <= 1 &&
+      pt_attn_plan_split_div <= 1 && (pl->tiles + ns - 1) / ns >= PT_ATTN_MASKED_LONG_TILES) {
+    int64_t w = units < slots ? workspace_splits(d, pl, units, slots, max_by_tiles) : 1;
+    w *= 2;
+    if (w > max_by_tiles) w = max_by_tiles;
+    if (w > PT_ATTN_MAX_SPLITS) w = PT_ATTN_MAX_SPLITS;
+    if (w > 1) {
+      ns = w;
+      clustered = 0;
     }
-    if (ns < 1) ns = 1;
   }
   pl->tiles_per_split = (int)((pl->tiles + ns - 1) / ns);
   pl->nsplit = (pl->tiles + pl->tiles_per_split - 1) / pl->tiles_per_split;

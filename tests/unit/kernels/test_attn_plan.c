@@ -238,6 +238,60 @@ static void test_plan_fills_gpu(void **state) {
   assert_int_equal(pl.cluster, 1);
 }
 
+/* A mask (bias) with long splits: twice the workspace path's splits, no
+ * cluster (the padded rows' CTAs finish early; more CTAs than one wave let
+ * the hardware refill their SMs). Short splits and unmasked launches keep
+ * their plans, and so does a launch under the split test knobs. */
+static struct pt_attn_desc masked(struct pt_attn_desc d) {
+  d.bias = FAKE(0x60000);
+  d.bias_batch_stride = d.seqlen_k + 8 - d.seqlen_k % 8;
+  return d;
+}
+static void test_plan_masked_long(void **state) {
+  (void)state;
+  struct pt_attn_plan pl;
+  struct pt_attn_desc d = hf_desc(8, 8, 8, 32768, 128);
+  pt_attn_plan_make(&d, &pl);                     /* unmasked: 64 units x 2, cluster */
+  assert_int_equal(pl.nsplit, 2);
+  assert_int_equal(pl.cluster, 2);
+  d = masked(d);
+  assert_null(pt_attn_plan_check(&d));
+  pt_attn_plan_make(&d, &pl);                     /* masked: 264 / 64 = 4 splits, x 2 */
+  assert_int_equal(pl.nsplit, 8);
+  assert_int_equal(pl.cluster, 1);
+  assert_int_equal(pl.tiles_per_split, 64);
+  assert_true(pl.ws_bytes > PT_ATTN_WS_COUNTER_BYTES);
+  assert_int_equal(pt_attn_decode_workspace_bytes(&d), pl.ws_bytes);
+  d = masked(hf_desc(32, 8, 8, 32768, 128));      /* 256 units, one split each unmasked */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 2);
+  assert_int_equal(pl.cluster, 1);
+  d = masked(hf_desc(64, 8, 8, 32768, 128));      /* 512 units, past one wave already */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 2);
+  d = masked(hf_desc(8, 8, 8, 4096, 128));        /* 32 tiles per split: cluster kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 2);
+  assert_int_equal(pl.cluster, 2);
+  d = masked(hf_desc(32, 8, 8, 4096, 128));       /* 64 tiles: one split kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 1);
+  d = masked(hf_desc(1, 8, 8, 32768, 128));       /* 32 splits of 16 tiles: kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 32);
+  d = masked(hf_desc(2048, 8, 8, 32768, 128));    /* more units than counters: kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 1);
+  assert_int_equal(pl.ws_bytes, 0);
+  d = masked(hf_desc(8, 8, 8, 32768, 128));       /* a split knob set: the knob plans */
+  pt_attn_plan_cluster_max = 1;
+  pt_attn_plan_split_mul = 4;
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_split_mul = 1;
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  assert_int_equal(pl.nsplit, 16);
+}
+
 /* The cluster knob: at 1 every split launch uses the workspace (the plan of
  * the workspace path: 2 CTAs per SM). */
 static void test_plan_cluster_knob(void **state) {
@@ -303,6 +357,7 @@ int main(void) {
     cmocka_unit_test(test_plan_sweep),
     cmocka_unit_test(test_plan_fills_gpu),
     cmocka_unit_test(test_plan_cluster_knob),
+    cmocka_unit_test(test_plan_masked_long),
 #ifdef PT_ATTN_HAVE_FATBIN
     cmocka_unit_test(test_fatbin_embedded),
 #endif
