@@ -35,9 +35,9 @@ extern "C" {
 #define PT_ATTN_MAX_CLUSTER 16
 #define PT_ATTN_PORTABLE_CLUSTER 8
 #define PT_ATTN_PLAN_CLUSTER 8
-/* Masked launches whose splits would hold at least this many tiles (8192
- * keys) take twice the workspace path's splits (kernels/attn_plan.c). */
-#define PT_ATTN_MASKED_LONG_TILES 128
+/* A masked launch takes twice the workspace path's splits when each split
+ * still holds at least this many tiles (4096 keys; kernels/attn_plan.c). */
+#define PT_ATTN_MASKED_LONG_TILES 64
 /* Multiprocessors the split heuristic plans for (H100/H200). Only speed
  * depends on it; a fixed value keeps the workspace size a pure function of
  * the descriptor. */

@@ -85,7 +85,7 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
 
   // (m, l) of every split and row -> shared memory, then per-row weights.
   const int nml = ns * rows;
-#pragma unroll 1
+#pragma unroll 4  // 4 loads in flight: ns * rows reaches 4096 (256 splits x 16 rows)
   for (int i = tid; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
   __syncthreads();
 #pragma unroll 1

@@ -143,24 +143,29 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
    * more CTAs than one wave holds. A mask leaves the units uneven (under
    * left padding the CTAs of padded rows have fewer keys): in one wave their
    * SMs go idle while the others still stream, and more, shorter CTAs let the
-   * hardware refill them. It pays only when a CTA is long enough to cover its
-   * own start and merge: from PT_ATTN_MASKED_LONG_TILES tiles per split on.
-   * Measured on H200 (bench/records/2026-12-02-decode-tail.md, calls 4 and 11,
-   * half the rows padded by 25 %): B8 KV32k 237-239 us on the cluster plan,
-   * 224-229 so; B32 KV32k 878-892 -> 868-884; shorter splits lose (B32 KV4k
-   * 116.6 -> 118.9, B8 KV4k 36.6 -> 38.5 us). The split test knobs, when
-   * set, plan instead. */
-  if (d->bias && units <= PT_ATTN_MAX_COUNTERS && pt_attn_plan_split_mul <= 1 &&
-      pt_attn_plan_split_div <= 1 && (pl->tiles + ns - 1) / ns >= PT_ATTN_MASKED_LONG_TILES) {
-    int64_t w = units < slots ? workspace_splits(d, pl, units, slots, max_by_tiles) : 1;
-    w *= 2;
+   * hardware refill them. It pays only when each CTA stays long enough to
+   * cover its own start and merge: PT_ATTN_MASKED_LONG_TILES tiles or more.
+   * Measured on H200 (bench/records/2026-12-02-decode-tail.md, calls 4, 11,
+   * 12, half the rows padded by 25 %): B8 KV32k (CTAs of 64 tiles) 237-239 us
+   * on the cluster plan, 223-230 so; B32 KV32k (256 tiles) 878-894 -> 868-899;
+   * with CTAs of 32 tiles it loses (B32 KV4k 116.6 -> 118.9 us) and of 8
+   * (B8 KV4k 36.6 -> 38.5). Only where one wave was the plan (units below
+   * the CTA slots): grids of more units already refill their SMs, and were
+   * not measured. The split test knobs, when set, plan instead. A launch
+   * under CUDA-graph capture needs the workspace this plan asks for to exist
+   * already (a spare from an eager launch, hooks/flash_ws.c), or it keeps
+   * torch's kernel. */
+  if (d->bias && units < slots && units <= PT_ATTN_MAX_COUNTERS && pt_attn_plan_split_mul <= 1 &&
+      pt_attn_plan_split_div <= 1) {
+    int64_t w = 2 * workspace_splits(d, pl, units, slots, max_by_tiles);
     if (w > max_by_tiles) w = max_by_tiles;
     if (w > PT_ATTN_MAX_SPLITS) w = PT_ATTN_MAX_SPLITS;
-    if (w > 1) {
+    if (w > ns && (pl->tiles + w - 1) / w >= PT_ATTN_MASKED_LONG_TILES) {
       ns = w;
       clustered = 0;
     }
   }
+
   pl->tiles_per_split = (int)((pl->tiles + ns - 1) / ns);
   pl->nsplit = (pl->tiles + pl->tiles_per_split - 1) / pl->tiles_per_split;
   /* The cluster is all the splits (rounding the tiles may have left fewer

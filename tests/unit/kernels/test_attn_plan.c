@@ -240,8 +240,9 @@ static void test_plan_fills_gpu(void **state) {
 
 /* A mask (bias) with long splits: twice the workspace path's splits, no
  * cluster (the padded rows' CTAs finish early; more CTAs than one wave let
- * the hardware refill their SMs). Short splits and unmasked launches keep
- * their plans, and so does a launch under the split test knobs. */
+ * the hardware refill their SMs), when each split still holds 64 tiles or
+ * more. Shorter splits and unmasked launches keep their plans, and so does a
+ * launch under the split test knobs. */
 static struct pt_attn_desc masked(struct pt_attn_desc d) {
   d.bias = FAKE(0x60000);
   d.bias_batch_stride = d.seqlen_k + 8 - d.seqlen_k % 8;
@@ -266,9 +267,26 @@ static void test_plan_masked_long(void **state) {
   pt_attn_plan_make(&d, &pl);
   assert_int_equal(pl.nsplit, 2);
   assert_int_equal(pl.cluster, 1);
-  d = masked(hf_desc(64, 8, 8, 32768, 128));      /* 512 units, past one wave already */
+  d = masked(hf_desc(64, 8, 8, 32768, 128));      /* 512 units, past one wave: kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 1);
+  d = masked(hf_desc(8, 64, 8, 32768, 128));      /* 8 rows per KV head: 4 splits x 2 */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 8);
+  assert_int_equal(pl.cluster, 1);
+  d = masked(hf_desc(8, 8, 8, 32768, 128));       /* clusters off: the same plan */
+  pt_attn_plan_cluster_max = 1;
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  assert_int_equal(pl.nsplit, 8);
+  d = masked(hf_desc(1, 1, 1, 1 << 20, 128));     /* the split cap */
+  pt_attn_plan_make(&d, &pl);
+  assert_true(pl.nsplit <= PT_ATTN_MAX_SPLITS);
+  assert_true(pl.tiles_per_split >= PT_ATTN_MASKED_LONG_TILES);
+  d = masked(hf_desc(8, 8, 8, 16384, 128));       /* 8 splits would hold 32 tiles: kept */
   pt_attn_plan_make(&d, &pl);
   assert_int_equal(pl.nsplit, 2);
+  assert_int_equal(pl.cluster, 2);
   d = masked(hf_desc(8, 8, 8, 4096, 128));        /* 32 tiles per split: cluster kept */
   pt_attn_plan_make(&d, &pl);
   assert_int_equal(pl.nsplit, 2);
