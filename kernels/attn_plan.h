@@ -18,7 +18,9 @@ unsigned pt_attn_plan_smem(int d);
  * heuristic picks (fewer, longer splits). Leave at 1 elsewhere. */
 extern int pt_attn_plan_split_div;
 /* Test-only knob: multiplies the workspace path's split count (more, shorter splits, up to
- * half the tiles and PT_ATTN_MAX_SPLITS). Leave at 1 elsewhere. */
+ * half the tiles and PT_ATTN_MAX_SPLITS). It acts only where that path plans: not on a
+ * cluster plan (set pt_attn_plan_cluster_max to 1 with it) nor when the units alone fill the
+ * CTA slots. Leave at 1 elsewhere. */
 extern int pt_attn_plan_split_mul;
 /* Test-only knob: the largest split count merged in a cluster (default
  * PT_ATTN_PLAN_CLUSTER, at most PT_ATTN_MAX_CLUSTER; 1 sends every split launch
