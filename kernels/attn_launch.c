@@ -156,48 +156,40 @@ static CUresult pt_attn_load_in_ctx(CUcontext ctx, struct pt_attn_module *m,
   return r;
 }
 
-#ifdef PT_ATTN_HAVE_PREFILL_FATBIN
-/* The published module entry of the stream's context, or NULL: a lookup
- * without a lock that never loads anything. */
-static struct pt_attn_module *pt_attn_module_find(CUstream stream) {
-  if (!pt_attn_drv->cuCtxGetCurrent) return NULL;
-  CUcontext ctx = NULL;
-  CUresult r = pt_attn_drv->cuStreamGetCtx ? pt_attn_drv->cuStreamGetCtx(stream, &ctx)
-                                          : pt_attn_drv->cuCtxGetCurrent(&ctx);
-  if (r != CUDA_SUCCESS || !ctx) return NULL;
+/* The stream's context (the current one when the driver cannot say). */
+static CUresult pt_attn_stream_ctx(CUstream stream, CUcontext *ctx) {
+  *ctx = NULL;
+  CUresult r = pt_attn_drv->cuStreamGetCtx ? pt_attn_drv->cuStreamGetCtx(stream, ctx)
+                                          : pt_attn_drv->cuCtxGetCurrent(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* The published module entry of ctx, or NULL: a lookup without a lock that
+ * never loads anything. */
+static struct pt_attn_module *pt_attn_module_published(CUcontext ctx) {
   const int n = atomic_load_explicit(&pt_attn_nmods, memory_order_acquire);
   for (int i = 0; i < n; ++i)
     if (pt_attn_mods[i].ctx == ctx) return &pt_attn_mods[i];
   return NULL;
 }
-#endif
 
-/* The module of the stream's context, loading it on first use. */
-static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out) {
-  if (!pt_attn_drv->cuLaunchKernel || !pt_attn_drv->cuCtxGetCurrent) return CUDA_ERROR_NOT_INITIALIZED;
-  CUcontext ctx = NULL;
-  CUresult r = pt_attn_drv->cuStreamGetCtx ? pt_attn_drv->cuStreamGetCtx(stream, &ctx)
-                                          : pt_attn_drv->cuCtxGetCurrent(&ctx);
-  if (r != CUDA_SUCCESS) return r;
-  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
-
-  int n = atomic_load_explicit(&pt_attn_nmods, memory_order_acquire);
-  for (int i = 0; i < n; ++i) {
-    if (pt_attn_mods[i].ctx == ctx) {
-      *out = &pt_attn_mods[i];
-      return pt_attn_mods[i].status;
-    }
+/* The module of ctx (the context of stream), loading it on first use. */
+static CUresult pt_attn_module_in(CUcontext ctx, CUstream stream, struct pt_attn_module **out) {
+  struct pt_attn_module *known = pt_attn_module_published(ctx);
+  if (known) {
+    *out = known;
+    return known->status;
   }
 
   pthread_mutex_lock(&pt_attn_mods_lock);
-  n = atomic_load_explicit(&pt_attn_nmods, memory_order_relaxed);
-  for (int i = 0; i < n; ++i) {
-    if (pt_attn_mods[i].ctx == ctx) {
-      pthread_mutex_unlock(&pt_attn_mods_lock);
-      *out = &pt_attn_mods[i];
-      return pt_attn_mods[i].status;
-    }
+  known = pt_attn_module_published(ctx);
+  if (known) {
+    pthread_mutex_unlock(&pt_attn_mods_lock);
+    *out = known;
+    return known->status;
   }
+  const int n = atomic_load_explicit(&pt_attn_nmods, memory_order_relaxed);
   if (n == PT_ATTN_MAX_CTX) {
     pthread_mutex_unlock(&pt_attn_mods_lock);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -216,6 +208,14 @@ static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out)
   pthread_mutex_unlock(&pt_attn_mods_lock);
   *out = m;
   return status;
+}
+
+/* The module of the stream's context, loading it on first use. */
+static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out) {
+  if (!pt_attn_drv->cuLaunchKernel || !pt_attn_drv->cuCtxGetCurrent) return CUDA_ERROR_NOT_INITIALIZED;
+  CUcontext ctx;
+  const CUresult r = pt_attn_stream_ctx(stream, &ctx);
+  return r != CUDA_SUCCESS ? r : pt_attn_module_in(ctx, stream, out);
 }
 
 /* ---- the prefill module --------------------------------------------------- */
@@ -277,15 +277,17 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
    * it captures). Until then, refuse without trying. The decode module keeps
    * its older rule (it may load under capture and is retried on failure),
    * which the GPU checks have exercised. */
-  struct pt_attn_module *known = pt_attn_module_find(stream);
-  if ((!known || atomic_load_explicit(&known->pf_state, memory_order_acquire) == 0) &&
-      pt_attn_capturing(stream))
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  struct pt_attn_module *m;
-  CUresult r = pt_attn_module_for(stream, &m);
-  if (r != CUDA_SUCCESS) return r;
-  int st = atomic_load_explicit(&m->pf_state, memory_order_acquire);
+  CUcontext ctx = NULL;
+  const CUresult cr = pt_attn_drv->cuCtxGetCurrent ? pt_attn_stream_ctx(stream, &ctx)
+                                                   : CUDA_ERROR_NOT_INITIALIZED;
+  struct pt_attn_module *m = cr == CUDA_SUCCESS ? pt_attn_module_published(ctx) : NULL;
+  int st = m ? atomic_load_explicit(&m->pf_state, memory_order_acquire) : 0;
   if (st == 0) {
+    if (pt_attn_capturing(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!pt_attn_drv->cuLaunchKernel || !pt_attn_drv->cuCtxGetCurrent) return CUDA_ERROR_NOT_INITIALIZED;
+    if (cr != CUDA_SUCCESS) return cr;
+    const CUresult r = pt_attn_module_in(ctx, stream, &m);
+    if (r != CUDA_SUCCESS) return r;
     /* Not under capture (checked above): a failed load is remembered. */
     pthread_mutex_lock(&pt_attn_mods_lock);
     if (atomic_load_explicit(&m->pf_state, memory_order_relaxed) == 0) {
