@@ -26,9 +26,6 @@ int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_pdl = 0;
 int pt_attn_plan_clusters_off = 0;
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-static int mult8(int64_t s) { return (s & 7) == 0; }
-static int contiguous(int64_t s) { return s == 0 || s == 1; }
 
 const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
   if (!d) return "no descriptor";
@@ -45,28 +42,38 @@ const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
   if (d->causal && d->seqlen_q > d->seqlen_k) return "causal with seqlen_q > seqlen_k";
   if (!(d->scale == d->scale) || isinf(d->scale)) return "scale not finite";
   if (!d->q || !d->k || !d->v || !d->o) return "null pointer";
-  if (!contiguous(d->q_dim_stride) || !contiguous(d->k_dim_stride) ||
-      !contiguous(d->v_dim_stride) || !contiguous(d->o_dim_stride))
+  if (!pt_attn_contiguous(d->q_dim_stride) || !pt_attn_contiguous(d->k_dim_stride) ||
+      !pt_attn_contiguous(d->v_dim_stride) || !pt_attn_contiguous(d->o_dim_stride))
     return "last dim not contiguous";
-  if (!aligned16(d->q) || !aligned16(d->k) || !aligned16(d->v) || !aligned16(d->o) ||
-      ((uintptr_t)d->lse & 3u))
+  if (!pt_attn_aligned16(d->q) || !pt_attn_aligned16(d->k) || !pt_attn_aligned16(d->v) ||
+      !pt_attn_aligned16(d->o) || ((uintptr_t)d->lse & 3u))
     return "misaligned pointer";
-  if (!mult8(d->q_batch_stride) || !mult8(d->q_row_stride) || !mult8(d->q_head_stride) ||
-      !mult8(d->k_batch_stride) || !mult8(d->k_row_stride) || !mult8(d->k_head_stride) ||
-      !mult8(d->v_batch_stride) || !mult8(d->v_row_stride) || !mult8(d->v_head_stride) ||
-      !mult8(d->o_batch_stride) || !mult8(d->o_row_stride) || !mult8(d->o_head_stride))
+  if (!pt_attn_mult8(d->q_batch_stride) || !pt_attn_mult8(d->q_row_stride) ||
+      !pt_attn_mult8(d->q_head_stride) || !pt_attn_mult8(d->k_batch_stride) ||
+      !pt_attn_mult8(d->k_row_stride) || !pt_attn_mult8(d->k_head_stride) ||
+      !pt_attn_mult8(d->v_batch_stride) || !pt_attn_mult8(d->v_row_stride) ||
+      !pt_attn_mult8(d->v_head_stride) || !pt_attn_mult8(d->o_batch_stride) ||
+      !pt_attn_mult8(d->o_row_stride) || !pt_attn_mult8(d->o_head_stride))
     return "stride not a multiple of 8";
   /* The kernel copies the bias 8 keys (16 bytes) at a time into shared
    * memory, next to the K/V tiles. A stride along a dimension of extent 1 is
    * never applied (torch checks the same way), so only the others count. */
-  if (d->bias && (!aligned16(d->bias) || (d->b > 1 && !mult8(d->bias_batch_stride)) ||
-                  (d->h > 1 && !mult8(d->bias_head_stride)) ||
-                  (d->seqlen_q > 1 && !mult8(d->bias_row_stride))))
+  if (d->bias && (!pt_attn_aligned16(d->bias) ||
+                  (d->b > 1 && !pt_attn_mult8(d->bias_batch_stride)) ||
+                  (d->h > 1 && !pt_attn_mult8(d->bias_head_stride)) ||
+                  (d->seqlen_q > 1 && !pt_attn_mult8(d->bias_row_stride))))
     return "bias not 16-byte aligned";
   return NULL;
 }
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+/* A split count within what the kernel takes: splits of at least 2 tiles
+ * (max_by_tiles), at most PT_ATTN_MAX_SPLITS. */
+static int64_t cap_splits(int64_t ns, int64_t max_by_tiles) {
+  if (ns > max_by_tiles) ns = max_by_tiles;
+  return ns > PT_ATTN_MAX_SPLITS ? PT_ATTN_MAX_SPLITS : ns;
+}
 
 /* Workspace path: split the keys only as far as it takes to fill the GPU
  * once (two or three CTAs per SM): every extra split costs a partial write
@@ -75,9 +82,7 @@ static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
  * latency but doubles the partials). */
 static int64_t workspace_splits(const struct pt_attn_desc *d, const struct pt_attn_plan *pl,
                                 int64_t units, int64_t slots, int64_t max_by_tiles) {
-  int64_t ns = slots / units;
-  if (ns > max_by_tiles) ns = max_by_tiles;
-  if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
+  int64_t ns = cap_splits(slots / units, max_by_tiles);
   /* Measured on H200 (run 2, bench/records/2026-11-29-decode-attention-kernel.md): the last CTA's merge
    * reads ns x rows partial rows from L2 on one SM, so with 4+ rows per KV
    * head half the splits (but not under 8) is faster; and when the
@@ -88,11 +93,7 @@ static int64_t workspace_splits(const struct pt_attn_desc *d, const struct pt_at
   if (rows >= 4 && ns > 8) ns = ns / 2 > 8 ? ns / 2 : 8;
   if (units * 3 >= PT_ATTN_PLAN_SMS && (pl->tiles + ns - 1) / ns <= 4) ns = 1;
   if (pt_attn_plan_split_div > 1) ns /= pt_attn_plan_split_div;
-  if (pt_attn_plan_split_mul > 1) {
-    ns *= pt_attn_plan_split_mul;
-    if (ns > max_by_tiles) ns = max_by_tiles;
-    if (ns > PT_ATTN_MAX_SPLITS) ns = PT_ATTN_MAX_SPLITS;
-  }
+  if (pt_attn_plan_split_mul > 1) ns = cap_splits(ns * pt_attn_plan_split_mul, max_by_tiles);
   return ns < 1 ? 1 : ns;
 }
 
@@ -157,9 +158,8 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
    * torch's kernel. */
   if (d->bias && units < slots && units <= PT_ATTN_MAX_COUNTERS && pt_attn_plan_split_mul <= 1 &&
       pt_attn_plan_split_div <= 1) {
-    int64_t w = 2 * workspace_splits(d, pl, units, slots, max_by_tiles);
-    if (w > max_by_tiles) w = max_by_tiles;
-    if (w > PT_ATTN_MAX_SPLITS) w = PT_ATTN_MAX_SPLITS;
+    const int64_t w =
+        cap_splits(2 * workspace_splits(d, pl, units, slots, max_by_tiles), max_by_tiles);
     if (w > ns && (pl->tiles + w - 1) / w >= PT_ATTN_MASKED_LONG_TILES) {
       ns = w;
       clustered = 0;

@@ -3,8 +3,16 @@
  * tested on the CPU. */
 #ifndef PT_ATTN_PLAN_H
 #define PT_ATTN_PLAN_H
+#include <stdint.h>
+
 #include "kernels/attn.h"
 #include "kernels/attn_kparams.h"
+
+/* Descriptor predicates of the decode check, shared with the prefill one
+ * (kernels/attn_prefill_launch.c). */
+static inline int pt_attn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static inline int pt_attn_mult8(int64_t s) { return (s & 7) == 0; }
+static inline int pt_attn_contiguous(int64_t s) { return s == 0 || s == 1; }
 
 /* The shape/layout checks of pt_attn_decode_supported, without the "are the
  * kernels built" check: NULL or a static reason. */

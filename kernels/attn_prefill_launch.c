@@ -11,6 +11,7 @@
 
 #include "kernels/attn.h"
 #include "kernels/attn_module.h"
+#include "kernels/attn_plan.h"
 #include "kernels/attn_prefill.h"
 
 /* The kernel's parameter block is laid out by nvcc from the same header: the
@@ -23,11 +24,8 @@ _Static_assert(offsetof(struct pt_prefill_kparams, o) == 3 * sizeof(CUtensorMap)
  * experiment of the test library (tests/gpu/checks/prefill.sh) only. */
 _Static_assert(!PT_PREFILL_PERSISTENT, "the shim's prefill launch assumes the non-persistent grid");
 
-static int pf_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* TMA global strides: positive multiples of 16 bytes (8 elements), under 2^40 bytes. */
-static int pf_tma_stride(int64_t s) { return s > 0 && (s & 7) == 0 && s < ((int64_t)1 << 38); }
-static int pf_mult8(int64_t s) { return (s & 7) == 0; }
-static int pf_contiguous(int64_t s) { return s == 0 || s == 1; }
+static inline int pf_tma_stride(int64_t s) { return s > 0 && pt_attn_mult8(s) && s < ((int64_t)1 << 38); }
 
 const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
 #ifndef PT_ATTN_HAVE_PREFILL_FATBIN
@@ -45,10 +43,11 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
   if (!(d->scale == d->scale) || isinf(d->scale)) return "scale not finite";
   if (d->bias) return "attention bias (prefill)";
   if (!d->q || !d->k || !d->v || !d->o) return "null pointer";
-  if (!pf_contiguous(d->q_dim_stride) || !pf_contiguous(d->k_dim_stride) ||
-      !pf_contiguous(d->v_dim_stride) || !pf_contiguous(d->o_dim_stride))
+  if (!pt_attn_contiguous(d->q_dim_stride) || !pt_attn_contiguous(d->k_dim_stride) ||
+      !pt_attn_contiguous(d->v_dim_stride) || !pt_attn_contiguous(d->o_dim_stride))
     return "last dim not contiguous";
-  if (!pf_aligned16(d->q) || !pf_aligned16(d->k) || !pf_aligned16(d->v) || !pf_aligned16(d->o))
+  if (!pt_attn_aligned16(d->q) || !pt_attn_aligned16(d->k) || !pt_attn_aligned16(d->v) ||
+      !pt_attn_aligned16(d->o))
     return "misaligned pointer";
   if (!pf_tma_stride(d->q_batch_stride) || !pf_tma_stride(d->q_row_stride) ||
       !pf_tma_stride(d->q_head_stride) || !pf_tma_stride(d->k_batch_stride) ||
@@ -56,7 +55,8 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
       !pf_tma_stride(d->v_batch_stride) || !pf_tma_stride(d->v_row_stride) ||
       !pf_tma_stride(d->v_head_stride))
     return "prefill q/k/v stride not a positive multiple of 8";
-  if (!pf_mult8(d->o_batch_stride) || !pf_mult8(d->o_row_stride) || !pf_mult8(d->o_head_stride))
+  if (!pt_attn_mult8(d->o_batch_stride) || !pt_attn_mult8(d->o_row_stride) ||
+      !pt_attn_mult8(d->o_head_stride))
     return "stride not a multiple of 8";
   const long long m_blocks = (d->seqlen_q + PT_PREFILL_BM(d->head_dim) - 1) / PT_PREFILL_BM(d->head_dim);
   if (m_blocks * d->h * d->b > INT_MAX) return "too many tiles";
