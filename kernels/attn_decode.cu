@@ -230,6 +230,28 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int split = blockIdx.x, kh = blockIdx.y, bi = blockIdx.z;
   const int group = p.group, rows = p.rows;
 
+  // Q's rows first, into registers: issued after the K/V prologue they would queue behind it
+  // (at B = 32, 1k keys, 16 MiB of prologue held Q back 4.5 us and the first tile with it), and
+  // before the bias scan they cost nothing extra. Chunk c = tid + j * NT (16 bytes) is row c / CH:
+  // query position r / group of head kh * group + r % group; zero rows pad to 16. Stored to
+  // shared memory after the prologue. Measured with the L2 policy below: 0.8-1.4 us off the
+  // latency-bound launches (bench/records/2026-12-02-decode-balance.md).
+  constexpr int QCH = (16 * CH + NT - 1) / NT;
+  uint4 qreg[QCH];
+#pragma unroll
+  for (int j = 0; j < QCH; ++j) {
+    const int c = tid + j * NT, r = c / CH, ch = c % CH;
+    qreg[j] = make_uint4(0, 0, 0, 0);
+    if (c < 16 * CH && r < rows) {
+      const int i = r / group, hh = kh * group + r % group;
+      qreg[j] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.q) + bi * p.q_bs + i * p.q_rs +
+                                                 hh * p.q_hs + ch * 8);
+    }
+  }
+  // K/V are read once: copied with an L2 evict_first policy, so that the stream does not push
+  // out what is read again (the bias, the workspace partials, the merge's code).
+  const uint64_t kv_policy = l2_evict_first();
+
   int key_begin = split * p.tiles_per_split * BK;
   int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
 
@@ -237,7 +259,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int nb = p.bias_rows;
   T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
-  if (nb) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
+  if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
   PT_TL(1);
   const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;
 
@@ -258,8 +280,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       const bool ok = key < key_end;
       const int64_t kk = ok ? key : key_begin;  // always a valid address
       const int off = swz<D>(row, ld_ch);
-      cp_async16(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0);
-      cp_async16(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0);
+      cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
+      cp_async16_policy(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0, kv_policy);
     }
     // The tile's bias, 8 keys per copy, in the same commit group: read next
     // to the K/V tile with no global load in the loop. The chunk holding sk
@@ -283,26 +305,18 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     }
   };
 
-  // Prologue: NST-1 tiles in flight before Q is even touched.
+  // Prologue: NST-1 tiles in flight.
 #pragma unroll
   for (int s = 0; s < NST - 1; ++s) {
     if (s < ntiles) load_tile(s, s);
     cp_async_commit();
   }
 
-  // Q rows -> shared memory (zero rows pad to 16). Row r is query position
-  // r / group of head kh * group + r % group.
-  {
-    const T *const qb = static_cast<const T *>(p.q) + bi * p.q_bs;
-    for (int c = tid; c < 16 * CH; c += NT) {
-      const int r = c / CH, ch = c % CH;
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (r < rows) {
-        const int i = r / group, hh = kh * group + r % group;
-        val = *reinterpret_cast<const uint4 *>(qb + i * p.q_rs + hh * p.q_hs + ch * 8);
-      }
-      *reinterpret_cast<uint4 *>(sQ + swz<D>(r, ch)) = val;
-    }
+  // Q rows -> shared memory (loaded before the scan, above).
+#pragma unroll
+  for (int j = 0; j < QCH; ++j) {
+    const int c = tid + j * NT;
+    if (c < 16 * CH) *reinterpret_cast<uint4 *>(sQ + swz<D>(c / CH, c % CH)) = qreg[j];
   }
   __syncthreads();
   PT_TL(2);
@@ -347,6 +361,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     }
     const int kw0 = key_begin + it * BK + warp * 16;
     if (kw0 >= key_end) continue;  // warp-uniform: this warp's 16 keys are all past the split
+    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;  // diagnostic: the stream alone
     const T *const tK = sKV + (it % NST) * 2 * TILE;
     const T *const tV = tK + TILE;
 
@@ -426,6 +441,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   cp_async_wait<0>();
   __syncthreads();  // the K/V ring is reused below
   PT_TL(4);
+  if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;  // diagnostic: no epilogue
 
   // Row sums were kept per thread: add the 4 lanes of each row.
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);

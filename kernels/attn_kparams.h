@@ -75,6 +75,20 @@ struct pt_attn_kparams {
   int pdl;               /* launched with programmatic dependent launch (pt_attn_plan_pdl) */
 };
 
+/* Compile-time diagnostics of the decode kernel (tests/gpu timing builds only: ATTN_VARIANTS in
+ * tests/gpu/checks/attn.sh, e.g. -DPT_ATTN_EXP=8). Production builds leave PT_ATTN_EXP at 0 and
+ * compile none of them. NOCOMPUTE streams the tiles through the ring and computes nothing;
+ * NOMERGE leaves after the loop (no warp merge, no split merge, no output; ptxas then drops the
+ * loop's math as well, so it times the stream and the ring alone); both give wrong results and
+ * say where the time goes. NOSCAN skips the key-range narrowing under a bias (every key read, the
+ * bias still applied: same results). */
+#ifndef PT_ATTN_EXP
+#define PT_ATTN_EXP 0
+#endif
+#define PT_ATTN_EXP_NOCOMPUTE 8
+#define PT_ATTN_EXP_NOMERGE 16
+#define PT_ATTN_EXP_NOSCAN 32
+
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {
   const void *ref_o;

@@ -10,7 +10,7 @@
 //    (.aligned); addresses passed to cluster_map / ld_cluster_* are shared
 //    addresses (smem_u32) of a variable at the same offset in every CTA, and
 //    that CTA has not left (bracket the reads with cluster_sync).
-//  - cp_async16: dst 16-byte aligned shared address, src 16-byte aligned and
+//  - cp_async16 / cp_async16_policy: dst 16-byte aligned shared address, src 16-byte aligned and
 //    valid even when src_bytes is 0 (then the 16 bytes are zero-filled).
 //  - ldsm_x4 / ldsm_x4_t / dt<T>::mma: all 32 lanes of the warp, converged;
 //    ldmatrix row addresses 16-byte aligned.
@@ -70,6 +70,17 @@ static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src,
   // .cg: stream through L2 only; src_bytes 0 zero-fills (keys past the split).
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
+}
+// An L2 policy that evicts the lines it tags first (data read once), and cp_async16 with it.
+static __device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+static __device__ __forceinline__ void cp_async16_policy(uint32_t dst, const void *src, int src_bytes,
+                                                         uint64_t pol) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes), "l"(pol));
 }
 static __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -10,6 +10,10 @@
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
 #   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
+#   ATTN_VARIANTS="qf:-DPT_ATTN_EXP=1 ev:-DPT_ATTN_EXP=2" ATTN_STAGES=experiments ...
+#                                          # compile-time variants (kernels/attn_kparams.h), each its
+#                                          # own test library, timed interleaved with the default;
+#                                          # ATTN_VARIANT_CHECK=1 runs correctness on each first
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail
@@ -40,11 +44,48 @@ else
 fi
 # 2. the test library and the sanitizer driver.
 CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. -I$CUDA/include ${ATTN_DEFS:-}"
-gcc $CFLAGS -fPIC -shared -DPT_ATTN_HAVE_FATBIN=1 kernels/attn_plan.c kernels/attn_launch.c \
+gcc $CFLAGS -fPIC -shared -Wl,-Bsymbolic -DPT_ATTN_HAVE_FATBIN=1 kernels/attn_plan.c kernels/attn_launch.c \
   "$B/pt_attn_fatbin.c" tests/gpu/checks/attn_testlib.c -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm \
   -o "$B/libattn_test.so" || { echo "test library build failed"; exit 1; }
 gcc $CFLAGS tests/gpu/checks/attn_sancheck.c -L"$B" -lattn_test -L"$CUDA/lib64/stubs" -lcuda \
   -Wl,-rpath,"$B" -o "$B/attn_sancheck" || { echo "sancheck build failed"; exit 1; }
+
+# 3. variant builds (ATTN_VARIANTS="name:defs ..."; commas in defs stand for spaces; name@DIR:defs
+#    builds the kernels and the test library from the source tree DIR instead, e.g. the previous
+#    commit's, `git archive HEAD~1 | tar -x -C prev`), for the experiments stage: the fatbins in
+#    parallel, then each its own test library, linked -Bsymbolic so that several load into one
+#    process without binding to each other.
+variants=""
+vnames=()
+for spec in ${ATTN_VARIANTS:-}; do
+  name=${spec%%:*}; defs=${spec#*:}; defs=${defs//,/ }
+  src=.
+  case $name in *@*) src=${name#*@}; name=${name%%@*} ;; esac
+  vnames+=("$name")
+  echo "$defs" >"$B/v_$name.defs"
+  echo "$src" >"$B/v_$name.src"
+  # shellcheck disable=SC2086
+  nvcc -fatbin -O3 -std=c++17 --no-compress $defs ${ATTN_DEFS:-} \
+    -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
+    -I"$src" -o "$B/v_$name.fatbin" "$src/kernels/attn_kernels.cu" 2>"$B/v_$name.nvcc" &
+done
+wait
+for name in "${vnames[@]}"; do
+  defs=$(cat "$B/v_$name.defs"); src=$(cat "$B/v_$name.src")
+  [ -s "$B/v_$name.fatbin" ] || { tail -5 "$B/v_$name.nvcc"; echo "variant $name: nvcc failed"; status=1; continue; }
+  $PY kernels/embed.py pt_attn_fatbin "$B/v_$name.fatbin" "$B/v_$name.c" || { status=1; continue; }
+  # shellcheck disable=SC2086
+  gcc ${CFLAGS/-I. /-I$src -I. } $defs -fPIC -shared -Wl,-Bsymbolic -DPT_ATTN_HAVE_FATBIN=1 \
+    "$src/kernels/attn_plan.c" "$src/kernels/attn_launch.c" "$B/v_$name.c" "$src/tests/gpu/checks/attn_testlib.c" \
+    -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm -o "$B/libattn_test_$name.so" || { status=1; continue; }
+  if [ -n "${ATTN_VARIANT_CHECK:-}" ]; then
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test_$name.so" correctness >"$B/c_$name.log" 2>&1
+    rc=$?
+    summary+=("variant $name correctness: $(tail -n 1 "$B/c_$name.log") (rc $rc)")
+    [ "$rc" = 0 ] || { status=1; grep FAIL "$B/c_$name.log" | head -5; continue; }
+  fi
+  variants="$variants${variants:+,}$name=$B/libattn_test_$name.so"
+done
 
 for st in $STAGES; do
   case $st in
@@ -79,6 +120,13 @@ for st in $STAGES; do
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_timing.log"; }
     summary+=("masked-timing: rc $rc")
     ;;
+  experiments)
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" --variants "$variants" experiments \
+      >"$OUT/experiments.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/experiments.log"; }
+    summary+=("experiments: rc $rc")
+    ;;
   timeline)
     # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases; never timed).
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timeline \
@@ -95,4 +143,5 @@ echo "==== summary"
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
 [ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
+[ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
 exit $status

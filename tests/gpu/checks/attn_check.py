@@ -739,6 +739,63 @@ def masked_timing(lib, out_rows):
                 torch.cuda.empty_cache()
 
 
+def experiments(lib, variants, out_rows):
+    """Compile-time variants of the kernel (tests/gpu/checks/attn.sh ATTN_VARIANTS: each its own
+    test library, e.g. -DPT_ATTN_EXP=1, kernels/attn_kparams.h) against the default build (base)
+    at issue 17's latency-bound points and two bandwidth-bound ones, masked as in masked_timing
+    (half the rows left-padded by 25 % of the keys) and unmasked, all timed interleaved by graph
+    replay in one process. read: torch's read-only sum of the same bytes."""
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    libs = {"base": lib}
+    for spec in variants:
+        name, path = spec.split("=", 1)
+        libs[name] = Lib(path)
+    read_bw = bandwidth(out_rows)
+    hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(
+        " %8s" % n[:8] for n in libs) + " %7s" % "read"
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 8, 1), (32, 1024, 1, 1),
+              (32, 1024, 8, 1), (8, 32768, 1, 1), (32, 4096, 1, 1), (1, 32768, 1, 0), (8, 4096, 1, 0),
+              (32, 1024, 1, 0), (1, 1024, 1, 1)]
+    for B, S, G, masked in points:
+        H = Hk * G
+        pad = [S // 4 if (b % 2 and masked) else 0 for b in range(B)]
+        keys = sum(S - n for n in pad)
+        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
+        torch.manual_seed(B * 1000 + S + G)
+        q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
+        k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+        v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+        bias = None
+        if masked:
+            bias = torch.zeros(B, 1, 1, (S + 7) // 8 * 8, device="cuda", dtype=dtype)[..., :S]
+            for b, n in enumerate(pad):
+                bias[b, ..., :n] = float("-inf")
+        o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
+        lse = torch.empty(B, H, 1, device="cuda")
+        fns = {}
+        for name, lb in libs.items():
+            if bias is not None:
+                lb.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+            a = lb.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
+                        1.0 / math.sqrt(D), False)
+            fns[name] = (lambda lb, a: lambda i: lb.decode(a))(lb, a)
+        try:
+            for f in fns.values():
+                f(0)
+            res = graph_times(fns)
+        finally:
+            for lb in libs.values():
+                lb.l.pt_test_set_bias(None, 0, 0, 0)
+        res["read"] = read_time(2 * Hk * keys * D * 2, 1)
+        row = "%3d %6d %2d %6s %8.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
+            " %8.1f" % res[n] for n in libs) + " %7.1f" % res["read"]
+        out_rows.append(row)
+        print(row, flush=True)
+        del q, k, v, o, lse, bias
+        torch.cuda.empty_cache()
+
 def timeline(lib, out_rows):
     """Where one launch's time goes (a library built with -DPT_ATTN_TIMELINE: the kernel prints
     the phases of its first CTA and of the CTA that finishes last, and the launch's span from the
@@ -776,7 +833,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
-    ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline"])
+    ap.add_argument("--variants", default="",
+                    help="experiments: name=libpath,... (variant builds of the test library)")
+    ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -796,6 +855,8 @@ def main():
     elif args.what == "timeline":
         timeline(lib, rows)
         return 0
+    elif args.what == "experiments":
+        experiments(lib, [v for v in args.variants.split(",") if v], rows)
     else:
         timing(lib, rows)
     text = "\n".join(rows) + "\n"
