@@ -82,7 +82,7 @@ for name in "${vnames[@]}"; do
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test_$name.so" correctness >"$B/c_$name.log" 2>&1
     rc=$?
     summary+=("variant $name correctness: $(tail -n 1 "$B/c_$name.log") (rc $rc)")
-    [ "$rc" = 0 ] || { status=1; grep FAIL "$B/c_$name.log" | head -5; continue; }
+    [ "$rc" = 0 ] || { status=1; grep FAIL "$B/c_$name.log" | head -5; tail -n 8 "$B/c_$name.log"; continue; }
   fi
   variants="$variants${variants:+,}$name=$B/libattn_test_$name.so"
 done
