@@ -31,30 +31,41 @@ summary=()
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv,noheader 2>/dev/null || true
 
+CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. -I$CUDA/include ${ATTN_DEFS:-}"
+# The kernels of source tree SRC as a fatbin (ptxas's report in LOG), with ATTN_DEFS and DEFS.
+fatbin() { # SRC OUT LOG DEFS...
+  local src=$1 out=$2 log=$3; shift 3
+  # shellcheck disable=SC2086
+  nvcc -fatbin -O3 -std=c++17 --no-compress -Xptxas -v "$@" ${ATTN_DEFS:-} \
+    -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
+    -I"$src" -o "$out" "$src/kernels/attn_kernels.cu" 2>"$log"
+}
+# The test library of source tree SRC around an embedded fatbin (FATBIN_C, from kernels/embed.py),
+# linked -Bsymbolic so that several load into one process without binding to each other.
+testlib() { # SRC FATBIN_C OUT DEFS...
+  local src=$1 fc=$2 out=$3; shift 3
+  # shellcheck disable=SC2086
+  gcc ${CFLAGS/-I. /-I$src -I. } "$@" -fPIC -shared -Wl,-Bsymbolic -DPT_ATTN_HAVE_FATBIN=1 \
+    "$src/kernels/attn_plan.c" "$src/kernels/attn_launch.c" "$fc" "$src/tests/gpu/checks/attn_testlib.c" \
+    -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm -o "$out"
+}
+
 # 1. fatbin -> C array (kernels/embed.py), as the meson build does.
 if [ -n "${ATTN_PREBUILT:-}" ] && [ -f "$ATTN_PREBUILT" ]; then
   cp "$ATTN_PREBUILT" "$B/pt_attn_fatbin.c"
 else
-  # shellcheck disable=SC2086
-  nvcc -fatbin -O3 -std=c++17 --no-compress -Xptxas -v ${ATTN_DEFS:-} \
-    -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
-    -I. -o "$B/pt_attn.fatbin" kernels/attn_kernels.cu 2>"$OUT/ptxas.txt" || {
-      cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
+  fatbin . "$B/pt_attn.fatbin" "$OUT/ptxas.txt" || { cat "$OUT/ptxas.txt"; echo "nvcc failed"; exit 1; }
   $PY kernels/embed.py pt_attn_fatbin "$B/pt_attn.fatbin" "$B/pt_attn_fatbin.c" || exit 1
 fi
 # 2. the test library and the sanitizer driver.
-CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. -I$CUDA/include ${ATTN_DEFS:-}"
-gcc $CFLAGS -fPIC -shared -Wl,-Bsymbolic -DPT_ATTN_HAVE_FATBIN=1 kernels/attn_plan.c kernels/attn_launch.c \
-  "$B/pt_attn_fatbin.c" tests/gpu/checks/attn_testlib.c -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm \
-  -o "$B/libattn_test.so" || { echo "test library build failed"; exit 1; }
+testlib . "$B/pt_attn_fatbin.c" "$B/libattn_test.so" || { echo "test library build failed"; exit 1; }
 gcc $CFLAGS tests/gpu/checks/attn_sancheck.c -L"$B" -lattn_test -L"$CUDA/lib64/stubs" -lcuda \
   -Wl,-rpath,"$B" -o "$B/attn_sancheck" || { echo "sancheck build failed"; exit 1; }
 
 # 3. variant builds (ATTN_VARIANTS="name:defs ..."; commas in defs stand for spaces; name@DIR:defs
 #    builds the kernels and the test library from the source tree DIR instead, e.g. the previous
 #    commit's, `git archive HEAD~1 | tar -x -C prev`), for the experiments stage: the fatbins in
-#    parallel, then each its own test library, linked -Bsymbolic so that several load into one
-#    process without binding to each other.
+#    parallel, then each its own test library.
 variants=""
 vnames=()
 for spec in ${ATTN_VARIANTS:-}; do
@@ -65,9 +76,7 @@ for spec in ${ATTN_VARIANTS:-}; do
   echo "$defs" >"$B/v_$name.defs"
   echo "$src" >"$B/v_$name.src"
   # shellcheck disable=SC2086
-  nvcc -fatbin -O3 -std=c++17 --no-compress $defs ${ATTN_DEFS:-} \
-    -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
-    -I"$src" -o "$B/v_$name.fatbin" "$src/kernels/attn_kernels.cu" 2>"$B/v_$name.nvcc" &
+  fatbin "$src" "$B/v_$name.fatbin" "$B/v_$name.nvcc" $defs &
 done
 wait
 for name in "${vnames[@]}"; do
@@ -75,9 +84,7 @@ for name in "${vnames[@]}"; do
   [ -s "$B/v_$name.fatbin" ] || { tail -5 "$B/v_$name.nvcc"; echo "variant $name: nvcc failed"; status=1; continue; }
   $PY kernels/embed.py pt_attn_fatbin "$B/v_$name.fatbin" "$B/v_$name.c" || { status=1; continue; }
   # shellcheck disable=SC2086
-  gcc ${CFLAGS/-I. /-I$src -I. } $defs -fPIC -shared -Wl,-Bsymbolic -DPT_ATTN_HAVE_FATBIN=1 \
-    "$src/kernels/attn_plan.c" "$src/kernels/attn_launch.c" "$B/v_$name.c" "$src/tests/gpu/checks/attn_testlib.c" \
-    -L"$CUDA/lib64/stubs" -lcuda -lpthread -lm -o "$B/libattn_test_$name.so" || { status=1; continue; }
+  testlib "$src" "$B/v_$name.c" "$B/libattn_test_$name.so" $defs || { status=1; continue; }
   if [ -n "${ATTN_VARIANT_CHECK:-}" ]; then
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test_$name.so" correctness >"$B/c_$name.log" 2>&1
     rc=$?

@@ -653,6 +653,31 @@ def timing(lib, out_rows):
     return worst
 
 
+def padded_inputs(B, S, G, Hk, D, dtype, masked):
+    """The masked grid's decode inputs: q [B, H, 1, D], k/v [B, Hk, S, D] (the kernel sees them
+    transposed, HF layout), o [B, 1, H, D], lse [B, H, 1]; with masked, half the rows (the odd
+    ones) left-padded by 25% of the keys, as a bool mask `keep` [B, 1, 1, S] for torch's SDPA and
+    the same as an additive bias (rows padded to a multiple of 8 keys, as torch pads them).
+    Returns (q, k, v, o, lse, keep, bias, keys): keep and bias None unmasked; keys the K/V rows
+    that must be read."""
+    H = Hk * G
+    pad = [S // 4 if (b % 2 and masked) else 0 for b in range(B)]
+    torch.manual_seed(B * 1000 + S + G)
+    q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
+    k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+    v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+    o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
+    lse = torch.empty(B, H, 1, device="cuda")
+    keep = bias = None
+    if masked:
+        keep = torch.ones(B, 1, 1, S, dtype=torch.bool, device="cuda")
+        for b, n in enumerate(pad):
+            keep[b, ..., :n] = False
+        bias = torch.zeros(B, 1, 1, (S + 7) // 8 * 8, device="cuda", dtype=dtype)[..., :S]
+        bias.masked_fill_(keep.logical_not(), float("-inf"))
+    return q, k, v, o, lse, keep, bias, sum(S - n for n in pad)
+
+
 def masked_timing(lib, out_rows):
     """Issue 17's speed grid: B in {1, 8, 32} x KV in {1k, 4k, 32k} x G in {1, 4, 8}, 8 KV heads,
     d 128, bf16, half the rows left-padded by 25% of the keys (a bool mask broadcast over heads).
@@ -675,21 +700,8 @@ def masked_timing(lib, out_rows):
         for S in (1024, 4096, 32768):
             for G in (1, 4, 8):
                 H = Hk * G
-                pad = [S // 4 if b % 2 else 0 for b in range(B)]  # half the rows: 25% of keys
-                keys = sum(S - n for n in pad)
+                q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
                 floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-                torch.manual_seed(B * 1000 + S + G)
-                q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
-                k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-                v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-                keep = torch.ones(B, 1, 1, S, dtype=torch.bool, device="cuda")
-                for b, n in enumerate(pad):
-                    keep[b, ..., :n] = False
-                Sp = (S + 7) // 8 * 8
-                bias = torch.zeros(B, 1, 1, Sp, device="cuda", dtype=dtype)[..., :S]
-                bias.masked_fill_(keep.logical_not(), float("-inf"))
-                o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
-                lse = torch.empty(B, H, 1, device="cuda")
                 a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse,
                              H, Hk, 1, 1.0 / math.sqrt(D), False)
                 lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
@@ -760,20 +772,8 @@ def experiments(lib, variants, out_rows):
               (32, 1024, 1, 0), (1, 1024, 1, 1)]
     for B, S, G, masked in points:
         H = Hk * G
-        pad = [S // 4 if (b % 2 and masked) else 0 for b in range(B)]
-        keys = sum(S - n for n in pad)
+        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-        torch.manual_seed(B * 1000 + S + G)
-        q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
-        k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-        v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-        bias = None
-        if masked:
-            bias = torch.zeros(B, 1, 1, (S + 7) // 8 * 8, device="cuda", dtype=dtype)[..., :S]
-            for b, n in enumerate(pad):
-                bias[b, ..., :n] = float("-inf")
-        o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
-        lse = torch.empty(B, H, 1, device="cuda")
         fns = {}
         for name, lb in libs.items():
             if bias is not None:
@@ -793,8 +793,9 @@ def experiments(lib, variants, out_rows):
             " %8.1f" % res[n] for n in libs) + " %7.1f" % res["read"]
         out_rows.append(row)
         print(row, flush=True)
-        del q, k, v, o, lse, bias
+        del q, k, v, o, lse, keep, bias
         torch.cuda.empty_cache()
+
 
 def timeline(lib, out_rows):
     """Where one launch's time goes (a library built with -DPT_ATTN_TIMELINE: the kernel prints
@@ -805,17 +806,10 @@ def timeline(lib, out_rows):
     D, dtype, Hk = 128, torch.bfloat16, 8
     for B, S, masked in ((1, 1024, False), (32, 1024, False), (8, 4096, False), (1, 32768, False),
                          (1, 1024, True), (8, 4096, True), (32, 1024, True)):
-        q = torch.randn(B, Hk, 1, D, device="cuda", dtype=dtype)
-        k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-        v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-        o = torch.empty(B, 1, Hk, D, device="cuda", dtype=dtype)
-        lse = torch.empty(B, Hk, 1, device="cuda")
+        q, k, v, o, lse, _, bias, _ = padded_inputs(B, S, 1, Hk, D, dtype, masked)
         a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk, Hk, 1,
                      1.0 / math.sqrt(D), False)
         if masked:  # the masked grid's mask: half the rows left-padded by 25% of the keys
-            bias = torch.zeros(B, 1, 1, (S + 7) // 8 * 8, device="cuda", dtype=dtype)[..., :S]
-            for b in range(1, B, 2):
-                bias[b, ..., :S // 4] = float("-inf")
             lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
             for rep in range(3):
