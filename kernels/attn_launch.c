@@ -27,8 +27,8 @@
 static const struct pt_driver pt_attn_no_driver;
 void pt_attn_set_driver(const struct pt_driver *drv) { (void)drv; }
 const struct pt_driver *pt_attn_driver(void) { return &pt_attn_no_driver; }
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
-  (void)stream; (void)which; (void)fn;
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {
+  (void)stream; (void)which; (void)fn; (void)sms;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
@@ -91,6 +91,7 @@ struct pt_attn_module {
   CUresult pf_status;
   CUmodule pf_mod;
   CUfunction pf_fn[PT_PF_COUNT];
+  int pf_sms; /* the device's SMs, for the persistent grid (0: unknown) */
 };
 
 static struct pt_attn_module pt_attn_mods[PT_ATTN_MAX_CTX];
@@ -222,8 +223,8 @@ static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out)
 
 #ifndef PT_ATTN_HAVE_PREFILL_FATBIN
 /* Built with the decode fatbin only (tests/gpu/checks/attn.sh's test library): no prefill. */
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
-  (void)stream; (void)which; (void)fn;
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {
+  (void)stream; (void)which; (void)fn; (void)sms;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 #else
@@ -236,7 +237,7 @@ static const char *const pt_pf_names[PT_PF_COUNT] = {
 
 /* Compute capability 9.0 (the only one sm_90a code runs on), asked of the
  * context's device: a clear refusal instead of the loader's "no binary". */
-static CUresult pt_pf_device_ok(void) {
+static CUresult pt_pf_device_ok(int *sms) {
   const struct pt_driver *d = pt_attn_drv;
   if (!d->cuCtxGetDevice || !d->cuDeviceGetAttribute) return CUDA_ERROR_NOT_INITIALIZED;
   CUdevice dev;
@@ -247,13 +248,16 @@ static CUresult pt_pf_device_ok(void) {
   if (r == CUDA_SUCCESS)
     r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   if (r != CUDA_SUCCESS) return r;
+  /* Not knowing the SM count only costs speed (one CTA per tile), so its failure is not one. */
+  if (d->cuDeviceGetAttribute(sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || *sms < 0)
+    *sms = 0;
   return major == 9 && minor == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* Loads the prefill module into the current context (pt_attn_load_in_ctx makes
  * the module's context current) and sets each kernel's dynamic shared memory. */
 static CUresult pt_pf_load(struct pt_attn_module *m) {
-  CUresult r = pt_pf_device_ok();
+  CUresult r = pt_pf_device_ok(&m->pf_sms);
   if (r != CUDA_SUCCESS) return r;
   r = pt_attn_drv->cuModuleLoadData(&m->pf_mod, pt_prefill_fatbin);
   if (r != CUDA_SUCCESS) return r;
@@ -268,7 +272,7 @@ static CUresult pt_pf_load(struct pt_attn_module *m) {
   return CUDA_SUCCESS;
 }
 
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
+CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {
   if (which < 0 || which >= PT_PF_COUNT) return CUDA_ERROR_INVALID_VALUE;
   /* A module load (the decode module's too, which comes first) while the
    * stream is captured in global mode may count as an unsafe call, and the
@@ -299,6 +303,7 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn) {
   }
   if (st != 1) return m->pf_status;
   *fn = m->pf_fn[which];
+  if (sms) *sms = m->pf_sms;
   return CUDA_SUCCESS;
 }
 #endif /* PT_ATTN_HAVE_PREFILL_FATBIN */

@@ -2,18 +2,21 @@
 // Status and layout: kernels/attn_prefill.h. Written from the PTX ISA (wgmma, the shared
 // memory matrix descriptors, cp.async.bulk.tensor, mbarrier) and the FlashAttention papers.
 //
-// Grid (m_blocks, h, b), 384 threads:
-//  - warpgroup 0 (40 registers after setmaxnreg), one thread: the producer. It loads the CTA's
-//    Q tile once, then K and V tiles of BN keys into a ring of PT_PREFILL_STAGES(d) stages
-//    (TMA; completion counted on a "full" mbarrier per tile), waiting on the tile's own "empty"
-//    mbarrier (K and V separately) before it reuses a stage.
-//  - warpgroups 1 and 2 (232 registers): the consumers, 64 query rows each. Per K/V tile j,
-//    in its turn (the two warpgroups alternate on the tensor cores, FA3's ping-pong), a
-//    warpgroup issues S_j = Q K_j^T (wgmma, both operands in shared memory, K-major) and
-//    O += P_{j-1} V_{j-1} (wgmma, P from registers, V read MN-major through its descriptor);
-//    then, while P V still runs, it masks S_j (keys past sk, causal) and runs the online
-//    softmax (log2 domain, scale folded into the exponent); once P V is done it releases V,
-//    rescales O and packs P_j. At the end O / l and the LSE go to global memory.
+// A 1D grid of CTAs (pt_prefill_ctas: one per SM, or one per tile) walking the (m-block, head,
+// batch) tiles; 384 threads at d = 128, 512 at d = 64:
+//  - warpgroup 0 (setmaxnreg.dec), one thread: the producer. For each of the CTA's tiles it
+//    loads the Q tile (once the previous tile's last S is done: q_empty), then K and V tiles of
+//    BN keys into a ring of PT_PREFILL_STAGES(d) stages (TMA; completion counted on a "full"
+//    mbarrier per tile), waiting on the tile's own "empty" mbarrier (K and V separately) before
+//    it reuses a stage; the ring runs on from one tile to the next.
+//  - warpgroups 1 and 2 (and 3 at d = 64; setmaxnreg.inc): the consumers, 64 query rows
+//    each. Per K/V tile j, in its turn (the warpgroups alternate on the tensor cores, FA3's
+//    ping-pong), a warpgroup issues S_j = Q K_j^T (wgmma, both operands in shared memory,
+//    K-major) and O += P_{j-1} V_{j-1} (wgmma, P from registers, V read MN-major);
+//    then, while P V still runs, it masks S_j (keys past sk, causal; only on the tiles that
+//    need it) and runs the online softmax (log2 domain, scale folded into the exponent, a lazy
+//    running max); once P V is done it releases V, packs P_j and rescales O (only when a row's
+//    max moved). At the end O / l and the LSE go to global memory.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -37,6 +40,10 @@ using pt_attn::row_lse;
 using pt_attn::smem_u32;
 
 constexpr int BN = PT_PREFILL_BN, SUB = PT_PREFILL_SUB;
+// The online softmax's running max moves only by more than 8 (log2 units; exponentials stay
+// under 256), so that O's rescale, once the max has settled, is skipped (see rescale_if).
+// Experiment 4 moves it on every rise, as before version 6.
+constexpr int LAZY = (PT_PREFILL_EXP & 4) != 0 ? 0 : 8;
 
 // ---- mbarrier and TMA -----------------------------------------------------------------
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -77,6 +84,38 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, 
     (void)tag;
 #endif
   }
+}
+// The producer's wait for a free stage. It usually waits (the ring is full while the consumers
+// are the bottleneck), and a plain try_wait returns after a few cycles: its thread then spins,
+// issuing two instructions per round on the scheduler it shares with two consumer warps (a
+// fifth of that scheduler's issue slots in the profile, bench/records/2026-12-02-prefill-profile.md).
+// With a suspend-time hint the thread sleeps until the phase completes (or the hint, 0.1 ms,
+// runs out, and it asks again).
+static __device__ __forceinline__ void mbar_wait_sleep(uint32_t bar, uint32_t parity, int tag) {
+#if (PT_PREFILL_EXP & 1) != 0  // experiment: the plain wait
+  mbar_wait(bar, parity, tag);
+#else
+  uint32_t done = 0;
+#ifdef PT_PREFILL_WATCHDOG
+  long long spins = 0;
+#endif
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity), "r"(100000u)
+        : "memory");
+#ifdef PT_PREFILL_WATCHDOG
+    if (!done && ++spins == (1ll << 16)) {
+      printf("pt_prefill watchdog: block (%d,%d,%d) thread %d stuck on barrier %d parity %u\n", (int)blockIdx.x,
+             (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, tag, parity);
+      __trap();
+    }
+#else
+    (void)tag;
+#endif
+  }
+#endif
 }
 // One box of a 4D tensor map into shared memory; completion counted on `bar`.
 static __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,
@@ -132,15 +171,11 @@ template <int N> static __device__ __forceinline__ void fence_frag(uint32_t (&a)
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
-// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63). K-major
-// operands (Q, K: the reduced dim contiguous in 128-byte rows): SBO = 1024 bytes between
-// groups of 8 rows, LBO unused; a k16 step inside the 64-element row moves the start by 32
-// bytes. MN-major operand (V: the output dim contiguous): LBO = bytes between 64-element
-// chunks of the output dim (one sub-tile), SBO = 1024 bytes between groups of 8 keys.
-static __device__ __forceinline__ uint64_t gdesc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
-         ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
+// Shared-memory matrix descriptors (128-byte swizzle, layout type 1 in bits 62-63). K-major
+// operands (Q, K: the reduced dim contiguous in 128-byte rows): SBO = 1024 bytes between groups
+// of 8 rows, LBO unused; a k16 step inside the 64-element row moves the start by 32 bytes.
+// MN-major operand (V: the output dim contiguous): LBO = bytes between 64-element chunks of the
+// output dim (one sub-tile), SBO = 1024 bytes between groups of 8 keys. Built below (desc_s).
 
 template <typename T> struct ops;
 template <> struct ops<__nv_bfloat16> {
@@ -172,36 +207,48 @@ template <> struct ops<__half> {
   }
 };
 
-// K/V tiles this CTA reads: all keys, or (causal) up to the last one its last row sees.
+// K/V tiles this CTA reads (kernels/attn_prefill.h, shared with the host's grid choice).
 static __device__ __forceinline__ int n_tiles(const pt_prefill_kparams &p, int m0, int bm) {
-  int kmax = p.sk - 1;
-  if (p.causal) kmax = min(kmax, m0 + bm - 1 + p.sk - p.sq);
-  return kmax < 0 ? 0 : kmax / BN + 1;
+  return pt_prefill_n_tiles(&p, m0, bm);
 }
 
-// Descriptors of one tile's wgmma steps, computed before the wgmma.fence and pinned there
-// (the empty asm): ptxas serialises the wgmma pipeline when non-wgmma instructions define a
-// wgmma's inputs, descriptors included, while earlier wgmmas are in flight.
+// Descriptors of one tile's wgmma steps. Each is its operand's base descriptor plus a constant:
+// the low word holds the start address in 16-byte units (14 bits; shared memory stays under
+// 256 KB, so the sum never carries into the LBO field), and the high word is the same for every
+// step (SBO = 1024 bytes, the 128-byte swizzle). The bases are warp-uniform (the warpgroup
+// index comes from a shuffle, the stage from the loop counters), so ptxas keeps this in the
+// uniform datapath: one add per descriptor. Built from each address's bits with gdesc() per
+// step instead, it took about 170 of the loop's 746 instructions per warp and tile (profile,
+// bench/records/2026-12-02-prefill-profile.md). They are computed before the wgmma.fence and
+// pinned there (the empty asm): ptxas serialises the wgmma pipeline when non-wgmma
+// instructions define a wgmma's inputs while earlier wgmmas are in flight.
+constexpr uint32_t DESC_HI = 0x40000000u | (1024u >> 4);  // layout type 1 (bits 62-63), SBO
+static __device__ __forceinline__ uint64_t desc_at(uint32_t lo) { return ((uint64_t)DESC_HI << 32) | lo; }
+// Low word of a K-major base (Q, K; LBO 16, unused), and of V's MN-major base (LBO = one sub-tile).
+static __device__ __forceinline__ uint32_t desc_lo_k(uint32_t saddr) { return ((saddr & 0x3FFFFu) >> 4) | (1u << 16); }
+static __device__ __forceinline__ uint32_t desc_lo_v(uint32_t saddr) {
+  return ((saddr & 0x3FFFFu) >> 4) | (((uint32_t)(BN * SUB * 2) >> 4) << 16);
+}
 template <int N> static __device__ __forceinline__ void pin(uint64_t (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+l"(d[i])::"memory");
 }
 // S = Q K^T: d / 16 k16 steps over Q (this warpgroup's 64 rows) and K, both K-major; a step
 // moves 32 bytes inside the 128-byte row, or to the next 64-column sub-tile.
-template <int D> static __device__ __forceinline__ void desc_s(uint64_t (&dq)[D / 16], uint64_t (&dk)[D / 16],
-                                                              uint32_t q_rows, uint32_t k_tile) {
-  constexpr uint32_t Q_SUB = PT_PREFILL_BM(D) * SUB * 2, KV_SUB = BN * SUB * 2;
+template <int D, int BM>
+static __device__ __forceinline__ void desc_s(uint64_t (&dq)[D / 16], uint64_t (&dk)[D / 16], uint32_t q_lo,
+                                              uint32_t k_lo) {
+  constexpr uint32_t Q_SUB = BM * SUB * 2, KV_SUB = BN * SUB * 2;
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
-    dq[ks] = gdesc(q_rows + (ks / 4) * Q_SUB + (ks % 4) * 32, 16, 1024);
-    dk[ks] = gdesc(k_tile + (ks / 4) * KV_SUB + (ks % 4) * 32, 16, 1024);
+    dq[ks] = desc_at(q_lo + ((ks / 4) * Q_SUB + (ks % 4) * 32) / 16);
+    dk[ks] = desc_at(k_lo + ((ks / 4) * KV_SUB + (ks % 4) * 32) / 16);
   }
 }
 // P V: BN / 16 k16 steps of 16 keys (2048 bytes of every V sub-tile), V read MN-major.
-static __device__ __forceinline__ void desc_v(uint64_t (&dv)[BN / 16], uint32_t v_tile) {
-  constexpr uint32_t KV_SUB = BN * SUB * 2;
+static __device__ __forceinline__ void desc_v(uint64_t (&dv)[BN / 16], uint32_t v_lo) {
 #pragma unroll
-  for (int j = 0; j < BN / 16; ++j) dv[j] = gdesc(v_tile + j * 16 * 128, KV_SUB, 1024);
+  for (int j = 0; j < BN / 16; ++j) dv[j] = desc_at(v_lo + j * 16 * 128 / 16);
 }
 
 template <typename T, int D>
@@ -223,10 +270,17 @@ static __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint
 // domain, in place: S becomes exp2(S * sl2 - m) (the scale folded into the exponent's FMA),
 // the running maxima and sums advance, and al0 / al1 are the factors O is rescaled by before
 // its next P V. Branch-free (selects, bitwise logic): it runs while a P V wgmma is in flight,
-// where control flow would make ptxas serialise the wgmma pipeline.
+// where control flow would make ptxas serialise the wgmma pipeline. MASK = false: a tile that
+// no row of the warpgroup needs masked (mask_from), built without the compare and select (a
+// third of the loop's instructions otherwise, on every tile).
+template <bool MASK>
 static __device__ __forceinline__ void softmax_tile(float (&s)[BN / 8][4], const pt_prefill_kparams &p, int n0,
                                                     int r0, int slab0, int diag, float &m_0, float &m_1,
                                                     float &l_0, float &l_1, float &al0, float &al1) {
+  if (!MASK) {
+    online_softmax_scaled<LAZY>(s, p.scale_log2, m_0, m_1, l_0, l_1, al0, al1);
+    return;
+  }
   const int lane = threadIdx.x % 32;
   const bool need_mask = (n0 + BN > p.sk) | ((p.causal != 0) & (n0 + BN - 1 > slab0 + diag));
   // Keys this thread's rows see: key < lim0 (row r0) and key < lim1 (row r0 + 8).
@@ -238,7 +292,15 @@ static __device__ __forceinline__ void softmax_tile(float (&s)[BN / 8][4], const
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       s[i][j] = (need_mask & (kb + 8 * i + (j & 1) >= (j >= 2 ? lim1 : lim0))) ? NEG_INF : s[i][j];
-  online_softmax_scaled(s, p.scale_log2, m_0, m_1, l_0, l_1, al0, al1);
+  online_softmax_scaled<LAZY>(s, p.scale_log2, m_0, m_1, l_0, l_1, al0, al1);
+}
+
+// The first K/V tile that some row of the warpgroup's slab [slab0, slab0 + 64) needs masked:
+// tiles before it end at or before sk and (causal) at or before the slab's first row's last key.
+static __device__ __forceinline__ int mask_from(const pt_prefill_kparams &p, int slab0, int diag) {
+  int j = p.sk / BN;  // tile sk / BN is the first to reach past sk (when sk % BN != 0)
+  if (p.causal) j = min(j, (slab0 + diag + 1) / BN);
+  return j;
 }
 
 // P (the exponentials in S's accumulators) as the A fragments of BN / 16 k16 steps:
@@ -254,7 +316,17 @@ static __device__ __forceinline__ void pack_p(const float (&s)[BN / 8][4], uint3
   }
 }
 
-template <int N> static __device__ __forceinline__ void rescale(float (&o)[N][4], float al0, float al1) {
+template <bool B> struct bool_const {
+  static constexpr bool value = B;
+};
+
+// O rescaled to the running max of the tile just through the softmax, once the previous P V
+// has finished (wait_group 0: no wgmma in flight, so the branch costs the pipeline nothing).
+// Outside the warpgroup's turn, it no longer delays the next GEMMs' issue, as it did between
+// S and P V (version 5). Skipped when no row of the warp moved its max: with the lazy max
+// (LAZY) that is almost every tile once the first few have set it.
+template <int N> static __device__ __forceinline__ void rescale_if(float (&o)[N][4], float al0, float al1) {
+  if (!__any_sync(0xffffffffu, (al0 != 1.f) | (al1 != 1.f))) return;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     o[i][0] *= al0;
@@ -290,10 +362,13 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * NS + s); };
 
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
-  // The CTA's tiles (m-block, head, batch). One per CTA: the grid is (m_blocks, h, b), causal
-  // m-blocks reversed (heavy blocks first). Persistent (PT_PREFILL_PERSISTENT, an experiment):
-  // a 1D grid walks the tiles t = blockIdx.x, + gridDim.x, ..., numbered heaviest m-block
-  // first, then head, then batch, so each round of the walk costs every CTA about the same.
+  // The CTA's tiles (m-block, head, batch). Persistent (the default): a 1D grid walks the
+  // tiles t = blockIdx.x, + gridDim.x, ..., numbered section by section (pt_prefill_walk): a
+  // round of the walk costs every CTA about the same and reads one section's K/V.
+  // PT_PREFILL_PERSISTENT=0: one tile per CTA, the grid (m_blocks, h, b), causal m-blocks
+  // reversed (heavy blocks first). The loops below step t by a constant: with a dealt index as
+  // the loop variable (odd rounds reversed), the kernel ran 2-4 % slower at some points
+  // (bench/records/2026-12-02-prefill-profile.md).
   const int t_first = PERSIST ? (int)blockIdx.x : 0, t_step = PERSIST ? (int)gridDim.x : 1;
   const int t_end = PERSIST ? p.tiles : 1;
   auto tile = [&](int t, int &mb, int &h, int &bi) {
@@ -303,10 +378,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       bi = blockIdx.z;
       return;
     }
-    const int hb = p.h * p.b, mr = t / hb, rem = t - mr * hb;
-    mb = p.causal ? p.m_blocks - 1 - mr : mr;
-    h = rem % p.h;
-    bi = rem / p.h;
+    pt_prefill_walk(&p, t, &mb, &h, &bi);
   };
 
   if (tid == 0) {
@@ -333,19 +405,19 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
         tile(t, mb, h, bi);
         const int m0 = mb * BM, nt = n_tiles(p, m0, BM), hk = h / p.group;
         // The previous tile's consumers are done with Q once their last S has completed.
-        if (k > 0) mbar_wait(q_empty, (uint32_t)((k - 1) & 1), 1 + 4 * NS);
+        if (k > 0) mbar_wait_sleep(q_empty, (uint32_t)((k - 1) & 1), 1 + 4 * NS);
         mbar_expect_tx(q_full, Q_BYTES);
 #pragma unroll
         for (int c = 0; c < ND; ++c) tma_load_4d(sQ + c * Q_SUB, &p.tq, c * SUB, m0, h, bi, q_full);
         for (int it = 0; it < nt; ++it) {
           const int gg = g + it, s = gg % NS;
           const uint32_t ph = (uint32_t)((gg / NS - 1) & 1);  // the phase the stage's last use completed
-          if (gg >= NS) mbar_wait(k_empty(s), ph, 1 + 2 * NS + s);
+          if (gg >= NS) mbar_wait_sleep(k_empty(s), ph, 1 + 2 * NS + s);
           mbar_expect_tx(k_full(s), KV_BYTES);
 #pragma unroll
           for (int c = 0; c < ND; ++c)
             tma_load_4d(sK + s * KV_BYTES + c * KV_SUB, &p.tk, c * SUB, it * BN, hk, bi, k_full(s));
-          if (gg >= NS) mbar_wait(v_empty(s), ph, 1 + 3 * NS + s);
+          if (gg >= NS) mbar_wait_sleep(v_empty(s), ph, 1 + 3 * NS + s);
           mbar_expect_tx(v_full(s), KV_BYTES);
 #pragma unroll
           for (int c = 0; c < ND; ++c)
@@ -362,9 +434,13 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   // V_{j-1} are issued together; the softmax of S_j runs while P V is still on the tensor
   // cores, and O is rescaled once that wgmma has finished.
   regs_consumer<NC>();
-  const int cw = wg - 1;                                  // rows [m0 + 64 cw, m0 + 64 cw + 64)
+  // The warpgroup index through a shuffle: ptxas then treats it, and the shared-memory
+  // addresses and descriptors derived from it, as warp-uniform (uniform registers, no per-step
+  // conversion into them).
+  const int cw = __shfl_sync(0xffffffffu, wg, 0) - 1;   // rows [m0 + 64 cw, m0 + 64 cw + 64)
   const int diag = p.sk - p.sq;                           // causal: row r sees keys <= r + diag
-  const uint32_t q_rows = sQ + cw * 64 * 128;
+  const uint32_t q_lo = desc_lo_k(sQ + cw * 64 * 128), k_lo = desc_lo_k(sK), v_lo = desc_lo_v(sV);
+  constexpr uint32_t KV_STEP = KV_BYTES / 16;             // one ring stage in descriptor units
   float s[BN / 8][4];
   uint32_t pa[BN / 16][4];
   uint64_t dq[D / 16], dk[D / 16], dv[BN / 16];
@@ -393,7 +469,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     {
       const int st = g % NS;
       mbar_wait(k_full(st), (uint32_t)((g / NS) & 1), 1 + st);
-      desc_s<D>(dq, dk, q_rows, sK + st * KV_BYTES);
+      desc_s<D, BM>(dq, dk, q_lo, k_lo + st * KV_STEP);
       pin(dq);
       pin(dk);
       turn_wait(cw);
@@ -405,15 +481,25 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       fence_acc(s);
       mbar_arrive_if(k_empty(st), lane == 0);
       if (PERSIST && nt == 1) mbar_arrive_if(q_empty, lane == 0);  // the tile's last S
-      softmax_tile(s, p, 0, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);  // O is 0: factor unused
+      // O is 0: the factor is unused. Unmasked when no row of the slab needs the mask here (no
+      // wgmma is in flight, so the branch costs the pipeline nothing).
+      if (mask_from(p, slab0, diag) > 0)
+        softmax_tile<false>(s, p, 0, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
+      else
+        softmax_tile<true>(s, p, 0, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
       pack_p<T>(s, pa);
     }
 
-    for (int it = 1; it < nt; ++it) {
+    // K/V tile it (1 .. nt - 1); masked: built with the mask (the tiles from mask_from on).
+    auto step = [&](int it, auto masked) {
       const int gg = g + it, st = gg % NS, pst = (gg - 1) % NS;
       mbar_wait(k_full(st), (uint32_t)((gg / NS) & 1), 1 + st);
-      desc_s<D>(dq, dk, q_rows, sK + st * KV_BYTES);
-      desc_v(dv, sV + pst * KV_BYTES);
+      // V_{it-1} was requested before K_it (the producer loads K then V of each tile), so it
+      // has normally arrived: waited for here, outside the turn, its check no longer holds
+      // the turn up.
+      mbar_wait(v_full(pst), (uint32_t)(((gg - 1) / NS) & 1), 1 + NS + pst);
+      desc_s<D, BM>(dq, dk, q_lo, k_lo + st * KV_STEP);
+      desc_v(dv, v_lo + pst * KV_STEP);
       pin(dq);
       pin(dk);
       pin(dv);
@@ -423,8 +509,6 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       issue_s<T, D>(s, dq, dk);                           // S_it
       wg_commit();
       fence_acc(s);
-      rescale(o, al0, al1);                               // while S_it runs
-      mbar_wait(v_full(pst), (uint32_t)(((gg - 1) / NS) & 1), 1 + NS + pst);
       fence_acc(o);
       wg_fence();
       issue_pv<T, D>(o, pa, dv);                          // O += P_{it-1} V_{it-1}
@@ -435,18 +519,23 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       fence_acc(s);
       mbar_arrive_if(k_empty(st), lane == 0);
       if (PERSIST) mbar_arrive_if(q_empty, lane == 0 && it == nt - 1);  // the tile's last S
-      softmax_tile(s, p, it * BN, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
+      softmax_tile<decltype(masked)::value>(s, p, it * BN, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
       wg_wait0();                                         // P_{it-1} V_{it-1} is done
       fence_acc(o);
       fence_frag(pa);
       mbar_arrive_if(v_empty(pst), lane == 0);
       pack_p<T>(s, pa);
-    }
+      rescale_if(o, al0, al1);                            // to S_it's max, before P_it V_it adds in
+    };
+    int it = 1;
+#if (PT_PREFILL_EXP & 2) == 0  // (experiment 2: the mask on every tile)
+    for (const int nm = min(nt, mask_from(p, slab0, diag)); it < nm; ++it) step(it, bool_const<false>());
+#endif
+    for (; it < nt; ++it) step(it, bool_const<true>());
     // The last K/V tile's P V.
     {
       const int lst = (g + nt - 1) % NS;
-      rescale(o, al0, al1);
-      desc_v(dv, sV + lst * KV_BYTES);
+      desc_v(dv, v_lo + lst * KV_STEP);
       pin(dv);
       mbar_wait(v_full(lst), (uint32_t)(((g + nt - 1) / NS) & 1), 1 + NS + lst);
       fence_acc(o);

@@ -5,6 +5,7 @@
  * stays capture-safe. The module itself is loaded by attn_launch.c. */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -20,9 +21,9 @@
 _Static_assert(_Alignof(CUtensorMap) == 128, "CUtensorMap must be 128-byte aligned");
 _Static_assert(offsetof(struct pt_prefill_kparams, o) == 3 * sizeof(CUtensorMap),
                "pt_prefill_kparams: o right after the three tensor maps");
-/* The fatbin is built with the default grid (one CTA per tile); the persistent grid is an
- * experiment of the test library (tests/gpu/checks/prefill.sh) only. */
-_Static_assert(!PT_PREFILL_PERSISTENT, "the shim's prefill launch assumes the non-persistent grid");
+/* The fatbin is built with the default, persistent walk (a 1D grid, pt_prefill_ctas); the
+ * other walks are variants of the test library (tests/gpu/checks/prefill.sh) only. */
+_Static_assert(PT_PREFILL_PERSISTENT == 1, "the shim's prefill launch assumes the persistent walk");
 
 /* TMA global strides: positive multiples of 16 bytes (8 elements), under 2^40 bytes. */
 static inline int pf_tma_stride(int64_t s) { return s > 0 && pt_attn_mult8(s) && s < ((int64_t)1 << 38); }
@@ -80,6 +81,37 @@ static CUresult pf_encode(const struct pt_driver *drv, CUtensorMap *m, const voi
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+/* pt_prefill_ctas per shape, remembered: a model sends the same shape once per layer, and for
+ * a causal launch of up to 8 tiles per SM it walks every tile. A few recent shapes, replaced
+ * in turn. */
+#define PF_PLANS 8
+static struct {
+  int key[8]; /* b, h, group, sq, sk, head_dim, causal, sms */
+  int ctas;
+} pf_plans[PF_PLANS];
+static int pf_nplans, pf_next;
+static pthread_mutex_t pf_plans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int pf_ctas(const struct pt_prefill_kparams *p, int hd, int sms) {
+  const int key[8] = {p->b, p->h, p->group, p->sq, p->sk, hd, p->causal, sms};
+  pthread_mutex_lock(&pf_plans_lock);
+  for (int i = 0; i < pf_nplans; ++i)
+    if (!memcmp(pf_plans[i].key, key, sizeof key)) {
+      const int ctas = pf_plans[i].ctas;
+      pthread_mutex_unlock(&pf_plans_lock);
+      return ctas;
+    }
+  pthread_mutex_unlock(&pf_plans_lock);
+  const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms);
+  pthread_mutex_lock(&pf_plans_lock);
+  memcpy(pf_plans[pf_next].key, key, sizeof key);
+  pf_plans[pf_next].ctas = ctas;
+  pf_next = (pf_next + 1) % PF_PLANS;
+  if (pf_nplans < PF_PLANS) pf_nplans++;
+  pthread_mutex_unlock(&pf_plans_lock);
+  return ctas;
+}
+
 int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   if (pt_attn_prefill_supported(d)) return CUDA_ERROR_NOT_SUPPORTED;
   const struct pt_driver *drv = pt_attn_driver();
@@ -88,7 +120,8 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   const int which = bf16 ? (hd == 64 ? PT_PF_BF16_D64 : PT_PF_BF16_D128)
                          : (hd == 64 ? PT_PF_FP16_D64 : PT_PF_FP16_D128);
   CUfunction fn;
-  CUresult r = pt_attn_prefill_function((CUstream)stream, which, &fn);
+  int sms = 0;
+  CUresult r = pt_attn_prefill_function((CUstream)stream, which, &fn, &sms);
   if (r != CUDA_SUCCESS) return r;
 
   struct pt_prefill_kparams p;
@@ -116,9 +149,11 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   p.causal = d->causal != 0;
   p.m_blocks = (d->seqlen_q + PT_PREFILL_BM(hd) - 1) / PT_PREFILL_BM(hd);
   p.tiles = p.m_blocks * d->h * d->b;
+  p.sec = pt_prefill_section(d->b, d->h, p.group, d->seqlen_k, hd);
   p.scale_log2 = d->scale * 1.4426950408889634f;
   void *args[1] = {&p};
-  return drv->cuLaunchKernel(fn, (unsigned)p.m_blocks, (unsigned)d->h, (unsigned)d->b,
+  const int ctas = pf_ctas(&p, hd, sms);
+  return drv->cuLaunchKernel(fn, (unsigned)ctas, 1, 1,
                              PT_PREFILL_THREADS(hd), 1, 1, pt_prefill_smem_bytes(hd), (CUstream)stream,
                              args, NULL);
 }

@@ -62,7 +62,12 @@ static __device__ __forceinline__ void online_softmax(float (&s)[N][4], float &m
 // The same step over raw scores (masked: -inf), with the scale into the log2 domain `sl2`
 // folded in: the maxima are taken on the raw scores (sl2 > 0 keeps their order) and each
 // exponent is one FMA, exp2(s * sl2 - m). m0, m1 are kept in the log2 domain, as above.
-template <int N>
+// LAZY > 0: a running max moves only when the tile's max exceeds it by more than LAZY (log2
+// units), so the exponentials stay below 2^LAZY and, once the max has settled, the factors are
+// exactly 1 and the caller may skip rescaling its accumulators (fp32 holds the larger sums;
+// the result is the same up to rounding, since O and l are scaled by the same stale max).
+// A factor is exactly 1 whenever its row's max did not move (LAZY = 0: did not rise).
+template <int LAZY, int N>
 static __device__ __forceinline__ void online_softmax_scaled(float (&s)[N][4], float sl2, float &m0, float &m1,
                                                              float &l0, float &l1, float &al0, float &al1) {
   float mx0 = fmaxf(s[0][0], s[0][1]), mx1 = fmaxf(s[0][2], s[0][3]);
@@ -75,10 +80,11 @@ static __device__ __forceinline__ void online_softmax_scaled(float (&s)[N][4], f
   mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  const float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);  // -inf * sl2 = -inf
+  const float x0 = mx0 * sl2, x1 = mx1 * sl2;  // -inf * sl2 = -inf
+  const float mn0 = x0 > m0 + (float)LAZY ? x0 : m0, mn1 = x1 > m1 + (float)LAZY ? x1 : m1;
   const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
-  al0 = ex2(m0 - mu0);
-  al1 = ex2(m1 - mu1);
+  al0 = mn0 == m0 ? 1.f : ex2(m0 - mu0);
+  al1 = mn1 == m1 ? 1.f : ex2(m1 - mu1);
   m0 = mn0;
   m1 = mn1;
   float t0 = 0.f, t1 = 0.f;

@@ -6,7 +6,15 @@
 #   sanitize     compute-sanitizer memcheck, racecheck and synccheck on two small launches
 #   timing       graph replay against torch flash and cuDNN; PREFILL_TIMING_ARGS picks a subset
 #                (e.g. "--b 1,4 --s 4096 --d 128 --causal 1"); the whole grid takes about a minute
+#   profile      Nsight Compute (--set full, clocks left alone) on one launch each of Ponytail's
+#                kernel (and the variants), torch flash and cuDNN at the points of
+#                PREFILL_PROFILE_ARGS (default "--b 4 --s 16384 --d 128 --causal 1"): every
+#                metric per kernel in ncu_raw.csv, the sections in ncu_details.txt, and the
+#                per-instruction stall samples of Ponytail's kernels in ncu_sass.csv
+#                (PREFILL_PROFILE_KERNELS: another regex of kernel names, e.g. pt_attn_prefill alone)
 # PREFILL_PREV=DIR and PREFILL_VARIANTS="NAME:FLAGS ...": other builds timed beside (see below).
+# PREFILL_FLAGS: extra nvcc flags for this tree's own two builds (the one checked and timed, and
+# the sanitizers' watchdog build), e.g. "-DPT_PREFILL_PERSISTENT=1" to sanitize a variant.
 # Results in $OUT (default a temporary directory): prefill_correctness.txt, prefill_timing.txt,
 # ptxas.txt, the sanitizer logs. Exit non-zero when a stage failed (every stage still runs).
 set -uo pipefail
@@ -32,9 +40,11 @@ build() { # NAME FLAGS...: the test library as $B/libprefill_NAME.so, ptxas's re
     "${TESTLIB:-tests/gpu/checks/prefill_testlib.cu}" -L"$CUDA/lib64/stubs" -lcuda -o "$B/libprefill_$name.so" \
     2>"$OUT/ptxas_$name.txt"
 }
-build test || { cat "$OUT/ptxas_test.txt"; echo "nvcc failed"; exit 1; }
+# shellcheck disable=SC2086
+build test ${PREFILL_FLAGS:-} || { cat "$OUT/ptxas_test.txt"; echo "nvcc failed"; exit 1; }
 mv "$OUT/ptxas_test.txt" "$OUT/ptxas.txt"
-build watchdog -DPT_PREFILL_WATCHDOG || { cat "$OUT/ptxas_watchdog.txt"; echo "nvcc (watchdog build) failed"; exit 1; }
+# shellcheck disable=SC2086
+build watchdog -DPT_PREFILL_WATCHDOG ${PREFILL_FLAGS:-} || { cat "$OUT/ptxas_watchdog.txt"; echo "nvcc (watchdog build) failed"; exit 1; }
 grep -E "Used|spill" "$OUT/ptxas.txt" | sed 's/^ptxas info    : //' | sort | uniq -c
 # PREFILL_PREV=DIR: a previous version of the kernel (DIR/kernels/attn_prefill.cu and the headers
 # it includes, with DIR/tests/gpu/checks/prefill_testlib.cu if its parameters differ, e.g. from
@@ -102,6 +112,22 @@ for st in ${PREFILL_STAGES:-correctness sanitize}; do
     rc=$?
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
     summary+=("timing: rc $rc")
+    ;;
+  profile)
+    # shellcheck disable=SC2086
+    ncu --clock-control none --set full --import-source no -k "regex:${PREFILL_PROFILE_KERNELS:-pt_attn_prefill|sdpa|cudnn|flash_fwd|fmha}" \
+      -c 40 -f -o "$B/prof" $PY tests/gpu/checks/prefill_check.py --lib "$B/libprefill_test.so" profile \
+      ${extra_args[@]+"${extra_args[@]}"} ${PREFILL_PROFILE_ARGS:---b 4 --s 16384 --d 128 --causal 1} \
+      >"$OUT/profile.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/profile.log"; }
+    ncu -i "$B/prof.ncu-rep" --page raw --csv >"$OUT/ncu_raw.csv" 2>&1
+    ncu -i "$B/prof.ncu-rep" --page details >"$OUT/ncu_details.txt" 2>&1
+    ncu -i "$B/prof.ncu-rep" --page source --print-source sass --csv -k regex:pt_attn_prefill \
+      >"$OUT/ncu_sass.csv" 2>&1 || echo "source page export failed: $(head -c 300 "$OUT/ncu_sass.csv")"
+    grep -E "^  [a-zA-Z_].*\(|Duration|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc A" \
+      "$OUT/ncu_details.txt" | head -80
+    summary+=("profile: rc $rc")
     ;;
   *) echo "unknown stage $st"; status=1 ;;
   esac

@@ -5,6 +5,7 @@ library (tests/gpu/checks/prefill_testlib.cu, built by tests/gpu/checks/prefill.
   prefill_check.py --lib libprefill_test.so correctness   # vs fp32, poisoned outputs; exit 1 on a failure
   prefill_check.py --lib libprefill_test.so sanitize      # two small launches (run under compute-sanitizer)
   prefill_check.py --lib libprefill_test.so timing        # graph replay vs torch flash and cuDNN
+  prefill_check.py --lib libprefill_test.so profile       # one launch of each (run under ncu)
 
 correctness: fresh random inputs per case, O and LSE poisoned with NaN before the launch, then
 compared with attention computed in fp32 (matmul + softmax, TF32 off): max|O - ref| / max|ref|
@@ -96,14 +97,19 @@ def diagnose(o, ro, lse, rl, causal, sk):
 
 def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa", probe=None):
     """probe: None (random inputs), "q0" (Q = 0: softmax uniform, O = mean of the visible V,
-    tests the P V path alone) or "v1" (V = 1: O = 1 wherever the softmax is normalised, and the
-    LSE tests S = Q K^T alone)."""
+    tests the P V path alone), "v1" (V = 1: O = 1 wherever the softmax is normalised, and the
+    LSE tests S = Q K^T alone) or "ramp" (K's rows scaled up along the keys, Q by 3: each row's
+    max rises tile after tile, by more than the lazy max's threshold of 2^8 and by less, so O's
+    rescale runs, and is skipped, at every tile)."""
     torch.manual_seed(hash((b, sq, sk, h, hk, d, str(dtype), causal, layout, probe)) & 0xffffffff)
     q, k, v = make(b, sq, sk, h, hk, d, dtype, layout)
     if probe == "q0":
         q.zero_()
     elif probe == "v1":
         v.fill_(1.0)
+    elif probe == "ramp":
+        q.mul_(3.0)
+        k.mul_(torch.linspace(0.2, 5.0, sk, device="cuda", dtype=dtype).view(1, sk, 1, 1))
     scale = 1.0 / math.sqrt(d)
     o = torch.full((b, sq, h, d), float("nan"), device="cuda", dtype=dtype)
     lse = torch.full((b, h, sq), float("nan"), device="cuda", dtype=torch.float32)
@@ -152,12 +158,23 @@ def correctness(lib):
     fails += not case(lib, rows, 2, 1000, 1000, 8, 2, 128, torch.bfloat16, True, layout="hf")
     fails += not case(lib, rows, 1, 4096, 4096, 4, 1, 128, torch.bfloat16, True)
     fails += not case(lib, rows, 1, 17, 4096, 4, 2, 128, torch.bfloat16, True)  # chunked prefill
+    # Scores whose max keeps rising (the lazy max: rescales taken and skipped).
+    for d in (64, 128):
+        for causal in (False, True):
+            fails += not case(lib, rows, 1, 1000, 1000, 4, 2, d, torch.bfloat16, causal, probe="ramp")
+    fails += not case(lib, rows, 1, 300, 1000, 4, 2, 128, torch.float16, True, probe="ramp")
     # More tiles (m-block x head x batch) than the H200 has SMs, of different key counts
     # (causal, sq < sk): a persistent build (PT_PREFILL_PERSISTENT) walks several per CTA, its
     # K/V ring, Q reload and warpgroup turns running on across tiles; with one tile per CTA
     # (every case above) that path would not run.
     for d in (64, 128):
         fails += not case(lib, rows, 2, 1000, 1500, 32, 8, d, torch.bfloat16, True)
+    # The persistent walk over several sections, the last one short (64 pairs in sections of 12).
+    os.environ["PT_PREFILL_SECTION"] = "12"
+    for d in (64, 128):
+        for causal in (False, True):
+            fails += not case(lib, rows, 2, 1000, 1000, 32, 8, d, torch.bfloat16, causal)
+    del os.environ["PT_PREFILL_SECTION"]
     rows.append("%d cases, %d failures" % (len(rows), fails))
     return rows, fails
 
@@ -231,11 +248,41 @@ def timing(lib, out_rows, bs, ss, ds, causals, extra=()):
                     torch.cuda.empty_cache()
 
 
+def profile(lib, bs, ss, ds, causals, extra=()):
+    """One eager launch of Ponytail's kernel (and of each extra build), torch flash and cuDNN per
+    point (the first value of each list unless more are given), for Nsight Compute to profile
+    (prefill.sh's stage `profile` filters the kernels by name). Inputs as in timing."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    H, HK, dtype = 32, 8, torch.bfloat16
+    for d in ds:
+        for causal in causals:
+            for b in bs:
+                for s in ss:
+                    torch.manual_seed(b * 100000 + s + d)
+                    q, k, v = make(b, s, s, H, HK, d, dtype, "fa")
+                    o = torch.empty_like(q)
+                    lse = torch.empty(b, H, s, device="cuda", dtype=torch.float32)
+                    for name, xl in [("pt", lib)] + list(extra):
+                        rc = xl.run(q, k, v, o, lse, causal, 1.0 / math.sqrt(d))
+                        print("B%d S%d d%d causal %d %s rc %d" % (b, s, d, causal, name, rc), flush=True)
+                    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                    for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+                        try:
+                            with sdpa_kernel(be):
+                                F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=True)
+                        except Exception as e:
+                            print("  %s failed: %s" % (be, str(e).splitlines()[0][:120]))
+                    torch.cuda.synchronize()
+                    del q, k, v, o, lse, qt, kt, vt
+                    torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
-    ap.add_argument("what", choices=["correctness", "sanitize", "timing"])
+    ap.add_argument("what", choices=["correctness", "sanitize", "timing", "profile"])
     ints = lambda t: [int(x) for x in t.split(",") if x]
     ap.add_argument("--b", type=ints, default=[1, 4, 8], help="timing: batch sizes")
     ap.add_argument("--s", type=ints, default=[2048, 4096, 16384, 32768], help="timing: sequence lengths")
@@ -255,8 +302,11 @@ def main():
             with open(os.path.join(args.out, "prefill_correctness.txt"), "w") as f:
                 f.write("\n".join(rows) + "\n")
         return 1 if fails else 0
-    rows = []
     extra = [(e.split("=", 1)[0], Lib(e.split("=", 1)[1])) for e in args.extra]
+    if args.what == "profile":
+        profile(lib, args.b, args.s, args.d, [bool(c) for c in args.causal], extra=extra)
+        return 0
+    rows = []
     timing(lib, rows, args.b, args.s, args.d, [bool(c) for c in args.causal], extra=extra)
     if args.out:
         with open(os.path.join(args.out, "prefill_timing.txt"), "w") as f:

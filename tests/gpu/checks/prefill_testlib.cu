@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn_prefill.cu"
@@ -64,6 +65,12 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   p.causal = causal != 0;
   p.m_blocks = (sq + PT_PREFILL_BM(d) - 1) / PT_PREFILL_BM(d);
   p.tiles = p.m_blocks * h * b;
+  p.sec = pt_prefill_section(b, h, p.group, sk, d);
+  // Test hook: another section size, so that a small case walks several sections, the last short.
+  if (const char *e = getenv("PT_PREFILL_SECTION")) {
+    const int v = atoi(e);
+    if (v > 0 && v <= h * b) p.sec = v;
+  }
   p.scale_log2 = scale * 1.4426950408889634f;
   void (*fn)(pt_prefill_kparams) = nullptr;
   if (bf16) fn = d == 64 ? pt_attn_prefill_bf16_d64 : pt_attn_prefill_bf16_d128;
@@ -77,7 +84,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
       return (int)e;
-    grid = dim3(p.tiles < sms ? p.tiles : sms, 1, 1);
+    grid = dim3(PT_PREFILL_PERSISTENT == 1 ? pt_prefill_ctas(&p, PT_PREFILL_BM(d), sms) : p.tiles, 1, 1);
   }
   fn<<<grid, PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
   return (int)cudaGetLastError();

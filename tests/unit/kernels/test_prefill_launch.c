@@ -32,6 +32,7 @@ static struct {
   int nfn;
   const char *last_fn;
   unsigned grid[3], block[3], smem;
+  int sms; /* the device's multiprocessor count */
   CUstream stream;
   struct pt_prefill_kparams last;
   struct {
@@ -53,6 +54,7 @@ static CUresult fk_dev_attr(int *v, CUdevice_attribute a, CUdevice d) {
   (void)d;
   if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = fk.cc_major;
   else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = fk.cc_minor;
+  else if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = fk.sms;
   else *v = 0;
   return CUDA_SUCCESS;
 }
@@ -125,6 +127,7 @@ static int setup(void **st) {
   memset(&fk, 0, sizeof fk);
   fk.ctx = (CUcontext)(uintptr_t)0xC0;
   fk.cc_major = 9;
+  fk.sms = 132;
   memset(&fk_drv, 0, sizeof fk_drv);
   fk_drv.cuCtxGetCurrent = fk_ctx_get;
   fk_drv.cuStreamGetCtx = fk_stream_ctx;
@@ -210,9 +213,11 @@ static void test_launch(void **st) {
   assert_int_equal(fk.launches, 1);
   assert_string_equal(fk.last_fn, "pt_attn_prefill_bf16_d128");
   const unsigned bm = PT_PREFILL_BM(128);
-  assert_int_equal(fk.grid[0], (1000 + bm - 1) / bm);
-  assert_int_equal(fk.grid[1], 32);
-  assert_int_equal(fk.grid[2], 3);
+  /* the persistent walk: 8 m-blocks x 32 heads x 3 = 768 tiles on 132 SMs, a 1D grid */
+  assert_int_equal(fk.grid[0], pt_prefill_ctas(&fk.last, (int)bm, 132));
+  assert_true(fk.grid[0] == 132 || fk.grid[0] == 768);
+  assert_int_equal(fk.grid[1], 1);
+  assert_int_equal(fk.grid[2], 1);
   assert_int_equal(fk.block[0], PT_PREFILL_THREADS(128));
   assert_int_equal(fk.block[1] * fk.block[2], 1);
   assert_int_equal(fk.smem, pt_prefill_smem_bytes(128));
@@ -257,8 +262,11 @@ static void test_launch(void **st) {
   assert_int_equal(fk.last.sk, 1500);
   assert_int_equal(fk.last.group, 4);
   assert_int_equal(fk.last.causal, 1);
-  assert_int_equal(fk.last.m_blocks, (int)fk.grid[0]);
-  assert_int_equal(fk.last.tiles, (int)(fk.grid[0] * 32 * 3));
+  assert_int_equal(fk.last.m_blocks, (int)((1000 + bm - 1) / bm));
+  assert_int_equal(fk.last.tiles, fk.last.m_blocks * 32 * 3);
+  /* K/V of one KV head: 1500 x 128 x 2 tensors x 2 bytes; all 96 (batch, head) pairs fit in
+   * one section of the walk */
+  assert_int_equal(fk.last.sec, 96);
   assert_true(fk.last.scale_log2 > 0.1269f && fk.last.scale_log2 < 0.1271f); /* 0.088 * log2(e) */
 
   /* fp16 d = 64: the other function, the module not loaded again */
@@ -278,6 +286,83 @@ static void test_launch(void **st) {
 
 /* Another GPU (compute capability 8.0, or 10.0): refused before any load,
  * and remembered for the context. */
+/* The parameter block of a launch, as the launcher fills it (the walk's fields). */
+static struct pt_prefill_kparams walk_params(int b, int h, int group, int sq, int sk, int d, int causal) {
+  struct pt_prefill_kparams p;
+  memset(&p, 0, sizeof p);
+  p.b = b, p.h = h, p.h_k = h / group, p.group = group, p.sq = sq, p.sk = sk, p.causal = causal;
+  p.m_blocks = (sq + PT_PREFILL_BM(d) - 1) / PT_PREFILL_BM(d);
+  p.tiles = p.m_blocks * h * b;
+  p.sec = pt_prefill_section(b, h, group, sk, d);
+  return p;
+}
+
+/* The persistent walk visits every (m-block, head, batch) tile once; inside a section the
+ * m-blocks come heaviest first (causal) and the section's pairs stay together. */
+static void check_walk(const struct pt_prefill_kparams *p, int d) {
+  static unsigned char seen[1 << 16];
+  assert_true(p->tiles <= (int)sizeof seen);
+  memset(seen, 0, sizeof seen);
+  int prev_cost = 0, prev_sec = 0;
+  for (int t = 0; t < p->tiles; ++t) {
+    int mb, h, bi;
+    pt_prefill_walk(p, t, &mb, &h, &bi);
+    assert_true(mb >= 0 && mb < p->m_blocks && h >= 0 && h < p->h && bi >= 0 && bi < p->b);
+    const int idx = (bi * p->h + h) * p->m_blocks + mb;
+    assert_int_equal(seen[idx], 0);
+    seen[idx] = 1;
+    const int sec = (bi * p->h + h) / p->sec, cost = pt_prefill_tile_cost(p, PT_PREFILL_BM(d), t);
+    assert_true(t == 0 ? sec == 0 : (sec == prev_sec || sec == prev_sec + 1));
+    if (t > 0 && sec == prev_sec && p->causal) assert_true(cost <= prev_cost);
+    prev_sec = sec;
+    prev_cost = cost;
+  }
+}
+
+/* The walk's sections and the grid's size (pt_prefill_ctas). */
+static void test_grid(void **st) {
+  (void)st;
+  /* sections: the K/V of 24 MiB: one KV head at 32k keys (16 MiB), 24 at 2k (1 MiB each) */
+  assert_int_equal(pt_prefill_section(1, 32, 4, 32768, 128), 4);
+  assert_int_equal(pt_prefill_section(8, 32, 4, 2048, 128), 96);
+  assert_int_equal(pt_prefill_section(1, 32, 4, 2048, 128), 32);   /* at most every pair */
+  assert_int_equal(pt_prefill_section(1, 8, 1, 1 << 20, 128), 1);  /* at least one KV head */
+
+  /* one sequence of 4096, causal: 1024 tiles of 1 to 32 K/V tiles; dealt out statically, the
+   * busiest of 132 SMs would carry 12 % over the mean, so one CTA per tile */
+  struct pt_prefill_kparams p = walk_params(1, 32, 4, 4096, 4096, 128, 1);
+  assert_int_equal(p.tiles, 1024);
+  assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) > 1100u);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 1024);
+  check_walk(&p, 128);
+  /* the same at d = 64, B = 1, S = 2048: 352 tiles, 2.7 per SM */
+  p = walk_params(1, 32, 4, 2048, 2048, 64, 1);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(64), 132), p.tiles);
+  /* four sequences of 4096: evenly enough dealt, one CTA per SM */
+  p = walk_params(4, 32, 4, 4096, 4096, 128, 1);
+  assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) <= 1100u);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
+  check_walk(&p, 128);
+  /* not causal: every tile costs the same */
+  p = walk_params(1, 32, 4, 4096, 4096, 128, 0);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
+  check_walk(&p, 128);
+  /* fewer tiles than SMs, or the SM count unknown: one CTA per tile; more than 8 per SM: one
+   * CTA per SM without counting */
+  p = walk_params(1, 8, 1, 512, 512, 128, 1);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), p.tiles);
+  p = walk_params(4, 32, 4, 16384, 16384, 128, 1);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 0), p.tiles);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
+  /* several sections (GQA 32/8, 192-row m-blocks at d = 64, sq < sk): one KV head's 4 query
+   * heads per section at 90000 keys (22 MiB of K/V), then sections of 36 pairs, the last short */
+  p = walk_params(3, 32, 4, 1000, 90000, 64, 1);
+  assert_int_equal(p.sec, 4);
+  check_walk(&p, 64);
+  p.sec = 36;
+  check_walk(&p, 64);
+}
+
 static void test_other_gpu(void **st) {
   (void)st;
   fk.ctx = (CUcontext)(uintptr_t)0xC1; /* a context the module table has not seen */
@@ -337,6 +422,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup(test_supported, setup),
     cmocka_unit_test_setup(test_launch, setup),
+    cmocka_unit_test_setup(test_grid, setup),
     cmocka_unit_test_setup(test_other_gpu, setup),
     cmocka_unit_test_setup(test_load_failure, setup),
     cmocka_unit_test_setup(test_no_encoder, setup),
