@@ -39,16 +39,17 @@ void pt_hooks_policy_apply(void) {
     }
   }
 
-  /* The prefill swap replaces torch's flash launches only: under the per-call
-   * policy (or torch's own order) prefill runs on cuDNN, so say where it
+  /* The prefill swap replaces torch's flash launches only: say where it
    * applies rather than let the option look broken. */
   if (pt_opt_bool(PT_OPT_ATTN_PREFILL)) {
     if (pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF)
       pt_info("policy: PONYTAIL_ATTN_PREFILL=1 has no effect: PONYTAIL_ATTN=off swaps nothing");
-    else if (pt_opt_enum(PT_OPT_TORCH_SDPA) != PT_TORCH_SDPA_FLASH)
-      pt_info("policy: PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only; SDPA keeps "
-              "cuDNN for prefill unless the program asks for flash (PONYTAIL_TORCH_SDPA=flash sends "
-              "every prefill there)");
+    else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_AUTO)
+      pt_info("policy: PONYTAIL_ATTN_PREFILL=1: the SDPA policy sends a prefill call from cuDNN to flash "
+              "where Ponytail's prefill kernel takes it (compute capability 9.0, head_dim 64 or 128)");
+    else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_KEEP)
+      pt_info("policy: PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only; with "
+              "PONYTAIL_TORCH_SDPA=keep, SDPA keeps cuDNN for prefill unless the program asks for flash");
   }
 
   int choice = pt_opt_enum(PT_OPT_TORCH_ALLOC);

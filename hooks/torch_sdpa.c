@@ -48,6 +48,7 @@ void pt_sdpa_get_stats(struct pt_sdpa_stats *out) {
   out->decode_flash = __atomic_load_n(&st.decode_flash, __ATOMIC_RELAXED);
   out->decode_mem_eff = __atomic_load_n(&st.decode_mem_eff, __ATOMIC_RELAXED);
   out->decode_kept = __atomic_load_n(&st.decode_kept, __ATOMIC_RELAXED);
+  out->prefill_flash = __atomic_load_n(&st.prefill_flash, __ATOMIC_RELAXED);
   out->prefill_kept = __atomic_load_n(&st.prefill_kept, __ATOMIC_RELAXED);
   out->not_cudnn = __atomic_load_n(&st.not_cudnn, __ATOMIC_RELAXED);
   out->unknown_len = __atomic_load_n(&st.unknown_len, __ATOMIC_RELAXED);
@@ -68,6 +69,12 @@ static void layout_refuted(const char *why) {
 }
 
 int64_t pt_sdpa_query_len(const struct pt_sdpa_torch *t, const void *query) {
+  int64_t hd;
+  return pt_sdpa_query_dims(t, query, &hd);
+}
+
+int64_t pt_sdpa_query_dims(const struct pt_sdpa_torch *t, const void *query, int64_t *head_dim) {
+  *head_dim = -1;
   if (!t->sym_size || !query || __atomic_load_n(&st.layout_ok, __ATOMIC_ACQUIRE) < 0) return -1;
   const unsigned char *impl;
   memcpy(&impl, query, sizeof impl);
@@ -98,6 +105,7 @@ int64_t pt_sdpa_query_len(const struct pt_sdpa_torch *t, const void *query) {
   int zero = 0;
   if (__atomic_compare_exchange_n(&st.layout_ok, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
     pt_debug("SDPA policy: torch's tensor layout confirmed");
+  *head_dim = sz[3]; /* confirmed by sym_size(q, -1) above */
   return sz[2];
 }
 
@@ -106,6 +114,14 @@ int64_t pt_sdpa_query_len(const struct pt_sdpa_torch *t, const void *query) {
 static void probe_end(int *p) {
   (void)p;
   probing = 0;
+}
+
+/* torch's choice for the call with cuDNN reading as disabled (this thread only). */
+static int64_t ask_again(const struct pt_sdpa_torch *t, void *call) {
+  int guard __attribute__((cleanup(probe_end))) = 0;
+  (void)guard;
+  probing = 1;
+  return t->choose(call);
 }
 
 int64_t pt_sdpa_choose(const struct pt_sdpa_torch *t, void *call, const void *query) {
@@ -118,26 +134,30 @@ int64_t pt_sdpa_choose(const struct pt_sdpa_torch *t, void *call, const void *qu
     BUMP(not_cudnn);
     return r;
   }
-  int64_t q = pt_sdpa_query_len(t, query);
+  int64_t hd;
+  int64_t q = pt_sdpa_query_dims(t, query, &hd);
   if (q < 0 && __atomic_load_n(&st.layout_ok, __ATOMIC_ACQUIRE) >= 0) {
     BUMP(unknown_len);
     return r;
   }
   if (q > PT_SDPA_DECODE_MAX_Q) {
-    if (BUMP(prefill_kept) == 1) pt_info("SDPA policy: prefill (query length %lld) stays on cuDNN", (long long)q);
-    return r;
+    /* Prefill leaves cuDNN only for Ponytail's prefill kernel, which replaces
+     * torch's flash launch: torch's own flash prefill is slower than cuDNN. */
+    if (!t->prefill_ok || !t->math_enabled || !t->prefill_ok(hd) || !t->math_enabled() ||
+        ask_again(t, call) != PT_SDP_FLASH) {
+      if (BUMP(prefill_kept) == 1) pt_info("SDPA policy: prefill (query length %lld) stays on cuDNN", (long long)q);
+      return r;
+    }
+    if (BUMP(prefill_flash) == 1)
+      pt_info("SDPA policy: prefill (query length %lld) moves from cuDNN to flash, for Ponytail's prefill kernel",
+              (long long)q);
+    return PT_SDP_FLASH;
   }
   if (!t->math_enabled || !t->math_enabled()) {
     BUMP(decode_kept);
     return r;
   }
-  int64_t r2;
-  {
-    int guard __attribute__((cleanup(probe_end))) = 0;
-    (void)guard;
-    probing = 1;
-    r2 = t->choose(call);
-  }
+  const int64_t r2 = ask_again(t, call);
   if (r2 == PT_SDP_FLASH) {
     if (BUMP(decode_flash) == 1)
       pt_info("SDPA policy: decode (query length %lld) moves from cuDNN to flash", (long long)q);

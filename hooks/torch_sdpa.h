@@ -7,8 +7,11 @@
  * Torch's FlashAttention-2 is the opposite: slower prefill, and the decode
  * launches Ponytail replaces. So, per call: a decode call (query length <= 16)
  * for which torch chose cuDNN asks torch again with cuDNN excluded and takes
- * flash or mem-efficient when torch finds one eligible; everything else keeps
- * torch's own choice.
+ * flash or mem-efficient when torch finds one eligible. A prefill call does
+ * the same, for flash only, when Ponytail's prefill kernel would take it
+ * (PONYTAIL_ATTN_PREFILL=1, a GPU it runs on, head_dim 64 or 128): that kernel
+ * replaces torch's flash launch and is faster than cuDNN. Everything else
+ * keeps torch's own choice.
  *
  * The shim interposes torch's choice function and hands this policy the
  * torch functions it needs (struct pt_sdpa_torch); the policy itself knows
@@ -42,6 +45,9 @@ struct pt_sdpa_torch {
   /* at::globalContext().userEnabledMathSDP(): the second ask is safe only
    * while math, which is always eligible, stays enabled. */
   int (*math_enabled)(void);
+  /* Nonzero when Ponytail's prefill kernel would take a prefill call of this
+   * head_dim (the option on, the GPU able). NULL: prefill keeps cuDNN. */
+  int (*prefill_ok)(int64_t head_dim);
 };
 
 /* The backend for one call: torch's choice, or the policy's. query is the
@@ -57,11 +63,16 @@ int pt_sdpa_probing(void);
  * that torch's own sym_size does not confirm. Exposed for the tests. */
 int64_t pt_sdpa_query_len(const struct pt_sdpa_torch *t, const void *query);
 
+/* The same read, also giving the head_dim (dim -1) in *head_dim (-1 when the
+ * length is -1). */
+int64_t pt_sdpa_query_dims(const struct pt_sdpa_torch *t, const void *query, int64_t *head_dim);
+
 struct pt_sdpa_stats {
   uint64_t calls;          /* choices seen while the policy is on */
   uint64_t decode_flash;   /* decode: cuDNN -> flash */
   uint64_t decode_mem_eff; /* decode: cuDNN -> mem-efficient */
   uint64_t decode_kept;    /* decode: cuDNN kept (nothing else eligible, or math off) */
+  uint64_t prefill_flash;  /* prefill: cuDNN -> flash, for Ponytail's prefill kernel */
   uint64_t prefill_kept;   /* query longer than PT_SDPA_DECODE_MAX_Q: torch's cuDNN kept */
   uint64_t not_cudnn;      /* torch chose another backend itself: kept */
   uint64_t unknown_len;    /* cuDNN kept: the query length could not be read */

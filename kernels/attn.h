@@ -128,6 +128,13 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d);
  * the driver's error when it refuses the tensor maps or the launch. */
 int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream);
 
+/* 1 when this build has the prefill kernel and the current context's device
+ * can run it (compute capability 9.0), else 0 (no current context, another
+ * GPU, a build without the kernel). Asked of the driver once per device; loads
+ * nothing. For the SDPA policy, which decides before any launch whether a
+ * prefill call should reach torch's flash kernel for Ponytail to swap. */
+int pt_attn_prefill_available(void);
+
 /* ---- Verify-mode comparison (kernels/attn_compare.cu) -------------------
  *
  * ref describes the reference output: ref->o with its strides, ref->lse

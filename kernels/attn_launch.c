@@ -31,6 +31,7 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, in
   (void)stream; (void)which; (void)fn; (void)sms;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
+int pt_attn_prefill_available(void) { return 0; }
 int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
   (void)ws; (void)bytes; (void)stream;
   return CUDA_ERROR_NOT_SUPPORTED;
@@ -227,6 +228,7 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, in
   (void)stream; (void)which; (void)fn; (void)sms;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
+int pt_attn_prefill_available(void) { return 0; }
 #else
 extern const unsigned char pt_prefill_fatbin[];
 
@@ -270,6 +272,27 @@ static CUresult pt_pf_load(struct pt_attn_module *m) {
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
+}
+
+/* Per device ordinal: 0 not asked yet, 1 compute capability 9.0, 2 another
+ * (or the driver did not say). */
+#define PT_PF_MAX_DEV 64
+static atomic_int pt_pf_dev_ok[PT_PF_MAX_DEV];
+
+int pt_attn_prefill_available(void) {
+  const struct pt_driver *d = pt_attn_drv;
+  if (!d->cuCtxGetCurrent || !d->cuCtxGetDevice || !d->cuDeviceGetAttribute) return 0;
+  CUcontext ctx = NULL;
+  CUdevice dev;
+  if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS) return 0;
+  if (dev < 0 || dev >= PT_PF_MAX_DEV) return 0;
+  int v = atomic_load_explicit(&pt_pf_dev_ok[dev], memory_order_relaxed);
+  if (v == 0) {
+    int sms = 0;
+    v = pt_pf_device_ok(&sms) == CUDA_SUCCESS ? 1 : 2;
+    atomic_store_explicit(&pt_pf_dev_ok[dev], v, memory_order_relaxed);
+  }
+  return v == 1;
 }
 
 CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {

@@ -56,7 +56,7 @@ extern "C" {
 #define PT_PREFILL_EXP 0
 #endif
 /* K/V tiles in flight: as many as fit beside Q in the 227 KB of shared memory a CTA may take
- * (d = 128: 32 KB of Q + 3 x 64 KB; d = 64: 16 KB + 4 x 32 KB). */
+ * (d = 128: 32 KB of Q + 3 x 64 KB; d = 64: 24 KB (192 rows) + 4 x 32 KB). */
 #define PT_PREFILL_STAGES(d) ((d) == 128 ? 3 : 4)
 /* Each tile is stored as d / 64 sub-tiles of [rows][64] elements (128-byte rows, the TMA's and
  * wgmma's 128-byte swizzle), each 1024-byte aligned. */
@@ -134,6 +134,7 @@ static inline int pt_prefill_tile_cost(const struct pt_prefill_kparams *p, int b
  * c, c + ctas, ...), counting each tile one K/V tile more than it reads (its Q load and
  * epilogue). */
 static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, int bm, int ctas) {
+  if (ctas <= 0 || ctas > PT_PREFILL_PLAN_CTAS) return 1000u; /* not counted: taken as even */
   unsigned load[PT_PREFILL_PLAN_CTAS];
   memset(load, 0, sizeof(unsigned) * (size_t)ctas);
   unsigned long long total = 0;
@@ -150,11 +151,11 @@ static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, 
 /* The launch's CTA count on a GPU of `sms` SMs (0: unknown). One CTA per SM, unless the walk
  * would load the SMs unevenly: causal tiles differ in cost (1 to sq / BN K/V tiles), and with
  * few tiles per SM the CTA that draws the heavy ones finishes last. Where the busiest SM would
- * carry over 10 % more than the mean, the launch takes one CTA per tile, heaviest first, and
- * the hardware hands each SM its next CTA as it frees up. On the issue's grid (32 heads) that
- * is B = 1 at S <= 4096, causal, where one CTA per tile ran 1.02-1.08x faster than one per SM
- * (bench/records/2026-12-02-prefill-profile.md). Evaluated for up to 8 tiles per SM; beyond,
- * the walk is within 8 % of even on that grid. */
+ * carry over 10 % more than the mean, the launch takes one CTA per tile (heaviest first within
+ * each section), and the hardware hands each SM its next CTA as it frees up. On the issue's
+ * grid (32 heads) that is B = 1 at S <= 4096, causal, where one CTA per tile ran 1.02-1.08x
+ * faster than one per SM (bench/records/2026-12-02-prefill-profile.md). Evaluated for up to 8
+ * tiles per SM; beyond, the walk is within 8 % of even on that grid. */
 static inline int pt_prefill_ctas(const struct pt_prefill_kparams *p, int bm, int sms) {
   if (sms <= 0 || p->tiles <= sms) return p->tiles;
   if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 8 * sms) return sms;

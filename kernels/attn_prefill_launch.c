@@ -42,6 +42,9 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
   if (d->b > 65535 || d->h > 65535) return "batch or heads > 65535";
   if (d->causal && d->seqlen_q > d->seqlen_k) return "causal with seqlen_q > seqlen_k";
   if (!(d->scale == d->scale) || isinf(d->scale)) return "scale not finite";
+  /* The softmax takes each row's max on the raw scores (the scale folded into the exponent
+   * afterwards), which keeps their order only for a positive scale. */
+  if (!(d->scale > 0.f)) return "scale not positive";
   if (d->bias) return "attention bias (prefill)";
   if (!d->q || !d->k || !d->v || !d->o) return "null pointer";
   if (!pt_attn_contiguous(d->q_dim_stride) || !pt_attn_contiguous(d->k_dim_stride) ||

@@ -29,8 +29,11 @@
 #include <string.h>
 
 #include "hooks/torch_sdpa.h"
+#include "kernels/attn.h"
+#include "shim/real.h"
 #include "shim/shim.h"
 #include "common/log.h"
+#include "common/options.h"
 
 #define PT_SYM_CHOICE "_ZN2at6native22_fused_sdp_choice_cudaERKNS_6TensorES3_S3_RKSt8optionalIS1_EdbS4_IdEb"
 #define PT_SYM_CUDNN_ENABLED "_ZNK2at7Context19userEnabledCuDNNSDPEv"
@@ -135,6 +138,16 @@ static int pt_math_enabled(void) {
   return ctx && math && math(ctx());
 }
 
+/* For the SDPA policy: Ponytail's prefill kernel would take a prefill call of
+ * this head_dim (PONYTAIL_ATTN_PREFILL=1 with the attention swap on, and a GPU
+ * the kernel runs on). */
+static int pt_prefill_ok(int64_t head_dim) {
+  /* pt_real_driver: the driver table is filled on first use, which an SDPA
+   * call may precede. */
+  return (head_dim == 64 || head_dim == 128) && pt_opt_bool(PT_OPT_ATTN_PREFILL) &&
+         pt_opt_enum(PT_OPT_ATTN) != PT_ATTN_OFF && pt_real_driver() && pt_attn_prefill_available();
+}
+
 PT_EXPORT int64_t _ZN2at6native22_fused_sdp_choice_cudaERKNS_6TensorES3_S3_RKSt8optionalIS1_EdbS4_IdEb(
     const void *q, const void *k, const void *v, const void *mask, double dropout, bool causal,
     struct pt_opt_double scale, bool gqa) {
@@ -158,6 +171,7 @@ PT_EXPORT int64_t _ZN2at6native22_fused_sdp_choice_cudaERKNS_6TensorES3_S3_RKSt8
       .sym_size = (pt_sym_size_fn)pt_torch_lazy(&real_sym_size, PT_SYM_SYM_SIZE),
 #endif
       .math_enabled = pt_math_enabled,
+      .prefill_ok = pt_prefill_ok,
   };
   return pt_sdpa_choose(&t, &c, q);
 }

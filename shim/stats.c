@@ -169,6 +169,7 @@ void pt_stats_write_json(FILE *f) {
   pt_jw_u64(&w, "decode_to_flash", hs.sdpa.decode_flash);
   pt_jw_u64(&w, "decode_to_mem_efficient", hs.sdpa.decode_mem_eff);
   pt_jw_u64(&w, "decode_kept_cudnn", hs.sdpa.decode_kept);
+  pt_jw_u64(&w, "prefill_to_flash", hs.sdpa.prefill_flash);
   pt_jw_u64(&w, "prefill_kept_cudnn", hs.sdpa.prefill_kept);
   pt_jw_u64(&w, "torch_chose_other", hs.sdpa.not_cudnn);
   pt_jw_u64(&w, "length_unknown", hs.sdpa.unknown_len);
@@ -223,10 +224,10 @@ void pt_stats_write_text(FILE *f) {
   if (hs.faults_planted) fprintf(f, "  test faults planted %" PRIu64 "\n", hs.faults_planted);
   if (hs.sdpa.calls)
     fprintf(f, "  SDPA policy: %" PRIu64 " choices; decode to flash %" PRIu64 ", to mem-efficient %" PRIu64
-               ", kept on cuDNN %" PRIu64 "; prefill kept on cuDNN %" PRIu64 "; torch chose another %" PRIu64
-               "; length unknown %" PRIu64 "\n",
-            hs.sdpa.calls, hs.sdpa.decode_flash, hs.sdpa.decode_mem_eff, hs.sdpa.decode_kept, hs.sdpa.prefill_kept,
-            hs.sdpa.not_cudnn, hs.sdpa.unknown_len);
+               ", kept on cuDNN %" PRIu64 "; prefill to flash %" PRIu64 ", kept on cuDNN %" PRIu64
+               "; torch chose another %" PRIu64 "; length unknown %" PRIu64 "\n",
+            hs.sdpa.calls, hs.sdpa.decode_flash, hs.sdpa.decode_mem_eff, hs.sdpa.decode_kept, hs.sdpa.prefill_flash,
+            hs.sdpa.prefill_kept, hs.sdpa.not_cudnn, hs.sdpa.unknown_len);
   uint64_t ie = __atomic_load_n(&pt_internal_errors, __ATOMIC_RELAXED);
   if (ie) fprintf(f, "  internal errors %" PRIu64 "\n", ie);
   if (pt_stats_alloc_text) pt_stats_alloc_text(f);

@@ -4,12 +4,16 @@
  *
  * Usage: preload_torch MODE FAKE_TORCH_SO; MODE is the expected
  * PONYTAIL_TORCH_SDPA behaviour: auto (the default), keep, or off
- * (PONYTAIL_ENABLE=0); or missing: no torch loaded at all. In auto a
- * decode call leaves cuDNN for flash (no mask) or mem-efficient (mask), a
- * prefill call keeps cuDNN; both through the direct call and the dispatch
- * stub's pointer; every argument reaches torch's function unchanged; cuDNN
- * reads as off only during the shim's second ask. In keep and off torch's
- * answer (cuDNN) always comes back and torch is asked once per call. */
+ * (PONYTAIL_ENABLE=0); prefill: auto with PONYTAIL_ATTN_PREFILL=1 and a
+ * current CUDA context (the fake driver's device is compute capability 9.0);
+ * prefill_unbuilt: the same in a build without the prefill kernel, where
+ * prefill keeps cuDNN; or missing: no torch loaded at all. In auto a decode call leaves cuDNN for
+ * flash (no mask) or mem-efficient (mask), a prefill call keeps cuDNN, or
+ * (prefill) takes flash, for Ponytail's prefill kernel, at head_dim 128 but
+ * not 256; both through the direct call and the dispatch stub's pointer;
+ * every argument reaches torch's function unchanged; cuDNN reads as off only
+ * during the shim's second ask. In keep and off torch's answer (cuDNN) always
+ * comes back and torch is asked once per call. */
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,7 +56,29 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *mode = argv[1];
-  int act = !strcmp(mode, "auto");
+  const int prefill_env = !strcmp(mode, "prefill") || !strcmp(mode, "prefill_unbuilt");
+  const int prefill = !strcmp(mode, "prefill"); /* prefill expected to move to flash */
+  int act = !strcmp(mode, "auto") || prefill_env;
+  if (prefill_env) {
+    /* A current context on the (fake) driver, the one the shim finds at run
+     * time: what torch has made by the time it runs SDPA. */
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    CHECK(cu);
+    if (failed) return 1;
+    typedef int (*init_fn)(unsigned);
+    typedef int (*retain_fn)(void **, int);
+    typedef int (*set_fn)(void *);
+    init_fn cu_init = (init_fn)dlsym(cu, "cuInit");
+    retain_fn retain = (retain_fn)dlsym(cu, "cuDevicePrimaryCtxRetain");
+    set_fn set_cur = (set_fn)dlsym(cu, "cuCtxSetCurrent");
+    CHECK(cu_init && retain && set_cur);
+    if (failed) return 1;
+    void *ctx = NULL;
+    CHECK(cu_init(0) == 0);
+    CHECK(retain(&ctx, 0) == 0 && ctx);
+    CHECK(set_cur(ctx) == 0);
+    if (failed) return 1;
+  }
   if (!strcmp(mode, "missing")) {
     /* The shim's choice called while no library defines torch's own (a
      * program that is not torch, or a renamed torch): it must answer math
@@ -85,9 +111,10 @@ int main(int argc, char **argv) {
   CHECK(sdpa && set && rec && cudnn_on && gctx);
   if (failed) return 1;
 
-  struct fake_tensor dec, pre;
+  struct fake_tensor dec, pre, wide;
   tensor(&dec, 8, 32, 1, 128);
   tensor(&pre, 1, 32, 4096, 128);
+  tensor(&wide, 1, 32, 4096, 256);
   bool no_mask = false, mask = true;
   for (int via_stub = 0; via_stub < 2; via_stub++) {
     /* decode, no mask: flash; torch asked twice, the second time with cuDNN off */
@@ -103,9 +130,14 @@ int main(int argc, char **argv) {
     r = sdpa(via_stub, &dec.handle, &mask, 0.0, false, 0.0, false, false);
     CHECK(r == (act ? 2 : 3));
     CHECK(rec->dropout == 0.0 && !rec->causal && !rec->scale_has && !rec->gqa && rec->mask == &mask);
-    /* prefill: cuDNN kept, one ask */
+    /* prefill: cuDNN kept, one ask; with PONYTAIL_ATTN_PREFILL=1, flash */
     rec->calls = 0;
     r = sdpa(via_stub, &pre.handle, &no_mask, 0.0, true, 0.0, false, true);
+    CHECK(r == (prefill ? 1 : 3));
+    CHECK(rec->calls == (prefill ? 2 : 1));
+    /* a head_dim the prefill kernel does not take: cuDNN, one ask */
+    rec->calls = 0;
+    r = sdpa(via_stub, &wide.handle, &no_mask, 0.0, true, 0.0, false, true);
     CHECK(r == 3);
     CHECK(rec->calls == 1);
   }

@@ -8,6 +8,8 @@
 #   flash   the shim with PONYTAIL_TORCH_SDPA=flash (the earlier global policy)
 #   flashpf the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1: prefill on torch's flash
 #           path, its launches swapped for Ponytail's prefill kernel (issue 18)
+#   autopf  the shim with PONYTAIL_ATTN_PREFILL=1 under the default policy: the policy sends prefill
+#           from cuDNN to flash, where Ponytail's prefill kernel replaces it
 # Prints a table last: per row, each arm's TTFT and step (median over its rounds) and the
 # ratios against stock; plus the shim's pool host waits (syncs, wait ms) per arm.
 #   ROWS=8x4096,2x32768,1x65536 ROUNDS=2 REPS=3 NEW=32 bash tests/gpu/bench/prefill_ttft.sh
@@ -26,6 +28,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
       auto) e+=(LD_PRELOAD="$shim") ;;
       flash) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash) ;;
       flashpf) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1) ;;
+      autopf) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=1) ;;
     esac
     [ "$arm" = stock ] || e+=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/ttft-$arm-$r.stats.json")
     echo "== round $r, $arm"

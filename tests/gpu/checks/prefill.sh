@@ -14,7 +14,7 @@
 #                (PREFILL_PROFILE_KERNELS: another regex of kernel names, e.g. pt_attn_prefill alone)
 # PREFILL_PREV=DIR and PREFILL_VARIANTS="NAME:FLAGS ...": other builds timed beside (see below).
 # PREFILL_FLAGS: extra nvcc flags for this tree's own two builds (the one checked and timed, and
-# the sanitizers' watchdog build), e.g. "-DPT_PREFILL_PERSISTENT=1" to sanitize a variant.
+# the sanitizers' watchdog build), e.g. "-DPT_PREFILL_PERSISTENT=0" to sanitize a variant.
 # Results in $OUT (default a temporary directory): prefill_correctness.txt, prefill_timing.txt,
 # ptxas.txt, the sanitizer logs. Exit non-zero when a stage failed (every stage still runs).
 set -uo pipefail

@@ -99,8 +99,9 @@ def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa", probe=None)
     """probe: None (random inputs), "q0" (Q = 0: softmax uniform, O = mean of the visible V,
     tests the P V path alone), "v1" (V = 1: O = 1 wherever the softmax is normalised, and the
     LSE tests S = Q K^T alone) or "ramp" (K's rows scaled up along the keys, Q by 3: each row's
-    max rises tile after tile, by more than the lazy max's threshold of 2^8 and by less, so O's
-    rescale runs, and is skipped, at every tile)."""
+    max rises tile after tile, by about 7 log2 units on average, sometimes past the lazy max's
+    threshold of 8 and sometimes not, so O's rescale runs on many tiles; the random cases cover
+    the tiles where a whole warp skips it)."""
     torch.manual_seed(hash((b, sq, sk, h, hk, d, str(dtype), causal, layout, probe)) & 0xffffffff)
     q, k, v = make(b, sq, sk, h, hk, d, dtype, layout)
     if probe == "q0":
@@ -164,17 +165,19 @@ def correctness(lib):
             fails += not case(lib, rows, 1, 1000, 1000, 4, 2, d, torch.bfloat16, causal, probe="ramp")
     fails += not case(lib, rows, 1, 300, 1000, 4, 2, 128, torch.float16, True, probe="ramp")
     # More tiles (m-block x head x batch) than the H200 has SMs, of different key counts
-    # (causal, sq < sk): a persistent build (PT_PREFILL_PERSISTENT) walks several per CTA, its
-    # K/V ring, Q reload and warpgroup turns running on across tiles; with one tile per CTA
-    # (every case above) that path would not run.
+    # (causal, sq < sk), on 132 CTAs whatever pt_prefill_ctas would choose: the persistent walk
+    # (the default build) takes several per CTA, its K/V ring, Q reload and warpgroup turns
+    # running on across tiles; with one tile per CTA that path would not run.
+    os.environ["PT_PREFILL_CTAS"] = "132"
     for d in (64, 128):
         fails += not case(lib, rows, 2, 1000, 1500, 32, 8, d, torch.bfloat16, True)
-    # The persistent walk over several sections, the last one short (64 pairs in sections of 12).
-    os.environ["PT_PREFILL_SECTION"] = "12"
+    # The walk over several sections, the last one short (64 pairs in sections of 12), on 100
+    # CTAs (4 to 6 tiles each).
+    os.environ.update(PT_PREFILL_SECTION="12", PT_PREFILL_CTAS="100")
     for d in (64, 128):
         for causal in (False, True):
             fails += not case(lib, rows, 2, 1000, 1000, 32, 8, d, torch.bfloat16, causal)
-    del os.environ["PT_PREFILL_SECTION"]
+    del os.environ["PT_PREFILL_SECTION"], os.environ["PT_PREFILL_CTAS"]
     rows.append("%d cases, %d failures" % (len(rows), fails))
     return rows, fails
 

@@ -85,6 +85,12 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
       return (int)e;
     grid = dim3(PT_PREFILL_PERSISTENT == 1 ? pt_prefill_ctas(&p, PT_PREFILL_BM(d), sms) : p.tiles, 1, 1);
+    // Test hook: a given CTA count, so that a case walks several tiles per CTA whatever
+    // pt_prefill_ctas would choose for it.
+    if (const char *e = getenv("PT_PREFILL_CTAS")) {
+      const int v = atoi(e);
+      if (v > 0 && v <= p.tiles) grid = dim3(v, 1, 1);
+    }
   }
   fn<<<grid, PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
   return (int)cudaGetLastError();

@@ -23,8 +23,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-KINDS = (("ponytail", "pt_attn_decode"), ("cudnn", "cudnn"), ("flash", "flash_fwd"),
-         ("mem_efficient", "fmha_cutlass"))
+KINDS = (("ponytail", "pt_attn_decode"), ("ponytail_prefill", "pt_attn_prefill"), ("cudnn", "cudnn"),
+         ("flash", "flash_fwd"), ("mem_efficient", "fmha_cutlass"))
 
 
 def classify(names):

@@ -6,8 +6,11 @@
 #   shim: prefill on cuDNN, decode without a mask on Ponytail's kernel (flash swapped),
 #         decode with a mask on Ponytail's kernel too (mem-efficient swapped: PONYTAIL_ATTN_MASKED
 #         is on by default), a user's sdpa_kernel(CUDNN) choice on cuDNN;
-#   the shim's stats: layout confirmed, decode moved to flash and prefill kept at least once.
-# Results in $OUT (sdpa_policy.txt, the two JSONs, the shim's stats).
+#   the shim's stats: layout confirmed, decode moved to flash and prefill kept at least once;
+#   shim with PONYTAIL_ATTN_PREFILL=1: the same, but prefill without a mask on Ponytail's prefill
+#         kernel (moved to flash, swapped), prefill with a mask on cuDNN; stats: prefill moved to
+#         flash at least once.
+# Results in $OUT (sdpa_policy.txt, the three JSONs, the shim's stats).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
@@ -21,6 +24,10 @@ echo "== under the shim (default)"
 timeout -k 5 240 env LD_PRELOAD="$shim" PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$out/sdpa_shim.%p.log" \
   PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/sdpa_shim.stats.json" \
   "$py" "$root/tests/gpu/checks/sdpa_policy.py" --json "$out/sdpa_shim.json" 2>&1 | tail -12
+echo "== under the shim, PONYTAIL_ATTN_PREFILL=1"
+timeout -k 5 240 env LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=1 PONYTAIL_LOG=info \
+  PONYTAIL_LOG_FILE="$out/sdpa_shimpf.%p.log" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/sdpa_shimpf.stats.json" \
+  "$py" "$root/tests/gpu/checks/sdpa_policy.py" --json "$out/sdpa_shimpf.json" 2>&1 | tail -12
 "$py" - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -29,36 +36,46 @@ def load(n):
         return json.load(open(os.path.join(out, n)))
     except Exception as e:
         print("missing %s: %s" % (n, e)); return None
-stock, shim, st = load("sdpa_stock.json"), load("sdpa_shim.json"), load("sdpa_shim.stats.json")
+stock = load("sdpa_stock.json")
 bad = []
 want_shim = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"}, decode_scale={"ponytail"},
                  decode_q4={"ponytail"}, decode_mask={"ponytail"}, prefill_mask={"cudnn"},
                  forced_cudnn={"cudnn"})  # compiled: reported, either path is correct
-lines = ["%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", "shim kernels", "err stock / shim")]
-for arm in (stock, shim):
-    if not arm:
-        bad.append("an arm did not finish")
-if stock and shim:
-    s_by = {c["case"]: c for c in stock["cases"]}
+want_pf = dict(want_shim, prefill={"ponytail_prefill"}, prefill_gqa={"ponytail_prefill"})
+# arm name, its JSON and stats, the kernels each case must run, the policy counters that must be > 0
+arms = (("shim", "sdpa_shim", want_shim, ("decode_to_flash", "prefill_kept_cudnn")),
+        ("shim+prefill", "sdpa_shimpf", want_pf, ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn")))
+lines = []
+if not stock:
+    bad.append("the stock arm did not finish")
+s_by = {c["case"]: c for c in (stock or {}).get("cases", [])}
+for c in s_by.values():
+    if not c.get("finite") or not c.get("err", 1) <= 2e-2:
+        bad.append("stock %s: err %s finite %s" % (c["case"], c.get("err"), c.get("finite")))
+    if c["case"] in ("prefill", "decode") and "cudnn" not in c.get("kernels", []):
+        bad.append("stock %s ran %s, expected cudnn (torch's order changed?)" % (c["case"], c.get("kernels")))
+for name, base, want, counters in arms:
+    shim, st = load(base + ".json"), load(base + ".stats.json")
+    lines.append("%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", name + " kernels", "err stock / " + name))
+    if not shim:
+        bad.append("arm %s did not finish" % name)
+        continue
     for c in shim["cases"]:
         s = s_by.get(c["case"], {})
         lines.append("%-13s | %-22s | %-22s | %.1e / %.1e" % (c["case"], ",".join(s.get("kernels", [])),
                      ",".join(c["kernels"]), s.get("err", float("nan")), c["err"]))
-        for arm, r in (("stock", s), ("shim", c)):
-            if not r.get("finite") or not r.get("err", 1) <= 2e-2:
-                bad.append("%s %s: err %s finite %s" % (arm, c["case"], r.get("err"), r.get("finite")))
-        w = want_shim.get(c["case"])
+        if not c.get("finite") or not c.get("err", 1) <= 2e-2:
+            bad.append("%s %s: err %s finite %s" % (name, c["case"], c.get("err"), c.get("finite")))
+        w = want.get(c["case"])
         if w and not w <= set(c["kernels"]):
-            bad.append("shim %s ran %s, expected %s" % (c["case"], c["kernels"], sorted(w)))
-        if c["case"] in ("prefill", "decode") and "cudnn" not in s.get("kernels", []):
-            bad.append("stock %s ran %s, expected cudnn (torch's order changed?)" % (c["case"], s.get("kernels")))
-if st:
-    p = (st.get("hooks_sdpa") or st.get("sdpa_policy") or {})
-    lines.append("shim stats sdpa_policy: %s" % json.dumps(p))
-    if p.get("layout") != "confirmed" or not p.get("decode_to_flash") or not p.get("prefill_kept_cudnn"):
-        bad.append("policy stats: %s" % p)
-else:
-    bad.append("no shim stats")
+            bad.append("%s %s ran %s, expected %s" % (name, c["case"], c["kernels"], sorted(w)))
+    if st:
+        p = (st.get("hooks_sdpa") or st.get("sdpa_policy") or {})
+        lines.append("%s stats sdpa_policy: %s" % (name, json.dumps(p)))
+        if p.get("layout") != "confirmed" or not all(p.get(k) for k in counters):
+            bad.append("%s policy stats: %s" % (name, p))
+    else:
+        bad.append("no %s stats" % name)
 lines.append("sdpa_policy: %s" % ("PASS" if not bad else "FAIL: " + "; ".join(bad)))
 print("\n".join(lines))
 open(os.path.join(out, "sdpa_policy.txt"), "w").write("\n".join(lines) + "\n")

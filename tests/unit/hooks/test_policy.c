@@ -154,6 +154,10 @@ static void test_prefill_note(void **st) {
   apply();
   assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
   setenv("PONYTAIL_ATTN_PREFILL", "1", 1);
+  apply(); /* the default policy: prefill moves to flash where the kernel takes it */
+  assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1: the SDPA policy sends a prefill call"));
+  unlink(log_path);
+  setenv("PONYTAIL_TORCH_SDPA", "keep", 1);
   apply();
   assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only"));
   unlink(log_path);

@@ -67,7 +67,16 @@ static void fake_sym_size(int64_t *out, const void *tensor, int64_t dim) {
 
 static int fake_math(void) { return math_on; }
 
-static const struct pt_sdpa_torch torch_fns = {fake_choose, fake_sym_size, fake_math};
+/* Ponytail's prefill kernel as the shim would answer: takes head_dim 64 and
+ * 128 when prefill_on (the option, a GPU it runs on). */
+static int prefill_on;
+static int64_t prefill_asked_hd;
+static int fake_prefill_ok(int64_t head_dim) {
+  prefill_asked_hd = head_dim;
+  return prefill_on && (head_dim == 64 || head_dim == 128);
+}
+
+static const struct pt_sdpa_torch torch_fns = {fake_choose, fake_sym_size, fake_math, fake_prefill_ok};
 
 static int64_t run(struct call *k) {
   cur = k;
@@ -84,6 +93,8 @@ static int setup(void **st) {
   pt_opts_reload();
   pt_sdpa_reset();
   math_on = 1;
+  prefill_on = 0;
+  prefill_asked_hd = 0;
   return 0;
 }
 
@@ -140,6 +151,64 @@ static void test_prefill_and_other_choices_kept(void **st) {
   pt_sdpa_get_stats(&s);
   assert_int_equal(s.prefill_kept, 2);
   assert_int_equal(s.not_cudnn, 5);
+}
+
+/* With Ponytail's prefill kernel able to take it, a prefill call leaves cuDNN
+ * for flash (which the kernel replaces); for nothing else (torch's own flash
+ * or mem-efficient prefill is slower than cuDNN). */
+static void test_prefill_to_flash_for_ponytail(void **st) {
+  (void)st;
+  prefill_on = 1;
+  struct fake_tensor q;
+  tensor_init(&q, 2, 32, 32768, 128);
+  struct call p = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  assert_int_equal(run(&p), PT_SDP_FLASH);
+  assert_int_equal(p.asks, 2);
+  assert_int_equal(p.asks_probing, 1);
+  assert_int_equal(prefill_asked_hd, 128); /* dim -1 of the query, as read and confirmed */
+  tensor_init(&q, 1, 16, 17, 64);
+  struct call p64 = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  assert_int_equal(run(&p64), PT_SDP_FLASH);
+  assert_int_equal(prefill_asked_hd, 64);
+  /* a mask: flash not eligible, mem-efficient is; cuDNN stays */
+  tensor_init(&q, 1, 32, 4096, 128);
+  struct call m = {&q, PT_SDP_CUDNN, PT_SDP_EFFICIENT, 0, 0, 0};
+  assert_int_equal(run(&m), PT_SDP_CUDNN);
+  assert_int_equal(m.asks, 2);
+  /* a head_dim the kernel does not take: no second ask */
+  tensor_init(&q, 1, 32, 4096, 256);
+  struct call h = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  assert_int_equal(run(&h), PT_SDP_CUDNN);
+  assert_int_equal(h.asks, 1);
+  /* math disabled: no second ask (it could end in torch's "no kernel" error) */
+  math_on = 0;
+  tensor_init(&q, 1, 32, 4096, 128);
+  struct call nm = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  assert_int_equal(run(&nm), PT_SDP_CUDNN);
+  assert_int_equal(nm.asks, 1);
+  math_on = 1;
+  /* decode is unchanged by the option */
+  tensor_init(&q, 8, 32, 1, 128);
+  struct call d = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  assert_int_equal(run(&d), PT_SDP_FLASH);
+  struct pt_sdpa_stats s;
+  pt_sdpa_get_stats(&s);
+  assert_int_equal(s.prefill_flash, 2);
+  assert_int_equal(s.prefill_kept, 3);
+  assert_int_equal(s.decode_flash, 1);
+  /* the kernel unable (the option off, another GPU): prefill keeps cuDNN, asked once */
+  prefill_on = 0;
+  tensor_init(&q, 2, 32, 32768, 128);
+  struct call off = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  assert_int_equal(run(&off), PT_SDP_CUDNN);
+  assert_int_equal(off.asks, 1);
+  /* no prefill_ok at all (a caller that does not wire it): the same */
+  prefill_on = 1;
+  const struct pt_sdpa_torch bare = {fake_choose, fake_sym_size, fake_math, NULL};
+  struct call nb = {&q, PT_SDP_CUDNN, PT_SDP_FLASH, 0, 0, 0};
+  cur = &nb;
+  assert_int_equal(pt_sdpa_choose(&bare, &nb, &q.handle), PT_SDP_CUDNN);
+  assert_int_equal(nb.asks, 1);
 }
 
 static void test_math_disabled_no_second_ask(void **st) {
@@ -255,6 +324,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_decode_leaves_cudnn, setup),
       cmocka_unit_test_setup(test_prefill_and_other_choices_kept, setup),
+      cmocka_unit_test_setup(test_prefill_to_flash_for_ponytail, setup),
       cmocka_unit_test_setup(test_math_disabled_no_second_ask, setup),
       cmocka_unit_test_setup(test_custom_sizes_not_read, setup),
       cmocka_unit_test_setup(test_other_modes_untouched, setup),

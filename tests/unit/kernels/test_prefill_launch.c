@@ -25,6 +25,8 @@ static struct pt_driver fk_drv;
 static struct {
   CUcontext ctx;        /* what the stream's context is */
   int cc_major, cc_minor;
+  int dev;              /* the current context's device ordinal */
+  int attr_calls;       /* device attribute queries */
   int capturing;        /* cuStreamIsCapturing answers "active" */
   CUresult load_rc;     /* what cuModuleLoadData answers for the prefill image */
   int loads, prefill_loads, launches, encodes;
@@ -49,9 +51,10 @@ extern const unsigned char pt_prefill_fatbin[];
 
 static CUresult fk_ctx_get(CUcontext *c) { *c = fk.ctx; return CUDA_SUCCESS; }
 static CUresult fk_stream_ctx(CUstream s, CUcontext *c) { (void)s; *c = fk.ctx; return CUDA_SUCCESS; }
-static CUresult fk_ctx_dev(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+static CUresult fk_ctx_dev(CUdevice *d) { *d = fk.dev; return CUDA_SUCCESS; }
 static CUresult fk_dev_attr(int *v, CUdevice_attribute a, CUdevice d) {
   (void)d;
+  fk.attr_calls++;
   if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = fk.cc_major;
   else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = fk.cc_minor;
   else if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = fk.sms;
@@ -169,6 +172,13 @@ static void test_supported(void **st) {
   d.causal = 0;
   assert_null(pt_attn_prefill_supported(&d));
 
+  d.scale = 0.f;
+  assert_string_equal(pt_attn_prefill_supported(&d), "scale not positive");
+  d.scale = -0.088f;
+  assert_string_equal(pt_attn_prefill_supported(&d), "scale not positive");
+  d.scale = 0.088f;
+  assert_null(pt_attn_prefill_supported(&d));
+
   struct pt_attn_desc x = prefill_desc(2, 32, 8, 1000, 1000, 256);
   assert_string_equal(pt_attn_prefill_supported(&x), "prefill head_dim not 64/128");
   x = prefill_desc(2, 32, 8, 1000, 1000, 64);
@@ -214,8 +224,8 @@ static void test_launch(void **st) {
   assert_string_equal(fk.last_fn, "pt_attn_prefill_bf16_d128");
   const unsigned bm = PT_PREFILL_BM(128);
   /* the persistent walk: 8 m-blocks x 32 heads x 3 = 768 tiles on 132 SMs, a 1D grid */
-  assert_int_equal(fk.grid[0], pt_prefill_ctas(&fk.last, (int)bm, 132));
-  assert_true(fk.grid[0] == 132 || fk.grid[0] == 768);
+  assert_int_equal(fk.grid[0], 132); /* dealt in order, the busiest SM 8.5 % over the mean */
+  assert_int_equal(pt_prefill_ctas(&fk.last, (int)bm, 132), 132);
   assert_int_equal(fk.grid[1], 1);
   assert_int_equal(fk.grid[2], 1);
   assert_int_equal(fk.block[0], PT_PREFILL_THREADS(128));
@@ -282,10 +292,25 @@ static void test_launch(void **st) {
   assert_null(fk.last.lse);
   assert_int_equal(fk.last.causal, 0);
   assert_int_equal(fk.prefill_loads, 1);
+  assert_int_equal(fk.grid[0], (unsigned)fk.last.tiles); /* 16 tiles, fewer than the SMs */
+
+  /* one sequence of 4096, causal: unevenly dealt on 132 SMs, so one CTA per tile; the same
+   * shape again takes the remembered answer */
+  struct pt_attn_desc u = prefill_desc(1, 32, 8, 4096, 4096, 128);
+  for (int i = 0; i < 2; i++) {
+    fk.encodes = 0; /* the fake keeps the maps of a few launches */
+    assert_int_equal(pt_attn_prefill_launch(&u, STREAM), CUDA_SUCCESS);
+    assert_int_equal(fk.grid[0], 1024);
+  }
+  /* a context whose device did not give its SM count: one CTA per tile, for the shape that
+   * took one per SM above */
+  fk.ctx = (CUcontext)(uintptr_t)0xC6;
+  fk.sms = 0;
+  fk.encodes = 0;
+  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_SUCCESS);
+  assert_int_equal(fk.grid[0], 768);
 }
 
-/* Another GPU (compute capability 8.0, or 10.0): refused before any load,
- * and remembered for the context. */
 /* The parameter block of a launch, as the launcher fills it (the walk's fields). */
 static struct pt_prefill_kparams walk_params(int b, int h, int group, int sq, int sk, int d, int causal) {
   struct pt_prefill_kparams p;
@@ -363,6 +388,36 @@ static void test_grid(void **st) {
   check_walk(&p, 64);
 }
 
+/* The SDPA policy's question (pt_attn_prefill_available): asked of the
+ * current context's device once, nothing loaded. */
+static void test_available(void **st) {
+  (void)st;
+  fk.dev = 3;
+  assert_int_equal(pt_attn_prefill_available(), 1);
+  const int calls = fk.attr_calls;
+  assert_int_equal(pt_attn_prefill_available(), 1);
+  assert_int_equal(fk.attr_calls, calls); /* remembered per device */
+  assert_int_equal(fk.loads, 0);
+  fk.dev = 4;
+  fk.cc_major = 8; /* another GPU */
+  assert_int_equal(pt_attn_prefill_available(), 0);
+  fk.dev = 5;
+  fk.cc_major = 10;
+  assert_int_equal(pt_attn_prefill_available(), 0);
+  fk.dev = 3; /* the first device's answer stands */
+  assert_int_equal(pt_attn_prefill_available(), 1);
+  fk.ctx = NULL; /* no current context */
+  fk.dev = 6;
+  fk.cc_major = 9;
+  assert_int_equal(pt_attn_prefill_available(), 0);
+  fk.ctx = (CUcontext)(uintptr_t)0xC5;
+  fk.dev = 64; /* an ordinal past the table: not asked */
+  assert_int_equal(pt_attn_prefill_available(), 0);
+  assert_int_equal(fk.loads, 0);
+}
+
+/* Another GPU (compute capability 8.0, or 10.0): refused before any load,
+ * and remembered for the context. */
 static void test_other_gpu(void **st) {
   (void)st;
   fk.ctx = (CUcontext)(uintptr_t)0xC1; /* a context the module table has not seen */
@@ -423,6 +478,7 @@ int main(void) {
     cmocka_unit_test_setup(test_supported, setup),
     cmocka_unit_test_setup(test_launch, setup),
     cmocka_unit_test_setup(test_grid, setup),
+    cmocka_unit_test_setup(test_available, setup),
     cmocka_unit_test_setup(test_other_gpu, setup),
     cmocka_unit_test_setup(test_load_failure, setup),
     cmocka_unit_test_setup(test_no_encoder, setup),
