@@ -378,7 +378,8 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       bi = blockIdx.z;
       return;
     }
-    pt_prefill_walk(&p, t, &mb, &h, &bi);
+    // (Experiment 8: the snake deal, a permutation within the round; the loops are unchanged.)
+    pt_prefill_walk(&p, (PT_PREFILL_EXP & 8) ? pt_prefill_deal(&p, t, (int)gridDim.x) : t, &mb, &h, &bi);
   };
 
   if (tid == 0) {

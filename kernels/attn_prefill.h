@@ -49,9 +49,12 @@ extern "C" {
 #define PT_PREFILL_PERSISTENT 1
 #endif
 /* Compile-time experiments (0 in production builds; tests/gpu/checks/prefill.sh builds
- * variants with -DPT_PREFILL_EXP=...), bits that each undo one change, to measure it: 1 the
+ * variants with -DPT_PREFILL_EXP=...). Bits that each undo one change, to measure it: 1 the
  * producer waits without a suspend-time hint, 2 the mask is applied on every K/V tile (both
- * version 5), 4 the running max moves on every rise instead of lazily (version 6). */
+ * version 5), 4 the running max moves on every rise instead of lazily (version 6). And one that
+ * tries a change: 8 the snake deal (pt_prefill_deal, pt_prefill_plan_snake), odd rounds of the
+ * walk dealt in reverse where that balances the SMs better, applied where a tile's coordinates
+ * are computed so that the kernel's loops stay as they are. Written, not yet run on a GPU. */
 #ifndef PT_PREFILL_EXP
 #define PT_PREFILL_EXP 0
 #endif
@@ -78,6 +81,8 @@ struct pt_prefill_kparams {
   int tiles;                  /* m_blocks * h * b: the persistent grid's walk */
   int sec;                    /* (batch, head) pairs per section of that walk: pt_prefill_section */
   float scale_log2;           /* softmax scale * log2(e) */
+  int snake;                  /* experiment 8: odd rounds of the deal reversed (pt_prefill_deal);
+                                 last, so that the production kernel's parameters keep their offsets */
 };
 
 /* The persistent walk goes section by section: a section is `sec` consecutive (batch, head)
@@ -130,16 +135,26 @@ static inline int pt_prefill_tile_cost(const struct pt_prefill_kparams *p, int b
   return pt_prefill_n_tiles(p, mb * bm, bm);
 }
 
-/* The busiest CTA's load over the mean (x 1000) when `ctas` CTAs walk the tiles (CTA c takes
- * c, c + ctas, ...), counting each tile one K/V tile more than it reads (its Q load and
- * epilogue). */
+/* The walk's tile at position t of the deal, with `ctas` CTAs: CTA c takes the positions c,
+ * c + ctas, ... (rounds of ctas). In order, or with p->snake (experiment 8) reversed within
+ * every odd round (the last may be short), so that the CTA that drew a round's heaviest tile
+ * draws the next round's lightest. A permutation inside each round. */
+static inline PT_PREFILL_HD int pt_prefill_deal(const struct pt_prefill_kparams *p, int t, int ctas) {
+  const int k = t / ctas;
+  if (!p->snake || !(k & 1)) return t;
+  const int base = k * ctas, n = p->tiles - base < ctas ? p->tiles - base : ctas;
+  return base + n - 1 - (t - base);
+}
+
+/* The busiest CTA's load over the mean (x 1000) when `ctas` CTAs take the deal's positions,
+ * counting each tile one K/V tile more than it reads (its Q load and epilogue). */
 static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, int bm, int ctas) {
   if (ctas <= 0 || ctas > PT_PREFILL_PLAN_CTAS) return 1000u; /* not counted: taken as even */
   unsigned load[PT_PREFILL_PLAN_CTAS];
   memset(load, 0, sizeof(unsigned) * (size_t)ctas);
   unsigned long long total = 0;
   for (int t = 0; t < p->tiles; ++t) {
-    const unsigned w = (unsigned)pt_prefill_tile_cost(p, bm, t) + 1u;
+    const unsigned w = (unsigned)pt_prefill_tile_cost(p, bm, pt_prefill_deal(p, t, ctas)) + 1u;
     load[t % ctas] += w;
     total += w;
   }
@@ -160,6 +175,28 @@ static inline int pt_prefill_ctas(const struct pt_prefill_kparams *p, int bm, in
   if (sms <= 0 || p->tiles <= sms) return p->tiles;
   if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 8 * sms) return sms;
   return pt_prefill_imbalance(p, bm, sms) > 1100u ? p->tiles : sms;
+}
+
+/* Experiment 8's choice (the test library's; the shim's launcher uses pt_prefill_ctas): of the
+ * in-order and the snake deal on one CTA per SM, the better balanced, sets p->snake; where even
+ * that leaves the busiest SM over 10 % above the mean, one CTA per tile. Counted for causal
+ * launches of up to 32 tiles per SM. In a build that measured the snake deal with its loops
+ * stepping through the dealt index, it took 1 x 4096 causal d = 128 from 595 to 633-643 TFLOP/s
+ * and d = 64 causal 8 x 2048 from 384 to 396-403, but those loops cost 2-4 % elsewhere
+ * (bench/records/2026-12-02-prefill-profile.md). */
+static inline int pt_prefill_plan_snake(struct pt_prefill_kparams *p, int bm, int sms) {
+  p->snake = 0;
+  if (sms <= 0 || p->tiles <= sms) return p->tiles;
+  if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 32 * sms) return sms;
+  const unsigned in_order = pt_prefill_imbalance(p, bm, sms);
+  p->snake = 1;
+  const unsigned snake = pt_prefill_imbalance(p, bm, sms);
+  p->snake = snake < in_order;
+  if ((snake < in_order ? snake : in_order) > 1100u) {
+    p->snake = 0;
+    return p->tiles;
+  }
+  return sms;
 }
 
 /* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */

@@ -344,6 +344,60 @@ static void check_walk(const struct pt_prefill_kparams *p, int d) {
   }
 }
 
+/* The deal is a permutation of the tiles that keeps each round's tiles in that round, and
+ * without the snake the identity (pt_prefill_deal). */
+static void check_deal(const struct pt_prefill_kparams *p, int ctas) {
+  static unsigned char dealt[1 << 16];
+  assert_true(p->tiles <= (int)sizeof dealt);
+  memset(dealt, 0, sizeof dealt);
+  for (int t = 0; t < p->tiles; ++t) {
+    const int w = pt_prefill_deal(p, t, ctas);
+    assert_true(w >= 0 && w < p->tiles);
+    assert_int_equal(w / ctas, t / ctas);
+    if (!p->snake) assert_int_equal(w, t);
+    assert_int_equal(dealt[w], 0);
+    dealt[w] = 1;
+  }
+}
+
+/* Experiment 8's plan (pt_prefill_plan_snake): the snake deal where it balances better. */
+static void test_snake_plan(void **st) {
+  (void)st;
+  /* one sequence of 4096, causal: 12 % over the mean in order, under 1 % snake */
+  struct pt_prefill_kparams p = walk_params(1, 32, 4, 4096, 4096, 128, 1);
+  assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) > 1100u);
+  p.snake = 1;
+  assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) < 1010u);
+  check_deal(&p, 132);
+  assert_int_equal(pt_prefill_plan_snake(&p, PT_PREFILL_BM(128), 132), 132);
+  assert_int_equal(p.snake, 1);
+  /* d = 64, B = 8, S = 2048: 2816 tiles, 7 % over in order, 1 % snake */
+  p = walk_params(8, 32, 4, 2048, 2048, 64, 1);
+  assert_int_equal(pt_prefill_plan_snake(&p, PT_PREFILL_BM(64), 132), 132);
+  assert_int_equal(p.snake, 1);
+  check_deal(&p, 132);
+  /* d = 64, B = 1, S = 2048: 352 tiles, neither within 10 %: one CTA per tile */
+  p = walk_params(1, 32, 4, 2048, 2048, 64, 1);
+  assert_int_equal(pt_prefill_plan_snake(&p, PT_PREFILL_BM(64), 132), p.tiles);
+  assert_int_equal(p.snake, 0);
+  /* four sequences of 4096: in order is the better */
+  p = walk_params(4, 32, 4, 4096, 4096, 128, 1);
+  assert_int_equal(pt_prefill_plan_snake(&p, PT_PREFILL_BM(128), 132), 132);
+  assert_int_equal(p.snake, 0);
+  /* not causal: in order, not counted */
+  p = walk_params(1, 32, 4, 4096, 4096, 128, 0);
+  assert_int_equal(pt_prefill_plan_snake(&p, PT_PREFILL_BM(128), 132), 132);
+  assert_int_equal(p.snake, 0);
+  /* odd CTA and tile counts, the last round short */
+  p = walk_params(3, 7, 1, 1000, 1000, 128, 1);
+  for (int ctas = 1; ctas <= 60; ctas += 7) {
+    p.snake = 0;
+    check_deal(&p, ctas);
+    p.snake = 1;
+    check_deal(&p, ctas);
+  }
+}
+
 /* The walk's sections and the grid's size (pt_prefill_ctas). */
 static void test_grid(void **st) {
   (void)st;
@@ -478,6 +532,7 @@ int main(void) {
     cmocka_unit_test_setup(test_supported, setup),
     cmocka_unit_test_setup(test_launch, setup),
     cmocka_unit_test_setup(test_grid, setup),
+    cmocka_unit_test_setup(test_snake_plan, setup),
     cmocka_unit_test_setup(test_available, setup),
     cmocka_unit_test_setup(test_other_gpu, setup),
     cmocka_unit_test_setup(test_load_failure, setup),
