@@ -74,8 +74,9 @@ struct pt_hook_outcome pt_attn_report_launch(int id) {
   case PT_HOOK_CUDNN_SDPA:
     switch (pt_opt_enum(PT_OPT_TORCH_SDPA)) {
     case PT_TORCH_SDPA_AUTO:
-      /* The per-call policy keeps cuDNN for prefill on purpose; if it never
-       * saw a choice, this torch does not let Ponytail interpose it. */
+      /* The per-call policy keeps cuDNN for prefill on purpose (unless
+       * PONYTAIL_ATTN_PREFILL moves it to Ponytail's kernel); if it never saw
+       * a choice, this torch does not let Ponytail interpose it. */
       o.reason = pt_sdpa_seen() ? pt_attn_r_cudnn_auto : pt_attn_r_cudnn_unseen;
       break;
     case PT_TORCH_SDPA_FLASH:

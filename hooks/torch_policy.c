@@ -46,7 +46,8 @@ void pt_hooks_policy_apply(void) {
       pt_info("policy: PONYTAIL_ATTN_PREFILL=1 has no effect: PONYTAIL_ATTN=off swaps nothing");
     else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_AUTO)
       pt_info("policy: PONYTAIL_ATTN_PREFILL=1: the SDPA policy sends a prefill call from cuDNN to flash "
-              "where Ponytail's prefill kernel takes it (compute capability 9.0, head_dim 64 or 128)");
+              "where Ponytail's prefill kernel takes it (a build with the kernel, the current GPU of "
+              "compute capability 9.0, head_dim 64 or 128, no dropout)");
     else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_KEEP)
       pt_info("policy: PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only; with "
               "PONYTAIL_TORCH_SDPA=keep, SDPA keeps cuDNN for prefill unless the program asks for flash");

@@ -143,7 +143,7 @@ int64_t pt_sdpa_choose(const struct pt_sdpa_torch *t, void *call, const void *qu
   if (q > PT_SDPA_DECODE_MAX_Q) {
     /* Prefill leaves cuDNN only for Ponytail's prefill kernel, which replaces
      * torch's flash launch: torch's own flash prefill is slower than cuDNN. */
-    if (!t->prefill_ok || !t->math_enabled || !t->prefill_ok(hd) || !t->math_enabled() ||
+    if (!t->prefill_ok || !t->math_enabled || !t->prefill_ok(call, hd) || !t->math_enabled() ||
         ask_again(t, call) != PT_SDP_FLASH) {
       if (BUMP(prefill_kept) == 1) pt_info("SDPA policy: prefill (query length %lld) stays on cuDNN", (long long)q);
       return r;

@@ -45,9 +45,10 @@ struct pt_sdpa_torch {
   /* at::globalContext().userEnabledMathSDP(): the second ask is safe only
    * while math, which is always eligible, stays enabled. */
   int (*math_enabled)(void);
-  /* Nonzero when Ponytail's prefill kernel would take a prefill call of this
-   * head_dim (the option on, the GPU able). NULL: prefill keeps cuDNN. */
-  int (*prefill_ok)(int64_t head_dim);
+  /* Nonzero when Ponytail's prefill kernel would take this prefill call (the
+   * choose() argument) of this head_dim: the option on, the GPU able, nothing
+   * in the call the swap refuses. NULL: prefill keeps cuDNN. */
+  int (*prefill_ok)(void *call, int64_t head_dim);
 };
 
 /* The backend for one call: torch's choice, or the policy's. query is the

@@ -130,8 +130,8 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream);
 
 /* 1 when this build has the prefill kernel and the current context's device
  * can run it (compute capability 9.0), else 0 (no current context, another
- * GPU, a build without the kernel). Asked of the driver once per device; loads
- * nothing. For the SDPA policy, which decides before any launch whether a
+ * GPU, a build without the kernel, a module that failed to load in this
+ * context). Asked of the driver once per device; loads nothing. For the SDPA policy, which decides before any launch whether a
  * prefill call should reach torch's flash kernel for Ponytail to swap. */
 int pt_attn_prefill_available(void);
 

@@ -292,7 +292,11 @@ int pt_attn_prefill_available(void) {
     v = pt_pf_device_ok(&sms) == CUDA_SUCCESS ? 1 : 2;
     atomic_store_explicit(&pt_pf_dev_ok[dev], v, memory_order_relaxed);
   }
-  return v == 1;
+  if (v != 1) return 0;
+  /* A module that failed to load in this context (an old driver, the context table full)
+   * is remembered there and never retried: the kernel will not run. */
+  const struct pt_attn_module *m = pt_attn_module_published(ctx);
+  return !m || atomic_load_explicit(&m->pf_state, memory_order_acquire) != 2;
 }
 
 CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {

@@ -138,14 +138,19 @@ static int pt_math_enabled(void) {
   return ctx && math && math(ctx());
 }
 
-/* For the SDPA policy: Ponytail's prefill kernel would take a prefill call of
- * this head_dim (PONYTAIL_ATTN_PREFILL=1 with the attention swap on, and a GPU
- * the kernel runs on). */
-static int pt_prefill_ok(int64_t head_dim) {
+/* For the SDPA policy: Ponytail's prefill kernel would take this prefill call
+ * of this head_dim: PONYTAIL_ATTN_PREFILL=1 with the attention swap on, no
+ * dropout and a positive scale (the swap refuses the others, and torch's own
+ * flash kernel would then run, slower than cuDNN), and the current context's
+ * GPU one the kernel runs on, its module not known to have failed there. */
+static int pt_prefill_ok(void *call, int64_t head_dim) {
+  const struct pt_choice_call *a = call;
+  if (!(head_dim == 64 || head_dim == 128) || !pt_opt_bool(PT_OPT_ATTN_PREFILL) ||
+      pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF || a->dropout != 0.0 || (a->scale.has && !(a->scale.v > 0.0)))
+    return 0;
   /* pt_real_driver: the driver table is filled on first use, which an SDPA
    * call may precede. */
-  return (head_dim == 64 || head_dim == 128) && pt_opt_bool(PT_OPT_ATTN_PREFILL) &&
-         pt_opt_enum(PT_OPT_ATTN) != PT_ATTN_OFF && pt_real_driver() && pt_attn_prefill_available();
+  return pt_real_driver() && pt_attn_prefill_available();
 }
 
 PT_EXPORT int64_t _ZN2at6native22_fused_sdp_choice_cudaERKNS_6TensorES3_S3_RKSt8optionalIS1_EdbS4_IdEb(

@@ -6,8 +6,9 @@
  * PONYTAIL_TORCH_SDPA behaviour: auto (the default), keep, or off
  * (PONYTAIL_ENABLE=0); prefill: auto with PONYTAIL_ATTN_PREFILL=1 and a
  * current CUDA context (the fake driver's device is compute capability 9.0);
- * prefill_unbuilt: the same in a build without the prefill kernel, where
- * prefill keeps cuDNN; or missing: no torch loaded at all. In auto a decode call leaves cuDNN for
+ * prefill_unbuilt and prefill_attn_off: the same in a build without the
+ * prefill kernel, or with PONYTAIL_ATTN=off, where prefill keeps cuDNN; or
+ * missing: no torch loaded at all. In auto a decode call leaves cuDNN for
  * flash (no mask) or mem-efficient (mask), a prefill call keeps cuDNN, or
  * (prefill) takes flash, for Ponytail's prefill kernel, at head_dim 128 but
  * not 256; both through the direct call and the dispatch stub's pointer;
@@ -56,7 +57,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *mode = argv[1];
-  const int prefill_env = !strcmp(mode, "prefill") || !strcmp(mode, "prefill_unbuilt");
+  const int prefill_env =
+      !strcmp(mode, "prefill") || !strcmp(mode, "prefill_unbuilt") || !strcmp(mode, "prefill_attn_off");
   const int prefill = !strcmp(mode, "prefill"); /* prefill expected to move to flash */
   int act = !strcmp(mode, "auto") || prefill_env;
   if (prefill_env) {
@@ -135,9 +137,18 @@ int main(int argc, char **argv) {
     r = sdpa(via_stub, &pre.handle, &no_mask, 0.0, true, 0.0, false, true);
     CHECK(r == (prefill ? 1 : 3));
     CHECK(rec->calls == (prefill ? 2 : 1));
-    /* a head_dim the prefill kernel does not take: cuDNN, one ask */
+    /* a head_dim the prefill kernel does not take, dropout, a negative scale (the swap would
+     * refuse them, and torch's flash is slower than cuDNN): cuDNN, one ask */
     rec->calls = 0;
     r = sdpa(via_stub, &wide.handle, &no_mask, 0.0, true, 0.0, false, true);
+    CHECK(r == 3);
+    CHECK(rec->calls == 1);
+    rec->calls = 0;
+    r = sdpa(via_stub, &pre.handle, &no_mask, 0.1, true, 0.0, false, true);
+    CHECK(r == 3);
+    CHECK(rec->calls == 1);
+    rec->calls = 0;
+    r = sdpa(via_stub, &pre.handle, &no_mask, 0.0, true, -0.125, true, true);
     CHECK(r == 3);
     CHECK(rec->calls == 1);
   }

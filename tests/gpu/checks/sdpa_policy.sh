@@ -42,9 +42,13 @@ want_shim = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"}, 
                  decode_q4={"ponytail"}, decode_mask={"ponytail"}, prefill_mask={"cudnn"},
                  forced_cudnn={"cudnn"})  # compiled: reported, either path is correct
 want_pf = dict(want_shim, prefill={"ponytail_prefill"}, prefill_gqa={"ponytail_prefill"})
-# arm name, its JSON and stats, the kernels each case must run, the policy counters that must be > 0
-arms = (("shim", "sdpa_shim", want_shim, ("decode_to_flash", "prefill_kept_cudnn")),
-        ("shim+prefill", "sdpa_shimpf", want_pf, ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn")))
+# torch's own flash kernel in a case moved to flash for Ponytail's: the swap did not happen
+forbid_pf = dict(prefill={"flash"}, prefill_gqa={"flash"})
+# arm name, its JSON and stats, the kernels each case must run and must not, the policy
+# counters that must be > 0
+arms = (("shim", "sdpa_shim", want_shim, {}, ("decode_to_flash", "prefill_kept_cudnn")),
+        ("shim+prefill", "sdpa_shimpf", want_pf, forbid_pf,
+         ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn")))
 lines = []
 if not stock:
     bad.append("the stock arm did not finish")
@@ -54,7 +58,7 @@ for c in s_by.values():
         bad.append("stock %s: err %s finite %s" % (c["case"], c.get("err"), c.get("finite")))
     if c["case"] in ("prefill", "decode") and "cudnn" not in c.get("kernels", []):
         bad.append("stock %s ran %s, expected cudnn (torch's order changed?)" % (c["case"], c.get("kernels")))
-for name, base, want, counters in arms:
+for name, base, want, forbid, counters in arms:
     shim, st = load(base + ".json"), load(base + ".stats.json")
     lines.append("%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", name + " kernels", "err stock / " + name))
     if not shim:
@@ -69,6 +73,9 @@ for name, base, want, counters in arms:
         w = want.get(c["case"])
         if w and not w <= set(c["kernels"]):
             bad.append("%s %s ran %s, expected %s" % (name, c["case"], c["kernels"], sorted(w)))
+        f = forbid.get(c["case"], set()) & set(c["kernels"])
+        if f:
+            bad.append("%s %s ran %s, which it must not" % (name, c["case"], sorted(f)))
     if st:
         p = (st.get("hooks_sdpa") or st.get("sdpa_policy") or {})
         lines.append("%s stats sdpa_policy: %s" % (name, json.dumps(p)))

@@ -71,7 +71,8 @@ static int fake_math(void) { return math_on; }
  * 128 when prefill_on (the option, a GPU it runs on). */
 static int prefill_on;
 static int64_t prefill_asked_hd;
-static int fake_prefill_ok(int64_t head_dim) {
+static int fake_prefill_ok(void *call, int64_t head_dim) {
+  (void)call;
   prefill_asked_hd = head_dim;
   return prefill_on && (head_dim == 64 || head_dim == 128);
 }

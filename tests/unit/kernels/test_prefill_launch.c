@@ -294,8 +294,8 @@ static void test_launch(void **st) {
   assert_int_equal(fk.prefill_loads, 1);
   assert_int_equal(fk.grid[0], (unsigned)fk.last.tiles); /* 16 tiles, fewer than the SMs */
 
-  /* one sequence of 4096, causal: unevenly dealt on 132 SMs, so one CTA per tile; the same
-   * shape again takes the remembered answer */
+  /* one sequence of 4096, causal: unevenly dealt on 132 SMs, so one CTA per tile (twice: the
+   * second launch answered from the launcher's per-shape memory) */
   struct pt_attn_desc u = prefill_desc(1, 32, 8, 4096, 4096, 128);
   for (int i = 0; i < 2; i++) {
     fk.encodes = 0; /* the fake keeps the maps of a few launches */
@@ -460,14 +460,25 @@ static void test_available(void **st) {
   assert_int_equal(pt_attn_prefill_available(), 0);
   fk.dev = 3; /* the first device's answer stands */
   assert_int_equal(pt_attn_prefill_available(), 1);
-  fk.ctx = NULL; /* no current context */
+  fk.ctx = NULL; /* no current context: 0, and not remembered for the device */
   fk.dev = 6;
   fk.cc_major = 9;
   assert_int_equal(pt_attn_prefill_available(), 0);
   fk.ctx = (CUcontext)(uintptr_t)0xC5;
+  assert_int_equal(pt_attn_prefill_available(), 1);
   fk.dev = 64; /* an ordinal past the table: not asked */
   assert_int_equal(pt_attn_prefill_available(), 0);
   assert_int_equal(fk.loads, 0);
+  /* a context where the prefill module failed to load: 0 there, 1 in another context */
+  fk.dev = 3;
+  fk.ctx = (CUcontext)(uintptr_t)0xC7;
+  fk.load_rc = CUDA_ERROR_NO_BINARY_FOR_GPU;
+  struct pt_attn_desc d = prefill_desc(1, 8, 8, 512, 512, 128);
+  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_ERROR_NO_BINARY_FOR_GPU);
+  fk.load_rc = CUDA_SUCCESS;
+  assert_int_equal(pt_attn_prefill_available(), 0);
+  fk.ctx = (CUcontext)(uintptr_t)0xC8;
+  assert_int_equal(pt_attn_prefill_available(), 1);
 }
 
 /* Another GPU (compute capability 8.0, or 10.0): refused before any load,
