@@ -24,6 +24,9 @@ Arms (all rows run the first three unless --arms says otherwise):
               (run by themselves after a same-path arm differs from stock / stock_flash)
   prefill     the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1: prefill on torch's
               flash path, swapped for Ponytail's prefill kernel (opt-in; issue 18)
+  prefill_auto  the shim with PONYTAIL_ATTN_PREFILL=1 under the default policy: prefill moved
+              from cuDNN to flash where the kernel takes it, and swapped (the run that decides
+              whether the option can be on by default)
   masked      the shim's defaults plus PONYTAIL_ATTN_MASKED=1: masked decode (padded batches,
               masked SDPA) on Ponytail's kernel (issue 17). Its run (7 programs, 0 regressions)
               made that option the default, so this arm now equals "shim"; it stays so that
@@ -93,6 +96,8 @@ ARMS = {
     # prefill on torch's flash path with its launches swapped for Ponytail's prefill kernel
     # (opt-in, issue 18): another attention path than stock, compared as such
     "prefill": {"": "shim", "PONYTAIL_TORCH_SDPA": "flash", "PONYTAIL_ATTN_PREFILL": "1"},
+    # the same kernel reached through the default policy (auto moves prefill to flash for it)
+    "prefill_auto": {"": "shim", "PONYTAIL_ATTN_PREFILL": "1"},
     "stock_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
 # The arm whose outputs each arm's must equal bit for bit: the same attention path, so only the
