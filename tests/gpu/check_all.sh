@@ -51,14 +51,14 @@ group() {
 # lim: its own time limit. Both are estimates from the scripts' headers, not measured here.
 est() {
   case $1 in
-    smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 70 ;; alloc-stress) echo 40 ;;
+    smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 120 ;; compat-matrix) echo 300 ;;
     compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; *) echo 60 ;;
   esac
 }
 lim() {
   case $1 in
-    smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 200 ;; alloc-stress) echo 120 ;;
+    smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 280 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 180 ;; compat-matrix) echo 420 ;;
     compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; *) echo 120 ;;
   esac
@@ -68,7 +68,7 @@ describe() {
     smoke) echo "checks/smoke.sh: stock vs shim pass-through, ENABLE=0, swap, verify mode" ;;
     attn) echo "checks/attn.sh ATTN_STAGES='correctness sanitize': kernel vs fp32, memcheck, racecheck" ;;
     attn-graph) echo "checks/attn_graph.sh: decode attention in torch CUDA graphs, shim and stock" ;;
-    sdpa-policy) echo "checks/sdpa_policy.sh: SDPA backend per call (prefill cuDNN, decode flash), outputs vs fp32" ;;
+    sdpa-policy) echo "checks/sdpa_policy.sh: SDPA backend per call (prefill cuDNN, decode flash; with PONYTAIL_ATTN_PREFILL=1 prefill on Ponytail's kernel), outputs vs fp32" ;;
     alloc-stress) echo "checks/alloc_stress.sh SHORT=1: 8 threads x 4 streams, zero corruptions" ;;
     ipc-stock) echo "checks/ipc_torch.py --mode torch and raw, without the shim" ;;
     ipc-shim) echo "checks/ipc_torch.py --mode torch and raw, under the shim" ;;

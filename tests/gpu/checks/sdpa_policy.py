@@ -115,7 +115,8 @@ def main():
     # torch.compile traces with fake tensors: the choice is made while tracing
     case("compiled", 8, 32, 8, 1, 4096, gqa=True, wrap=lambda fn: torch.compile(fn, fullgraph=True))
     with open(a.json, "w") as f:
-        json.dump(dict(torch=torch.__version__, cases=res), f, indent=1)
+        json.dump(dict(torch=torch.__version__, cc=list(torch.cuda.get_device_capability()), cases=res), f,
+                  indent=1)
 
 
 if __name__ == "__main__":
