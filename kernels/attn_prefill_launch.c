@@ -63,7 +63,9 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
       !pt_attn_mult8(d->o_head_stride))
     return "stride not a multiple of 8";
   const long long m_blocks = (d->seqlen_q + PT_PREFILL_BM(d->head_dim) - 1) / PT_PREFILL_BM(d->head_dim);
-  if (m_blocks * d->h * d->b > INT_MAX) return "too many tiles";
+  /* The kernel's walk counts tiles in int and steps by the grid size, which may be the tile
+   * count itself (one CTA per tile): keep t + gridDim.x in range. */
+  if (m_blocks * d->h * d->b > INT_MAX / 2) return "too many tiles";
   return NULL;
 #endif
 }

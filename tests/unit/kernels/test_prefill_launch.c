@@ -179,6 +179,12 @@ static void test_supported(void **st) {
   d.scale = 0.088f;
   assert_null(pt_attn_prefill_supported(&d));
 
+  /* 2^30 tiles (512 m-blocks x 16384 heads x 128): the walk's int arithmetic could overflow */
+  struct pt_attn_desc big = prefill_desc(128, 16384, 16384, 65536, 65536, 128);
+  assert_string_equal(pt_attn_prefill_supported(&big), "too many tiles");
+  big.b = 127; /* 2^30 - 2^23 tiles: taken */
+  assert_null(pt_attn_prefill_supported(&big));
+
   struct pt_attn_desc x = prefill_desc(2, 32, 8, 1000, 1000, 256);
   assert_string_equal(pt_attn_prefill_supported(&x), "prefill head_dim not 64/128");
   x = prefill_desc(2, 32, 8, 1000, 1000, 64);
