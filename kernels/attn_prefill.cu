@@ -63,19 +63,29 @@ static __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
 // test builds (-DPT_PREFILL_WATCHDOG): a wait that spins for seconds prints which barrier,
 // block and thread, then traps, so that a deadlock fails the launch instead of hanging the
 // test. Production builds compile the plain loop.
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, int tag) {
+// SLEEP: each try_wait carries a suspend-time hint (0.1 ms), so that a thread that usually
+// waits sleeps until the phase completes instead of spinning (mbar_wait_sleep); its watchdog
+// counts fewer, longer rounds.
+template <bool SLEEP> static __device__ __forceinline__ void mbar_wait_loop(uint32_t bar, uint32_t parity, int tag) {
   uint32_t done = 0;
 #ifdef PT_PREFILL_WATCHDOG
   long long spins = 0;
 #endif
   while (!done) {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    if (SLEEP)
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(bar), "r"(parity), "r"(100000u)
+          : "memory");
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(bar), "r"(parity)
+          : "memory");
 #ifdef PT_PREFILL_WATCHDOG
-    if (!done && ++spins == (1ll << 24)) {
+    if (!done && ++spins == (SLEEP ? (1ll << 16) : (1ll << 24))) {
       printf("pt_prefill watchdog: block (%d,%d,%d) thread %d stuck on barrier %d parity %u\n", (int)blockIdx.x,
              (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, tag, parity);
       __trap();
@@ -85,37 +95,17 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, 
 #endif
   }
 }
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, int tag) {
+  mbar_wait_loop<false>(bar, parity, tag);
+}
 // The producer's wait for a free stage. It usually waits (the ring is full while the consumers
 // are the bottleneck), and a plain try_wait returns after a few cycles: its thread then spins,
 // issuing two instructions per round on the scheduler it shares with two consumer warps (a
 // fifth of that scheduler's issue slots in the profile, bench/records/2026-12-02-prefill-profile.md).
-// With a suspend-time hint the thread sleeps until the phase completes (or the hint, 0.1 ms,
-// runs out, and it asks again).
+// With the hint the thread sleeps until the phase completes (or the hint runs out, and it asks
+// again). Experiment 1: the plain wait.
 static __device__ __forceinline__ void mbar_wait_sleep(uint32_t bar, uint32_t parity, int tag) {
-#if (PT_PREFILL_EXP & 1) != 0  // experiment: the plain wait
-  mbar_wait(bar, parity, tag);
-#else
-  uint32_t done = 0;
-#ifdef PT_PREFILL_WATCHDOG
-  long long spins = 0;
-#endif
-  while (!done) {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity), "r"(100000u)
-        : "memory");
-#ifdef PT_PREFILL_WATCHDOG
-    if (!done && ++spins == (1ll << 16)) {
-      printf("pt_prefill watchdog: block (%d,%d,%d) thread %d stuck on barrier %d parity %u\n", (int)blockIdx.x,
-             (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, tag, parity);
-      __trap();
-    }
-#else
-    (void)tag;
-#endif
-  }
-#endif
+  mbar_wait_loop<(PT_PREFILL_EXP & 1) == 0>(bar, parity, tag);
 }
 // One box of a 4D tensor map into shared memory; completion counted on `bar`.
 static __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,

@@ -52,7 +52,7 @@ extern "C" {
  * variants with -DPT_PREFILL_EXP=...). Bits that each undo one change, to measure it: 1 the
  * producer waits without a suspend-time hint, 2 the mask is applied on every K/V tile (both
  * version 5), 4 the running max moves on every rise instead of lazily (version 6). And one that
- * tries a change: 8 the snake deal (pt_prefill_deal, pt_prefill_plan_snake), odd rounds of the
+ * tries a change: 8 the snake deal (pt_prefill_deal, pt_prefill_ctas's snake), odd rounds of the
  * walk dealt in reverse where that balances the SMs better, applied where a tile's coordinates
  * are computed so that the kernel's loops stay as they are. 16: the ring's stage and phase
  * carried from one K/V tile to the next instead of divided out of the running count (about 12
@@ -166,36 +166,31 @@ static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, 
   return total ? (unsigned)((unsigned long long)mx * (unsigned)ctas * 1000u / total) : 1000u;
 }
 
-/* The launch's CTA count on a GPU of `sms` SMs (0: unknown). One CTA per SM, unless the walk
- * would load the SMs unevenly: causal tiles differ in cost (1 to sq / BN K/V tiles), and with
- * few tiles per SM the CTA that draws the heavy ones finishes last. Where the busiest SM would
- * carry over 10 % more than the mean, the launch takes one CTA per tile (heaviest first within
- * each section), and the hardware hands each SM its next CTA as it frees up. On the issue's
- * grid (32 heads) that is B = 1 at S <= 4096, causal, where one CTA per tile ran 1.02-1.08x
- * faster than one per SM (bench/records/2026-12-02-prefill-profile.md). Evaluated for up to 8
- * tiles per SM; beyond, the walk is within 8 % of even on that grid. */
-static inline int pt_prefill_ctas(const struct pt_prefill_kparams *p, int bm, int sms) {
-  if (sms <= 0 || p->tiles <= sms) return p->tiles;
-  if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 8 * sms) return sms;
-  return pt_prefill_imbalance(p, bm, sms) > 1100u ? p->tiles : sms;
-}
-
-/* Experiment 8's choice (the test library's; the shim's launcher uses pt_prefill_ctas): of the
- * in-order and the snake deal on one CTA per SM, the better balanced, sets p->snake; where even
- * that leaves the busiest SM over 10 % above the mean, one CTA per tile. Counted for causal
- * launches of up to 32 tiles per SM. In a build that measured the snake deal with its loops
- * stepping through the dealt index, it took 1 x 4096 causal d = 128 from 595 to 633-643 TFLOP/s
- * and d = 64 causal 8 x 2048 from 384 to 396-403, but those loops cost 2-4 % elsewhere
- * (bench/records/2026-12-02-prefill-profile.md). */
-static inline int pt_prefill_plan_snake(struct pt_prefill_kparams *p, int bm, int sms) {
+/* The launch's CTA count on a GPU of `sms` SMs (0: unknown), and p->snake. One CTA per SM,
+ * unless the walk would load the SMs unevenly: causal tiles differ in cost (1 to sq / BN K/V
+ * tiles), and with few tiles per SM the CTA that draws the heavy ones finishes last. Where the
+ * busiest SM would carry over 10 % more than the mean, the launch takes one CTA per tile
+ * (heaviest first within each section), and the hardware hands each SM its next CTA as it frees
+ * up. On the issue's grid (32 heads) that is B = 1 at S <= 4096, causal, where one CTA per tile
+ * ran 1.02-1.08x faster than one per SM (bench/records/2026-12-02-prefill-profile.md).
+ * Evaluated for up to 8 tiles per SM; beyond, the walk is within 8 % of even on that grid.
+ * snake (experiment 8, the test library only; the shim's launcher passes 0): the snake deal is
+ * counted too, for up to 32 tiles per SM, and the better balanced of the two deals taken. In a
+ * build that measured it with its loops stepping through the dealt index, it took 1 x 4096
+ * causal d = 128 from 595 to 633-643 TFLOP/s and d = 64 causal 8 x 2048 from 384 to 396-403,
+ * but those loops cost 2-4 % elsewhere. */
+static inline int pt_prefill_ctas(struct pt_prefill_kparams *p, int bm, int sms, int snake) {
   p->snake = 0;
   if (sms <= 0 || p->tiles <= sms) return p->tiles;
-  if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 32 * sms) return sms;
-  const unsigned in_order = pt_prefill_imbalance(p, bm, sms);
-  p->snake = 1;
-  const unsigned snake = pt_prefill_imbalance(p, bm, sms);
-  p->snake = snake < in_order;
-  if ((snake < in_order ? snake : in_order) > 1100u) {
+  if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > (snake ? 32 : 8) * sms) return sms;
+  unsigned best = pt_prefill_imbalance(p, bm, sms);
+  if (snake) {
+    p->snake = 1;
+    const unsigned z = pt_prefill_imbalance(p, bm, sms);
+    p->snake = z < best;
+    best = z < best ? z : best;
+  }
+  if (best > 1100u) {
     p->snake = 0;
     return p->tiles;
   }

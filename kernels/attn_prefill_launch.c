@@ -97,7 +97,7 @@ static struct {
 static int pf_nplans, pf_next;
 static pthread_mutex_t pf_plans_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int pf_ctas(const struct pt_prefill_kparams *p, int hd, int sms) {
+static int pf_ctas(struct pt_prefill_kparams *p, int hd, int sms) {
   const int key[8] = {p->b, p->h, p->group, p->sq, p->sk, hd, p->causal, sms};
   pthread_mutex_lock(&pf_plans_lock);
   for (int i = 0; i < pf_nplans; ++i)
@@ -107,7 +107,7 @@ static int pf_ctas(const struct pt_prefill_kparams *p, int hd, int sms) {
       return ctas;
     }
   pthread_mutex_unlock(&pf_plans_lock);
-  const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms);
+  const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms, 0);
   pthread_mutex_lock(&pf_plans_lock);
   memcpy(pf_plans[pf_next].key, key, sizeof key);
   pf_plans[pf_next].ctas = ctas;

@@ -195,11 +195,37 @@ def sanitize(lib):
     return fails
 
 
+GRID_H, GRID_HK = 32, 8  # the timing grid's heads: 32 query heads over 8 KV heads, bf16
+
+
+def grid_points(bs, ss, ds, causals):
+    """The grid's points in order (d, causal, b, s), each with fresh inputs seeded by the point
+    (so timing and profile see the same): yields (b, s, d, causal, q, k, v, o, lse). The caller
+    drops its references before asking for the next point; the inputs are then freed."""
+    for d in ds:
+        for causal in causals:
+            for b in bs:
+                for s in ss:
+                    torch.manual_seed(b * 100000 + s + d)
+                    q, k, v = make(b, s, s, GRID_H, GRID_HK, d, torch.bfloat16, "fa")
+                    o = torch.empty_like(q)
+                    lse = torch.empty(b, GRID_H, s, device="cuda", dtype=torch.float32)
+                    yield b, s, d, causal, q, k, v, o, lse
+                    del q, k, v, o, lse
+                    torch.cuda.empty_cache()
+
+
+def sdpa(qt, kt, vt, causal, backend):
+    """torch's SDPA on one backend (qt, kt, vt in SDPA's [b, h, s, d] order)."""
+    from torch.nn.attention import sdpa_kernel
+    import torch.nn.functional as F
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=True)
+
+
 def timing(lib, out_rows, bs, ss, ds, causals, extra=()):
     """extra: (name, Lib) pairs timed beside Ponytail's kernel (a previous version, variants)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
-    H, HK, dtype = 32, 8, torch.bfloat16
+    from torch.nn.attention import SDPBackend
     hdr = "%2s %6s %4s %6s | %9s %7s | %9s %7s | %9s %7s | %4s" % (
         "B", "S", "d", "causal", "ponytail", "TFLOP/s", "flash", "TFLOP/s", "cudnn", "TFLOP/s", "win")
     hdr += " | %6s" % "again"
@@ -207,82 +233,60 @@ def timing(lib, out_rows, bs, ss, ds, causals, extra=()):
         hdr += " | %9s %7s" % (name[:9], "TFLOP/s")
     out_rows.append(hdr)
     print(hdr, flush=True)
-    for d in ds:
-        for causal in causals:
-            for b in bs:
-                for s in ss:
-                    torch.manual_seed(b * 100000 + s + d)
-                    q, k, v = make(b, s, s, H, HK, d, dtype, "fa")
-                    o = torch.empty_like(q)
-                    lse = torch.empty(b, H, s, device="cuda", dtype=torch.float32)
-                    flops = 4.0 * b * H * s * s * d / (2 if causal else 1)
-                    calls = max(1, min(10, int(2e12 / flops)))
-                    big = flops > 1e15  # seconds per call: fewer replays
-                    scale = 1.0 / math.sqrt(d)
-                    fns = {}
-                    for name, xl in [("pt", lib), ("again", lib)] + list(extra):
-                        ok = xl.run(q, k, v, o, lse, causal, scale) == 0
-                        fns[name] = (lambda i, xl=xl: xl.run(q, k, v, o, lse, causal, scale)) if ok else None
-                    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-                    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                        def f(i, be=be):
-                            with sdpa_kernel(be):
-                                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
-                                                                      enable_gqa=True)
-                        try:
-                            f(0)
-                            fns[name] = f
-                        except Exception as e:
-                            fns[name] = None
-                            print("  %s failed at B%d S%d d%d: %s" % (name, b, s, d, str(e).splitlines()[0][:120]))
-                    # Every implementation's replays interleaved (attn_check.graph_times); "again"
-                    # is Ponytail's build a second time: the spread between two timings of one build.
-                    res = graph_times({n: fn for n, fn in fns.items() if fn is not None}, calls,
-                                      replays=5 if big else 7, warm=1 if big else 2, eager=1)
-                    for n in fns:
-                        res.setdefault(n, float("nan"))
-                    tf = {n: flops / t / 1e6 if t == t else float("nan") for n, t in res.items()}
-                    win = all(res["pt"] < res[n] for n in ("cudnn",) if res[n] == res[n])
-                    row = "%2d %6d %4d %6s | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f | %4s" % (
-                        b, s, d, "yes" if causal else "no", res["pt"], tf["pt"], res["flash"], tf["flash"],
-                        res["cudnn"], tf["cudnn"], "yes" if win else "NO")
-                    row += " | %+5.1f%%" % (100.0 * (res["again"] / res["pt"] - 1.0))
-                    for name, _ in extra:
-                        row += " | %9.1f %7.0f" % (res[name], tf[name])
-                    out_rows.append(row)
-                    print(row, flush=True)
-                    del q, k, v, o, lse, qt, kt, vt, fns, f
-                    torch.cuda.empty_cache()
+    for b, s, d, causal, q, k, v, o, lse in grid_points(bs, ss, ds, causals):
+        flops = 4.0 * b * GRID_H * s * s * d / (2 if causal else 1)
+        calls = max(1, min(10, int(2e12 / flops)))
+        big = flops > 1e15  # seconds per call: fewer replays
+        scale = 1.0 / math.sqrt(d)
+        fns = {}
+        for name, xl in [("pt", lib), ("again", lib)] + list(extra):
+            ok = xl.run(q, k, v, o, lse, causal, scale) == 0
+            fns[name] = (lambda i, xl=xl: xl.run(q, k, v, o, lse, causal, scale)) if ok else None
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            f = lambda i, be=be: sdpa(qt, kt, vt, causal, be)
+            try:
+                f(0)
+                fns[name] = f
+            except Exception as e:
+                fns[name] = None
+                print("  %s failed at B%d S%d d%d: %s" % (name, b, s, d, str(e).splitlines()[0][:120]))
+        # Every implementation's replays interleaved (attn_check.graph_times); "again"
+        # is Ponytail's build a second time: the spread between two timings of one build.
+        res = graph_times({n: fn for n, fn in fns.items() if fn is not None}, calls,
+                          replays=5 if big else 7, warm=1 if big else 2, eager=1)
+        for n in fns:
+            res.setdefault(n, float("nan"))
+        tf = {n: flops / t / 1e6 if t == t else float("nan") for n, t in res.items()}
+        win = all(res["pt"] < res[n] for n in ("cudnn",) if res[n] == res[n])
+        row = "%2d %6d %4d %6s | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f | %4s" % (
+            b, s, d, "yes" if causal else "no", res["pt"], tf["pt"], res["flash"], tf["flash"],
+            res["cudnn"], tf["cudnn"], "yes" if win else "NO")
+        row += " | %+5.1f%%" % (100.0 * (res["again"] / res["pt"] - 1.0))
+        for name, _ in extra:
+            row += " | %9.1f %7.0f" % (res[name], tf[name])
+        out_rows.append(row)
+        print(row, flush=True)
+        del q, k, v, o, lse, qt, kt, vt, fns, f
 
 
 def profile(lib, bs, ss, ds, causals, extra=()):
     """One eager launch of Ponytail's kernel (and of each extra build), torch flash and cuDNN per
     point (the first value of each list unless more are given), for Nsight Compute to profile
     (prefill.sh's stage `profile` filters the kernels by name). Inputs as in timing."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
-    H, HK, dtype = 32, 8, torch.bfloat16
-    for d in ds:
-        for causal in causals:
-            for b in bs:
-                for s in ss:
-                    torch.manual_seed(b * 100000 + s + d)
-                    q, k, v = make(b, s, s, H, HK, d, dtype, "fa")
-                    o = torch.empty_like(q)
-                    lse = torch.empty(b, H, s, device="cuda", dtype=torch.float32)
-                    for name, xl in [("pt", lib)] + list(extra):
-                        rc = xl.run(q, k, v, o, lse, causal, 1.0 / math.sqrt(d))
-                        print("B%d S%d d%d causal %d %s rc %d" % (b, s, d, causal, name, rc), flush=True)
-                    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-                    for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
-                        try:
-                            with sdpa_kernel(be):
-                                F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=True)
-                        except Exception as e:
-                            print("  %s failed: %s" % (be, str(e).splitlines()[0][:120]))
-                    torch.cuda.synchronize()
-                    del q, k, v, o, lse, qt, kt, vt
-                    torch.cuda.empty_cache()
+    from torch.nn.attention import SDPBackend
+    for b, s, d, causal, q, k, v, o, lse in grid_points(bs, ss, ds, causals):
+        for name, xl in [("pt", lib)] + list(extra):
+            rc = xl.run(q, k, v, o, lse, causal, 1.0 / math.sqrt(d))
+            print("B%d S%d d%d causal %d %s rc %d" % (b, s, d, causal, name, rc), flush=True)
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+            try:
+                sdpa(qt, kt, vt, causal, be)
+            except Exception as e:
+                print("  %s failed: %s" % (be, str(e).splitlines()[0][:120]))
+        torch.cuda.synchronize()
+        del q, k, v, o, lse, qt, kt, vt
 
 
 def main():

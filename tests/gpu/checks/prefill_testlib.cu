@@ -85,7 +85,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
       return (int)e;
     const int bm = PT_PREFILL_BM(d);
-    const int ctas = (PT_PREFILL_EXP & 8) ? pt_prefill_plan_snake(&p, bm, sms) : pt_prefill_ctas(&p, bm, sms);
+    const int ctas = pt_prefill_ctas(&p, bm, sms, (PT_PREFILL_EXP & 8) != 0);
     grid = dim3(PT_PREFILL_PERSISTENT == 1 ? ctas : p.tiles, 1, 1);
     // Test hook: a given CTA count, so that a case walks several tiles per CTA whatever
     // pt_prefill_ctas would choose for it.
