@@ -40,17 +40,21 @@ void pt_hooks_policy_apply(void) {
   }
 
   /* The prefill swap replaces torch's flash launches only: say where it
-   * applies rather than let the option look broken. */
+   * applies rather than let the option look broken. It is on by default, so
+   * "no effect" is said only to a user who asked for it. */
   if (pt_opt_bool(PT_OPT_ATTN_PREFILL)) {
-    if (pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF)
-      pt_info("policy: PONYTAIL_ATTN_PREFILL=1 has no effect: PONYTAIL_ATTN=off swaps nothing");
-    else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_AUTO)
-      pt_info("policy: PONYTAIL_ATTN_PREFILL=1: the SDPA policy sends a prefill call from cuDNN to flash "
-              "where Ponytail's prefill kernel takes it (a build with the kernel, the current GPU of "
-              "compute capability 9.0, head_dim 64 or 128, no dropout)");
-    else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_KEEP)
-      pt_info("policy: PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only; with "
-              "PONYTAIL_TORCH_SDPA=keep, SDPA keeps cuDNN for prefill unless the program asks for flash");
+    if (pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF) {
+      if (pt_opt_is_set(PT_OPT_ATTN_PREFILL))
+        pt_info("policy: PONYTAIL_ATTN_PREFILL=1 has no effect: PONYTAIL_ATTN=off swaps nothing");
+    } else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_AUTO) {
+      pt_info("policy: prefill kernel on (PONYTAIL_ATTN_PREFILL): the SDPA policy sends a prefill call "
+              "from cuDNN to flash where Ponytail's prefill kernel takes it (a build with the kernel, the "
+              "current GPU of compute capability 9.0, head_dim 64 or 128, no mask, no dropout)");
+    } else if (pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_KEEP) {
+      pt_info("policy: prefill kernel on (PONYTAIL_ATTN_PREFILL): it swaps torch's flash prefill launches "
+              "only; with PONYTAIL_TORCH_SDPA=keep, SDPA keeps cuDNN for prefill unless the program asks "
+              "for flash");
+    }
   }
 
   int choice = pt_opt_enum(PT_OPT_TORCH_ALLOC);

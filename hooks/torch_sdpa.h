@@ -9,7 +9,7 @@
  * for which torch chose cuDNN asks torch again with cuDNN excluded and takes
  * flash or mem-efficient when torch finds one eligible. A prefill call does
  * the same, for flash only, when Ponytail's prefill kernel would take it
- * (PONYTAIL_ATTN_PREFILL=1, a GPU it runs on, head_dim 64 or 128): that kernel
+ * (PONYTAIL_ATTN_PREFILL, on by default; a GPU it runs on, head_dim 64 or 128): that kernel
  * replaces torch's flash launch and is faster than cuDNN. Everything else
  * keeps torch's own choice.
  *

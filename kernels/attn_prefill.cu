@@ -368,8 +368,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       bi = blockIdx.z;
       return;
     }
-    // (Experiment 8: the snake deal, a permutation within the round; the loops are unchanged.)
-    pt_prefill_walk(&p, (PT_PREFILL_EXP & 8) ? pt_prefill_deal(&p, t, (int)gridDim.x) : t, &mb, &h, &bi);
+    pt_prefill_walk(&p, t, &mb, &h, &bi);
   };
 
   if (tid == 0) {
@@ -456,12 +455,6 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f, al0, al1;
 
     mbar_wait(q_full, (uint32_t)(k & 1), 0);
-#if (PT_PREFILL_EXP & 16) != 0
-    // Experiment 16: the ring stage and phase of K/V tile g + it carried from step to step
-    // instead of divided out of the running count at every step.
-    int rs = g % NS;
-    uint32_t rph = (uint32_t)((g / NS) & 1);
-#endif
     // K/V tile 0: S alone.
     {
       const int st = g % NS;
@@ -489,22 +482,12 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 
     // K/V tile it (1 .. nt - 1); masked: built with the mask (the tiles from mask_from on).
     auto step = [&](int it, auto masked) {
-#if (PT_PREFILL_EXP & 16) != 0
-      const int pst = rs;
-      const uint32_t pph = rph;
-      rs = rs + 1 == NS ? 0 : rs + 1;
-      rph ^= (uint32_t)(rs == 0);
-      const int st = rs;
-      mbar_wait(k_full(st), rph, 1 + st);
-      mbar_wait(v_full(pst), pph, 1 + NS + pst);  // V_{it-1}: see the other branch
-#else
       const int gg = g + it, st = gg % NS, pst = (gg - 1) % NS;
       mbar_wait(k_full(st), (uint32_t)((gg / NS) & 1), 1 + st);
       // V_{it-1} was requested before K_it (the producer loads K then V of each tile), so it
       // has normally arrived: waited for here, outside the turn, its check no longer holds
       // the turn up.
       mbar_wait(v_full(pst), (uint32_t)(((gg - 1) / NS) & 1), 1 + NS + pst);
-#endif
       desc_s<D, BM>(dq, dk, q_lo, k_lo + st * KV_STEP);
       desc_v(dv, v_lo + pst * KV_STEP);
       pin(dq);
@@ -541,17 +524,10 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     for (; it < nt; ++it) step(it, bool_const<true>());
     // The last K/V tile's P V.
     {
-#if (PT_PREFILL_EXP & 16) != 0
-      const int lst = rs;
-      desc_v(dv, v_lo + lst * KV_STEP);
-      pin(dv);
-      mbar_wait(v_full(lst), rph, 1 + NS + lst);
-#else
       const int lst = (g + nt - 1) % NS;
       desc_v(dv, v_lo + lst * KV_STEP);
       pin(dv);
       mbar_wait(v_full(lst), (uint32_t)(((g + nt - 1) / NS) & 1), 1 + NS + lst);
-#endif
       fence_acc(o);
       turn_wait(cw);
       wg_fence();

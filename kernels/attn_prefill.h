@@ -3,9 +3,10 @@
  *
  * Status: correct on the H200 (tests/gpu/checks/prefill.sh: fp32 reference, memcheck, racecheck,
  * synccheck) and, since version 6, faster than cuDNN's kernel at 47 of the 48 points of issue
- * 18's grid (geometric mean 1.11x; the 48th a tie). The SDPA policy runs cuDNN for prefill, so
- * the shim swaps this kernel in with PONYTAIL_ATTN_PREFILL=1 only (torch's flash launches with
- * seqlen_q > 16; launcher: kernels/attn_prefill_launch.c). Design and measurements:
+ * 18's grid (geometric mean 1.11x; the 48th a tie). The shim swaps it in for torch's flash
+ * launches with seqlen_q > 16 (PONYTAIL_ATTN_PREFILL, on by default; the SDPA policy moves a
+ * prefill call from cuDNN to flash where this kernel takes it; launcher:
+ * kernels/attn_prefill_launch.c). Design and measurements:
  * docs/prefill.md.
  *
  * A CTA computes tiles of BM query rows (PT_PREFILL_BM(d): 128 at d = 128, 192 at d = 64) of
@@ -51,13 +52,9 @@ extern "C" {
 /* Compile-time experiments (0 in production builds; tests/gpu/checks/prefill.sh builds
  * variants with -DPT_PREFILL_EXP=...). Bits that each undo one change, to measure it: 1 the
  * producer waits without a suspend-time hint, 2 the mask is applied on every K/V tile (both
- * version 5), 4 the running max moves on every rise instead of lazily (version 6). And one that
- * tries a change: 8 the snake deal (pt_prefill_deal, pt_prefill_ctas's snake), odd rounds of the
- * walk dealt in reverse where that balances the SMs better, applied where a tile's coordinates
- * are computed so that the kernel's loops stay as they are. 16: the ring's stage and phase
- * carried from one K/V tile to the next instead of divided out of the running count (about 12
- * uniform instructions per tile in version 6's profile). 8 and 16 are written, not yet run on
- * a GPU. */
+ * version 5), 4 the running max moves on every rise instead of lazily (version 6). (Bits 8, a
+ * snake deal of the walk, and 16, the ring's stage carried from tile to tile, were tried and
+ * not kept: bench/records/2026-12-02-prefill-default.md.) */
 #ifndef PT_PREFILL_EXP
 #define PT_PREFILL_EXP 0
 #endif
@@ -84,8 +81,6 @@ struct pt_prefill_kparams {
   int tiles;                  /* m_blocks * h * b: the persistent grid's walk */
   int sec;                    /* (batch, head) pairs per section of that walk: pt_prefill_section */
   float scale_log2;           /* softmax scale * log2(e) */
-  int snake;                  /* experiment 8: odd rounds of the deal reversed (pt_prefill_deal);
-                                 last, so that the production kernel's parameters keep their offsets */
 };
 
 /* The persistent walk goes section by section: a section is `sec` consecutive (batch, head)
@@ -138,26 +133,15 @@ static inline int pt_prefill_tile_cost(const struct pt_prefill_kparams *p, int b
   return pt_prefill_n_tiles(p, mb * bm, bm);
 }
 
-/* The walk's tile at position t of the deal, with `ctas` CTAs: CTA c takes the positions c,
- * c + ctas, ... (rounds of ctas). In order, or with p->snake (experiment 8) reversed within
- * every odd round (the last may be short), so that the CTA that drew a round's heaviest tile
- * draws the next round's lightest. A permutation inside each round. */
-static inline PT_PREFILL_HD int pt_prefill_deal(const struct pt_prefill_kparams *p, int t, int ctas) {
-  const int k = t / ctas;
-  if (!p->snake || !(k & 1)) return t;
-  const int base = k * ctas, n = p->tiles - base < ctas ? p->tiles - base : ctas;
-  return base + n - 1 - (t - base);
-}
-
-/* The busiest CTA's load over the mean (x 1000) when `ctas` CTAs take the deal's positions,
- * counting each tile one K/V tile more than it reads (its Q load and epilogue). */
+/* The busiest CTA's load over the mean (x 1000) when `ctas` CTAs take the walk's tiles in turn
+ * (CTA c: tiles c, c + ctas, ...), counting each tile one K/V tile more than it reads (its Q load and epilogue). */
 static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, int bm, int ctas) {
   if (ctas <= 0 || ctas > PT_PREFILL_PLAN_CTAS) return 1000u; /* not counted: taken as even */
   unsigned load[PT_PREFILL_PLAN_CTAS];
   memset(load, 0, sizeof(unsigned) * (size_t)ctas);
   unsigned long long total = 0;
   for (int t = 0; t < p->tiles; ++t) {
-    const unsigned w = (unsigned)pt_prefill_tile_cost(p, bm, pt_prefill_deal(p, t, ctas)) + 1u;
+    const unsigned w = (unsigned)pt_prefill_tile_cost(p, bm, t) + 1u;
     load[t % ctas] += w;
     total += w;
   }
@@ -166,7 +150,7 @@ static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, 
   return total ? (unsigned)((unsigned long long)mx * (unsigned)ctas * 1000u / total) : 1000u;
 }
 
-/* The launch's CTA count on a GPU of `sms` SMs (0: unknown), and p->snake. One CTA per SM,
+/* The launch's CTA count on a GPU of `sms` SMs (0: unknown). One CTA per SM,
  * unless the walk would load the SMs unevenly: causal tiles differ in cost (1 to sq / BN K/V
  * tiles), and with few tiles per SM the CTA that draws the heavy ones finishes last. Where the
  * busiest SM would carry over 10 % more than the mean, the launch takes one CTA per tile
@@ -174,27 +158,13 @@ static inline unsigned pt_prefill_imbalance(const struct pt_prefill_kparams *p, 
  * up. On the issue's grid (32 heads) that is B = 1 at S <= 4096, causal, where one CTA per tile
  * ran 1.02-1.08x faster than one per SM (bench/records/2026-12-02-prefill-profile.md).
  * Evaluated for up to 8 tiles per SM; beyond, the walk is within 8 % of even on that grid.
- * snake (experiment 8, the test library only; the shim's launcher passes 0): the snake deal is
- * counted too, for up to 32 tiles per SM, and the better balanced of the two deals taken. In a
- * build that measured it with its loops stepping through the dealt index, it took 1 x 4096
- * causal d = 128 from 595 to 633-643 TFLOP/s and d = 64 causal 8 x 2048 from 384 to 396-403,
- * but those loops cost 2-4 % elsewhere. */
-static inline int pt_prefill_ctas(struct pt_prefill_kparams *p, int bm, int sms, int snake) {
-  p->snake = 0;
+ * (A snake deal, odd rounds dealt in reverse, balanced better at B = 1, S = 4096 and d = 64,
+ * B = 8, S = 2048, causal, but was not faster overall in either of two forms:
+ * bench/records/2026-12-02-prefill-default.md.) */
+static inline int pt_prefill_ctas(const struct pt_prefill_kparams *p, int bm, int sms) {
   if (sms <= 0 || p->tiles <= sms) return p->tiles;
-  if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > (snake ? 32 : 8) * sms) return sms;
-  unsigned best = pt_prefill_imbalance(p, bm, sms);
-  if (snake) {
-    p->snake = 1;
-    const unsigned z = pt_prefill_imbalance(p, bm, sms);
-    p->snake = z < best;
-    best = z < best ? z : best;
-  }
-  if (best > 1100u) {
-    p->snake = 0;
-    return p->tiles;
-  }
-  return sms;
+  if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 8 * sms) return sms;
+  return pt_prefill_imbalance(p, bm, sms) > 1100u ? p->tiles : sms;
 }
 
 /* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */

@@ -107,7 +107,7 @@ static int pf_ctas(struct pt_prefill_kparams *p, int hd, int sms) {
       return ctas;
     }
   pthread_mutex_unlock(&pf_plans_lock);
-  const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms, 0);
+  const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms);
   pthread_mutex_lock(&pf_plans_lock);
   memcpy(pf_plans[pf_next].key, key, sizeof key);
   pf_plans[pf_next].ctas = ctas;

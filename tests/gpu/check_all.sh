@@ -14,8 +14,8 @@
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
 #   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
 #   prefill    the prefill kernel of issue 18 alone (checks/prefill.sh: correctness and the
-#              sanitizers) and inside the shim (checks/prefill_swap.sh without timing:
-#              PONYTAIL_ATTN_PREFILL is opt-in, so in no other group)        (~3-4 min)
+#              sanitizers) and inside the shim (checks/prefill_swap.sh without timing);
+#              the default shim runs it in the other groups too         (~3-4 min)
 #   all        the four before prefill, in this order (the default; more than one call: the
 #              rest is NOT RUN)
 # Environment:
@@ -68,7 +68,7 @@ describe() {
     smoke) echo "checks/smoke.sh: stock vs shim pass-through, ENABLE=0, swap, verify mode" ;;
     attn) echo "checks/attn.sh ATTN_STAGES='correctness sanitize': kernel vs fp32, memcheck, racecheck" ;;
     attn-graph) echo "checks/attn_graph.sh: decode attention in torch CUDA graphs, shim and stock" ;;
-    sdpa-policy) echo "checks/sdpa_policy.sh: SDPA backend per call (prefill cuDNN, decode flash; with PONYTAIL_ATTN_PREFILL=1 prefill on Ponytail's kernel), outputs vs fp32" ;;
+    sdpa-policy) echo "checks/sdpa_policy.sh: SDPA backend per call (decode flash, prefill flash for Ponytail's prefill kernel; with PONYTAIL_ATTN_PREFILL=0 prefill on cuDNN), outputs vs fp32" ;;
     alloc-stress) echo "checks/alloc_stress.sh SHORT=1: 8 threads x 4 streams, zero corruptions" ;;
     ipc-stock) echo "checks/ipc_torch.py --mode torch and raw, without the shim" ;;
     ipc-shim) echo "checks/ipc_torch.py --mode torch and raw, under the shim" ;;

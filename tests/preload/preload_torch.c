@@ -3,15 +3,17 @@
  * which this program loads with RTLD_LOCAL as Python loads torch.
  *
  * Usage: preload_torch MODE FAKE_TORCH_SO; MODE is the expected
- * PONYTAIL_TORCH_SDPA behaviour: auto (the default), keep, or off
- * (PONYTAIL_ENABLE=0); prefill: auto with PONYTAIL_ATTN_PREFILL=1 and a
- * current CUDA context (the fake driver's device is compute capability 9.0);
- * prefill_unbuilt and prefill_attn_off: the same in a build without the
- * prefill kernel, or with PONYTAIL_ATTN=off, where prefill keeps cuDNN; or
+ * PONYTAIL_TORCH_SDPA behaviour: auto (the default, with a current CUDA
+ * context: the fake driver's device is compute capability 9.0, so
+ * PONYTAIL_ATTN_PREFILL, on by default, moves prefill to flash), keep, or off
+ * (PONYTAIL_ENABLE=0); auto_unbuilt, prefill_off and prefill_attn_off: auto in
+ * a build without the prefill kernel, with PONYTAIL_ATTN_PREFILL=0, or with
+ * PONYTAIL_ATTN=off, where prefill keeps cuDNN; nocontext: auto before any
+ * context is current (prefill keeps cuDNN: no device to ask); or
  * missing: no torch loaded at all. In auto a decode call leaves cuDNN for
- * flash (no mask) or mem-efficient (mask), a prefill call keeps cuDNN, or
- * (prefill) takes flash, for Ponytail's prefill kernel, at head_dim 128 but
- * not 256; both through the direct call and the dispatch stub's pointer;
+ * flash (no mask) or mem-efficient (mask), a prefill call takes flash, for
+ * Ponytail's prefill kernel, at head_dim 128 but
+ * not 256 (and keeps cuDNN where the kernel is off or absent); both through the direct call and the dispatch stub's pointer;
  * every argument reaches torch's function unchanged; cuDNN reads as off only
  * during the shim's second ask. In keep and off torch's answer (cuDNN) always
  * comes back and torch is asked once per call. */
@@ -57,10 +59,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *mode = argv[1];
-  const int prefill_env =
-      !strcmp(mode, "prefill") || !strcmp(mode, "prefill_unbuilt") || !strcmp(mode, "prefill_attn_off");
-  const int prefill = !strcmp(mode, "prefill"); /* prefill expected to move to flash */
-  int act = !strcmp(mode, "auto") || prefill_env;
+  /* every auto variant but nocontext runs with a current context */
+  const int prefill_env = !strcmp(mode, "auto") || !strcmp(mode, "auto_unbuilt") ||
+                          !strcmp(mode, "prefill_off") || !strcmp(mode, "prefill_attn_off");
+  const int prefill = !strcmp(mode, "auto"); /* prefill expected to move to flash */
+  int act = prefill_env || !strcmp(mode, "nocontext");
   if (prefill_env) {
     /* A current context on the (fake) driver, the one the shim finds at run
      * time: what torch has made by the time it runs SDPA. */
@@ -79,6 +82,14 @@ int main(int argc, char **argv) {
     CHECK(cu_init(0) == 0);
     CHECK(retain(&ctx, 0) == 0 && ctx);
     CHECK(set_cur(ctx) == 0);
+    if (failed) return 1;
+  }
+  if (!strcmp(mode, "nocontext")) {
+    /* The fake driver starts each thread with device 0's primary context
+     * current, as after the runtime's initialisation: take it away. */
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    int (*set_cur)(void *) = cu ? (int (*)(void *))dlsym(cu, "cuCtxSetCurrent") : NULL;
+    CHECK(set_cur && set_cur(NULL) == 0);
     if (failed) return 1;
   }
   if (!strcmp(mode, "missing")) {
@@ -132,7 +143,7 @@ int main(int argc, char **argv) {
     r = sdpa(via_stub, &dec.handle, &mask, 0.0, false, 0.0, false, false);
     CHECK(r == (act ? 2 : 3));
     CHECK(rec->dropout == 0.0 && !rec->causal && !rec->scale_has && !rec->gqa && rec->mask == &mask);
-    /* prefill: cuDNN kept, one ask; with PONYTAIL_ATTN_PREFILL=1, flash */
+    /* prefill: flash for Ponytail's prefill kernel (asked twice); else cuDNN kept, one ask */
     rec->calls = 0;
     r = sdpa(via_stub, &pre.handle, &no_mask, 0.0, true, 0.0, false, true);
     CHECK(r == (prefill ? 1 : 3));

@@ -4,12 +4,14 @@
 # REPS generate() calls of one token with a synchronize at the first logits; decode step p50 of
 # one generate() of NEW tokens). Arms, each a fresh process, in the order A B C A B C:
 #   stock   torch as installed (cuDNN for prefill and decode on the H200)
-#   auto    the shim's default: SDPA per call (prefill cuDNN, decode flash -> Ponytail)
-#   flash   the shim with PONYTAIL_TORCH_SDPA=flash (the earlier global policy)
-#   flashpf the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1: prefill on torch's flash
-#           path, its launches swapped for Ponytail's prefill kernel (issue 18)
-#   autopf  the shim with PONYTAIL_ATTN_PREFILL=1 under the default policy: the policy sends prefill
-#           from cuDNN to flash, where Ponytail's prefill kernel replaces it
+#   auto    the shim's default: SDPA per call (decode flash -> Ponytail's decode kernel; prefill
+#           flash -> Ponytail's prefill kernel where it applies, else cuDNN)
+#   auto0   the shim with PONYTAIL_ATTN_PREFILL=0: prefill on cuDNN, decode as auto
+#   flash   the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=0 (the earlier global
+#           policy: prefill on torch's flash kernel)
+#   flashpf the shim with PONYTAIL_TORCH_SDPA=flash: prefill on torch's flash path, its launches
+#           swapped for Ponytail's prefill kernel (issue 18)
+#   autopf  the shim with PONYTAIL_ATTN_PREFILL=1 set explicitly (the default's value)
 # Prints a table last: per row, each arm's TTFT and step (median over its rounds) and the
 # ratios against stock; plus the shim's pool host waits (syncs, wait ms) per arm.
 #   ROWS=8x4096,2x32768,1x65536 ROUNDS=2 REPS=3 NEW=32 bash tests/gpu/bench/prefill_ttft.sh
@@ -20,15 +22,18 @@ py="${PYTHON:-python3}"
 . "$root/tests/gpu/build.sh"
 pt_gpu_build "$root" "$out"
 rows="${ROWS:-8x4096,2x32768,1x65536}"
-arms="${ARMS:-stock auto flash}"
+arms="${ARMS:-stock auto auto0}"
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for arm in $arms; do
     e=(env)
     case $arm in
+      stock) ;;
       auto) e+=(LD_PRELOAD="$shim") ;;
-      flash) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash) ;;
+      auto0) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=0) ;;
+      flash) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=0) ;;
       flashpf) e+=(LD_PRELOAD="$shim" PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1) ;;
       autopf) e+=(LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=1) ;;
+      *) echo "unknown arm $arm"; continue ;;
     esac
     [ "$arm" = stock ] || e+=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/ttft-$arm-$r.stats.json")
     echo "== round $r, $arm"

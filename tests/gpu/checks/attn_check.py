@@ -25,6 +25,7 @@ import argparse
 import ctypes
 import math
 import os
+import random
 import time
 import sys
 
@@ -512,10 +513,14 @@ def graph_time(fn, calls=20, replays=9, warm=3, eager=2):
 
 def graph_times(fns, calls=20, replays=9, warm=3, eager=2):
     """graph_time for several implementations at once, their replays interleaved: round r
-    times each graph once, in an order rotated by r. Timed one after the other, a later
-    implementation runs on a card that has heated up (a 10 % spread between two timings of one
-    build was seen on long prefill launches); interleaved, every implementation sees the same
-    conditions. fns: {name: fn(i)}; returns {name: median µs per call}."""
+    times each graph once, in an order shuffled for r (seeded: the same orders in every run).
+    Timed one after the other, a later implementation runs on a card that has heated up (a 10 %
+    spread between two timings of one build was seen on long prefill launches); interleaved,
+    every implementation sees the same conditions. The order is shuffled, not rotated: a
+    rotation keeps each graph's predecessor, and what ran just before matters on long launches
+    (two timings of one build, the second always right after the first, differed by up to 6 %
+    on prefill launches of over 10 ms: bench/records/2026-12-02-prefill-default.md).
+    fns: {name: fn(i)}; returns {name: median µs per call}."""
     graphs = {}
     for name, fn in fns.items():
         s = torch.cuda.Stream()
@@ -537,8 +542,9 @@ def graph_times(fns, calls=20, replays=9, warm=3, eager=2):
     times = {name: [] for name in names}
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for r in range(replays):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
+        order = list(names)
+        random.Random(r).shuffle(order)
+        for name in order:
             e0.record()
             graphs[name].replay()
             e1.record()

@@ -13,7 +13,8 @@ Arms (all rows run the first three unless --arms says otherwise):
               path as stock, so its outputs must be bit-identical to stock's (what the
               allocator and interception may never change)
   stock_flash stock with TORCH_CUDNN_SDPA_DEPRIORITIZED=1: stock on the flash path (every SDPA
-              call off cuDNN; the shim's default, auto, does that for decode calls only)
+              call off cuDNN; the shim's default, auto, does that for decode calls and for the
+              prefill calls Ponytail's prefill kernel takes)
   same_flash  the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN=off: stock_flash's path
               (every SDPA call off cuDNN), nothing swapped, so its outputs must be
               bit-identical to stock_flash's
@@ -23,10 +24,12 @@ Arms (all rows run the first three unless --arms says otherwise):
   aa, aa_flash  stock and stock_flash again: whether the program gives the same tokens twice
               (run by themselves after a same-path arm differs from stock / stock_flash)
   prefill     the shim with PONYTAIL_TORCH_SDPA=flash PONYTAIL_ATTN_PREFILL=1: prefill on torch's
-              flash path, swapped for Ponytail's prefill kernel (opt-in; issue 18)
+              flash path, swapped for Ponytail's prefill kernel (issue 18)
   prefill_auto  the shim with PONYTAIL_ATTN_PREFILL=1 under the default policy: prefill moved
-              from cuDNN to flash where the kernel takes it, and swapped (the run that decides
-              whether the option can be on by default)
+              from cuDNN to flash where the kernel takes it, and swapped. Its run (6 programs,
+              0 regressions, bench/records/2026-12-02-prefill-default.md) made that option the
+              default, so this arm now equals "shim"; it stays so that the run is named
+  prefill_off the shim with PONYTAIL_ATTN_PREFILL=0: prefill on cuDNN, as before that default
   masked      the shim's defaults plus PONYTAIL_ATTN_MASKED=1: masked decode (padded batches,
               masked SDPA) on Ponytail's kernel (issue 17). Its run (7 programs, 0 regressions)
               made that option the default, so this arm now equals "shim"; it stays so that
@@ -88,7 +91,8 @@ ARMS = {
     "shim": {"": "shim"},
     "same": {"": "shim", "PONYTAIL_TORCH_SDPA": "keep", "PONYTAIL_ATTN": "off"},
     # stock_flash's path under the shim, nothing swapped. PONYTAIL_TORCH_SDPA=flash, not the
-    # default (auto): auto keeps cuDNN for prefill, so its tokens differ from stock_flash's.
+    # default (auto): with PONYTAIL_ATTN=off auto keeps cuDNN for prefill, so its tokens differ
+    # from stock_flash's.
     "same_flash": {"": "shim", "PONYTAIL_TORCH_SDPA": "flash", "PONYTAIL_ATTN": "off"},
     "expandable": {"": "shim", "PONYTAIL_TORCH_ALLOC": "expandable"},
     "async": {"": "shim", "PONYTAIL_TORCH_ALLOC": "async"},
@@ -96,8 +100,10 @@ ARMS = {
     # prefill on torch's flash path with its launches swapped for Ponytail's prefill kernel
     # (opt-in, issue 18): another attention path than stock, compared as such
     "prefill": {"": "shim", "PONYTAIL_TORCH_SDPA": "flash", "PONYTAIL_ATTN_PREFILL": "1"},
-    # the same kernel reached through the default policy (auto moves prefill to flash for it)
+    # the same kernel reached through the default policy (auto moves prefill to flash for it);
+    # the default since 2026-12-02, so equal to "shim"
     "prefill_auto": {"": "shim", "PONYTAIL_ATTN_PREFILL": "1"},
+    "prefill_off": {"": "shim", "PONYTAIL_ATTN_PREFILL": "0"},
     "stock_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
 # The arm whose outputs each arm's must equal bit for bit: the same attention path, so only the

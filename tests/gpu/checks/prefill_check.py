@@ -173,14 +173,11 @@ def correctness(lib):
         fails += not case(lib, rows, 2, 1000, 1500, 32, 8, d, torch.bfloat16, True)
     # The walk over several sections, the last one short (64 pairs in sections of 12), on 100
     # CTAs (4 to 6 tiles each).
-    # Causal with the snake deal forced on (PT_PREFILL_SNAKE: read by a build of experiment 8
-    # only; the others deal in order).
     os.environ.update(PT_PREFILL_SECTION="12", PT_PREFILL_CTAS="100")
     for d in (64, 128):
         for causal in (False, True):
-            os.environ["PT_PREFILL_SNAKE"] = "1" if causal else "0"
             fails += not case(lib, rows, 2, 1000, 1000, 32, 8, d, torch.bfloat16, causal)
-    for var in ("PT_PREFILL_SECTION", "PT_PREFILL_CTAS", "PT_PREFILL_SNAKE"):
+    for var in ("PT_PREFILL_SECTION", "PT_PREFILL_CTAS"):
         del os.environ[var]
     rows.append("%d cases, %d failures" % (len(rows), fails))
     return rows, fails

@@ -85,7 +85,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
       return (int)e;
     const int bm = PT_PREFILL_BM(d);
-    const int ctas = pt_prefill_ctas(&p, bm, sms, (PT_PREFILL_EXP & 8) != 0);
+    const int ctas = pt_prefill_ctas(&p, bm, sms);
     grid = dim3(PT_PREFILL_PERSISTENT == 1 ? ctas : p.tiles, 1, 1);
     // Test hook: a given CTA count, so that a case walks several tiles per CTA whatever
     // pt_prefill_ctas would choose for it.
@@ -93,8 +93,6 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
       const int v = atoi(e);
       if (v > 0 && v <= p.tiles) grid = dim3(v, 1, 1);
     }
-    // Experiment 8: the snake deal forced on (1) or off (0).
-    if (const char *e = getenv("PT_PREFILL_SNAKE")) p.snake = atoi(e) != 0;
   }
   fn<<<grid, PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
   return (int)cudaGetLastError();

@@ -3,13 +3,14 @@
 # tests/gpu/checks/sdpa_policy.py stock and under the default shim, then the verdict:
 #   every case's output within 2e-2 of the fp32 reference (relative to its max), finite;
 #   stock: cuDNN for prefill and decode (torch's own order);
-#   shim: prefill on cuDNN, decode without a mask on Ponytail's kernel (flash swapped),
-#         decode with a mask on Ponytail's kernel too (mem-efficient swapped: PONYTAIL_ATTN_MASKED
-#         is on by default), a user's sdpa_kernel(CUDNN) choice on cuDNN;
-#   the shim's stats: layout confirmed, decode moved to flash and prefill kept at least once;
-#   shim with PONYTAIL_ATTN_PREFILL=1: the same, but prefill without a mask on Ponytail's prefill
-#         kernel (moved to flash, swapped), prefill with a mask on cuDNN; stats: prefill moved to
-#         flash at least once.
+#   shim (default): decode without a mask on Ponytail's kernel (flash swapped), decode with a mask
+#         on Ponytail's kernel too (mem-efficient swapped: PONYTAIL_ATTN_MASKED is on by default),
+#         prefill without a mask on Ponytail's prefill kernel (moved to flash and swapped:
+#         PONYTAIL_ATTN_PREFILL is on by default; on cuDNN on a GPU other than compute capability
+#         9.0), prefill with a mask on cuDNN, a user's sdpa_kernel(CUDNN) choice on cuDNN;
+#         stats: layout confirmed, decode moved to flash, prefill moved to flash and kept at
+#         least once each;
+#   shim with PONYTAIL_ATTN_PREFILL=0: the same, but every prefill on cuDNN.
 # Results in $OUT (sdpa_policy.txt, the three JSONs, the shim's stats).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -24,10 +25,10 @@ echo "== under the shim (default)"
 timeout -k 5 240 env LD_PRELOAD="$shim" PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$out/sdpa_shim.%p.log" \
   PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/sdpa_shim.stats.json" \
   "$py" "$root/tests/gpu/checks/sdpa_policy.py" --json "$out/sdpa_shim.json" 2>&1 | tail -12
-echo "== under the shim, PONYTAIL_ATTN_PREFILL=1"
-timeout -k 5 240 env LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=1 PONYTAIL_LOG=info \
-  PONYTAIL_LOG_FILE="$out/sdpa_shimpf.%p.log" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/sdpa_shimpf.stats.json" \
-  "$py" "$root/tests/gpu/checks/sdpa_policy.py" --json "$out/sdpa_shimpf.json" 2>&1 | tail -12
+echo "== under the shim, PONYTAIL_ATTN_PREFILL=0"
+timeout -k 5 240 env LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=0 PONYTAIL_LOG=info \
+  PONYTAIL_LOG_FILE="$out/sdpa_shim_pf0.%p.log" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/sdpa_shim_pf0.stats.json" \
+  "$py" "$root/tests/gpu/checks/sdpa_policy.py" --json "$out/sdpa_shim_pf0.json" 2>&1 | tail -12
 "$py" - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -38,17 +39,17 @@ def load(n):
         print("missing %s: %s" % (n, e)); return None
 stock = load("sdpa_stock.json")
 bad = []
-want_shim = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"}, decode_scale={"ponytail"},
-                 decode_q4={"ponytail"}, decode_mask={"ponytail"}, prefill_mask={"cudnn"},
-                 forced_cudnn={"cudnn"})  # compiled: reported, either path is correct
-want_pf = dict(want_shim, prefill={"ponytail_prefill"}, prefill_gqa={"ponytail_prefill"})
+# PONYTAIL_ATTN_PREFILL=0, or a GPU the prefill kernel does not run on: prefill on cuDNN
+want_cudnn = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"}, decode_scale={"ponytail"},
+                  decode_q4={"ponytail"}, decode_mask={"ponytail"}, prefill_mask={"cudnn"},
+                  forced_cudnn={"cudnn"})  # compiled: reported, either path is correct
+want_pf = dict(want_cudnn, prefill={"ponytail_prefill"}, prefill_gqa={"ponytail_prefill"})
 # torch's own flash kernel in a case moved to flash for Ponytail's: the swap did not happen
 forbid_pf = dict(prefill={"flash"}, prefill_gqa={"flash"})
 # arm name, its JSON and stats, the kernels each case must run and must not, the policy
 # counters that must be > 0
-arms = (("shim", "sdpa_shim", want_shim, {}, ("decode_to_flash", "prefill_kept_cudnn")),
-        ("shim+prefill", "sdpa_shimpf", want_pf, forbid_pf,
-         ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn")))
+arms = (("shim", "sdpa_shim", want_pf, forbid_pf, ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn")),
+        ("shim,pf=0", "sdpa_shim_pf0", want_cudnn, {}, ("decode_to_flash", "prefill_kept_cudnn")))
 lines = []
 if not stock:
     bad.append("the stock arm did not finish")
@@ -60,10 +61,10 @@ for c in s_by.values():
         bad.append("stock %s ran %s, expected cudnn (torch's order changed?)" % (c["case"], c.get("kernels")))
 for name, base, want, forbid, counters in arms:
     shim, st = load(base + ".json"), load(base + ".stats.json")
-    if name == "shim+prefill" and shim and shim.get("cc") != [9, 0]:
+    if want is want_pf and shim and shim.get("cc") != [9, 0]:
         # the prefill kernel runs on compute capability 9.0 only: elsewhere prefill stays on cuDNN
         lines.append("%s: compute capability %s, prefill expected on cuDNN" % (name, shim.get("cc")))
-        want, forbid, counters = want_shim, {}, ("decode_to_flash", "prefill_kept_cudnn")
+        want, forbid, counters = want_cudnn, {}, ("decode_to_flash", "prefill_kept_cudnn")
     lines.append("%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", name + " kernels", "err stock / " + name))
     if not shim:
         bad.append("arm %s did not finish" % name)

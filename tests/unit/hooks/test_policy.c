@@ -147,27 +147,36 @@ static void test_disabled_does_nothing(void **st) {
   assert_string_equal(log_text(), "");
 }
 
-/* PONYTAIL_ATTN_PREFILL says where it applies: only on torch's flash path, and
- * not at all with PONYTAIL_ATTN=off; with PONYTAIL_TORCH_SDPA=flash nothing to say. */
+/* The prefill kernel (on by default) says where it applies: only on torch's
+ * flash path; with PONYTAIL_TORCH_SDPA=flash nothing to say; with
+ * PONYTAIL_ATTN=off "no effect" only to a user who set it; nothing at all
+ * when PONYTAIL_ATTN_PREFILL=0. */
 static void test_prefill_note(void **st) {
   (void)st;
-  apply();
-  assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
-  setenv("PONYTAIL_ATTN_PREFILL", "1", 1);
   apply(); /* the default policy: prefill moves to flash where the kernel takes it */
-  assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1: the SDPA policy sends a prefill call"));
+  assert_non_null(strstr(log_text(), "prefill kernel on (PONYTAIL_ATTN_PREFILL): the SDPA policy sends a prefill call"));
   unlink(log_path);
   setenv("PONYTAIL_TORCH_SDPA", "keep", 1);
   apply();
-  assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1 swaps torch's flash prefill launches only"));
+  assert_non_null(strstr(log_text(), "prefill kernel on (PONYTAIL_ATTN_PREFILL): it swaps torch's flash prefill launches only"));
   unlink(log_path);
   setenv("PONYTAIL_TORCH_SDPA", "flash", 1);
   apply();
   assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
   unlink(log_path);
   setenv("PONYTAIL_ATTN", "off", 1);
+  apply(); /* the default, not asked for: nothing to correct */
+  assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
+  unlink(log_path);
+  setenv("PONYTAIL_ATTN_PREFILL", "1", 1);
   apply();
   assert_non_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL=1 has no effect"));
+  unlink(log_path);
+  setenv("PONYTAIL_ATTN", "on", 1);
+  setenv("PONYTAIL_TORCH_SDPA", "auto", 1);
+  setenv("PONYTAIL_ATTN_PREFILL", "0", 1);
+  apply();
+  assert_null(strstr(log_text(), "PONYTAIL_ATTN_PREFILL"));
 }
 
 int main(void) {

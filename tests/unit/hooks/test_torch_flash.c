@@ -225,9 +225,12 @@ static void test_fwd_kernel_decode_swapped(void **st) {
   assert_int_equal(go(PT_HOOK_FLASH_FWD, &f).verdict, PT_HOOK_SWAPPED);
   assert_int_equal(fk.last.b, 8);
   assert_pass(go(PT_HOOK_FLASH_COMBINE, &c), NULL);
-  /* prefill-shaped forward launch: fallback */
+  /* prefill-shaped forward launch with the prefill kernel off: fallback */
+  setenv("PONYTAIL_ATTN_PREFILL", "0", 1);
+  pt_opts_reload();
   FA_PUT(&f.p, FA_SEQLEN_Q, int, 512);
   assert_pass(go(PT_HOOK_FLASH_FWD, &f), "seqlen_q > 16 (prefill)");
+  assert_int_equal(fk.prefill_launches, 0);
 }
 
 static void test_mode_off_and_reasons(void **st) {
@@ -583,17 +586,18 @@ static void set_prefill(const char *v) {
 static const struct fa_shape pf = {.b = 2, .h_k = 8, .G = 512, .seqlen_k = 512, .s_alloc = 512,
                                    .d = 128, .bf16 = 1, .num_splits = 0};
 
-/* Off by default: the reason says prefill. On: the prefill kernel runs
- * instead of torch's, the decode kernel is not called and no workspace is
- * taken; its own refusals and the generic ones are reported. */
+/* On by default: the prefill kernel runs instead of torch's, the decode
+ * kernel is not called and no workspace is taken; its own refusals and the
+ * generic ones are reported. PONYTAIL_ATTN_PREFILL=0: the reason says prefill. */
 static void test_prefill_swap(void **st) {
   (void)st;
   struct launch f;
   mk(&f, 472, &pf, STREAM_A, 1);
+  set_prefill("0");
   assert_pass(go(PT_HOOK_FLASH_FWD, &f), "seqlen_q > 16 (prefill)");
   assert_int_equal(fk.prefill_launches, 0);
 
-  set_prefill("1");
+  set_prefill(NULL);
   struct pt_hook_outcome o = go(PT_HOOK_FLASH_FWD, &f);
   assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
   assert_int_equal(fk.prefill_launches, 1);

@@ -231,7 +231,7 @@ static void test_launch(void **st) {
   const unsigned bm = PT_PREFILL_BM(128);
   /* the persistent walk: 8 m-blocks x 32 heads x 3 = 768 tiles on 132 SMs, a 1D grid */
   assert_int_equal(fk.grid[0], 132); /* dealt in order, the busiest SM 8.5 % over the mean */
-  assert_int_equal(pt_prefill_ctas(&fk.last, (int)bm, 132, 0), 132);
+  assert_int_equal(pt_prefill_ctas(&fk.last, (int)bm, 132), 132);
   assert_int_equal(fk.grid[1], 1);
   assert_int_equal(fk.grid[2], 1);
   assert_int_equal(fk.block[0], PT_PREFILL_THREADS(128));
@@ -350,60 +350,6 @@ static void check_walk(const struct pt_prefill_kparams *p, int d) {
   }
 }
 
-/* The deal is a permutation of the tiles that keeps each round's tiles in that round, and
- * without the snake the identity (pt_prefill_deal). */
-static void check_deal(const struct pt_prefill_kparams *p, int ctas) {
-  static unsigned char dealt[1 << 16];
-  assert_true(p->tiles <= (int)sizeof dealt);
-  memset(dealt, 0, sizeof dealt);
-  for (int t = 0; t < p->tiles; ++t) {
-    const int w = pt_prefill_deal(p, t, ctas);
-    assert_true(w >= 0 && w < p->tiles);
-    assert_int_equal(w / ctas, t / ctas);
-    if (!p->snake) assert_int_equal(w, t);
-    assert_int_equal(dealt[w], 0);
-    dealt[w] = 1;
-  }
-}
-
-/* Experiment 8's plan (pt_prefill_ctas with snake): the snake deal where it balances better. */
-static void test_snake_plan(void **st) {
-  (void)st;
-  /* one sequence of 4096, causal: 12 % over the mean in order, under 1 % snake */
-  struct pt_prefill_kparams p = walk_params(1, 32, 4, 4096, 4096, 128, 1);
-  assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) > 1100u);
-  p.snake = 1;
-  assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) < 1010u);
-  check_deal(&p, 132);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 1), 132);
-  assert_int_equal(p.snake, 1);
-  /* d = 64, B = 8, S = 2048: 2816 tiles, 7 % over in order, 1 % snake */
-  p = walk_params(8, 32, 4, 2048, 2048, 64, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(64), 132, 1), 132);
-  assert_int_equal(p.snake, 1);
-  check_deal(&p, 132);
-  /* d = 64, B = 1, S = 2048: 352 tiles, neither within 10 %: one CTA per tile */
-  p = walk_params(1, 32, 4, 2048, 2048, 64, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(64), 132, 1), p.tiles);
-  assert_int_equal(p.snake, 0);
-  /* four sequences of 4096: in order is the better */
-  p = walk_params(4, 32, 4, 4096, 4096, 128, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 1), 132);
-  assert_int_equal(p.snake, 0);
-  /* not causal: in order, not counted */
-  p = walk_params(1, 32, 4, 4096, 4096, 128, 0);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 1), 132);
-  assert_int_equal(p.snake, 0);
-  /* odd CTA and tile counts, the last round short */
-  p = walk_params(3, 7, 1, 1000, 1000, 128, 1);
-  for (int ctas = 1; ctas <= 60; ctas += 7) {
-    p.snake = 0;
-    check_deal(&p, ctas);
-    p.snake = 1;
-    check_deal(&p, ctas);
-  }
-}
-
 /* The walk's sections and the grid's size (pt_prefill_ctas). */
 static void test_grid(void **st) {
   (void)st;
@@ -418,27 +364,27 @@ static void test_grid(void **st) {
   struct pt_prefill_kparams p = walk_params(1, 32, 4, 4096, 4096, 128, 1);
   assert_int_equal(p.tiles, 1024);
   assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) > 1100u);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 0), 1024);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 1024);
   check_walk(&p, 128);
   /* the same at d = 64, B = 1, S = 2048: 352 tiles, 2.7 per SM */
   p = walk_params(1, 32, 4, 2048, 2048, 64, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(64), 132, 0), p.tiles);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(64), 132), p.tiles);
   /* four sequences of 4096: evenly enough dealt, one CTA per SM */
   p = walk_params(4, 32, 4, 4096, 4096, 128, 1);
   assert_true(pt_prefill_imbalance(&p, PT_PREFILL_BM(128), 132) <= 1100u);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 0), 132);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
   check_walk(&p, 128);
   /* not causal: every tile costs the same */
   p = walk_params(1, 32, 4, 4096, 4096, 128, 0);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 0), 132);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
   check_walk(&p, 128);
   /* fewer tiles than SMs, or the SM count unknown: one CTA per tile; more than 8 per SM: one
    * CTA per SM without counting */
   p = walk_params(1, 8, 1, 512, 512, 128, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 0), p.tiles);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), p.tiles);
   p = walk_params(4, 32, 4, 16384, 16384, 128, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 0, 0), p.tiles);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132, 0), 132);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 0), p.tiles);
+  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
   /* several sections (GQA 32/8, 192-row m-blocks at d = 64, sq < sk): one KV head's 4 query
    * heads per section at 90000 keys (22 MiB of K/V), then sections of 36 pairs, the last short */
   p = walk_params(3, 32, 4, 1000, 90000, 64, 1);
@@ -549,7 +495,6 @@ int main(void) {
     cmocka_unit_test_setup(test_supported, setup),
     cmocka_unit_test_setup(test_launch, setup),
     cmocka_unit_test_setup(test_grid, setup),
-    cmocka_unit_test_setup(test_snake_plan, setup),
     cmocka_unit_test_setup(test_available, setup),
     cmocka_unit_test_setup(test_other_gpu, setup),
     cmocka_unit_test_setup(test_load_failure, setup),
