@@ -51,6 +51,9 @@ static void usage(FILE *f) {
 "  shim, shim-load  the shim file and that it loads (dlopen in a child); LD_PRELOAD\n"
 "                   entries that do not exist\n"
 "  kernels, kernel-arch  Ponytail's embedded kernels, and code (cubin or PTX) for the GPU\n"
+"  prefill-kernel   whether Ponytail's prefill kernel (sm_90a) will run prefill here:\n"
+"                   built, a GPU of compute capability 9.0, PONYTAIL_ATTN_PREFILL on\n"
+"                   (optional: without it prefill stays on cuDNN)\n"
 "  python, torch, torch-cuda  PY imports torch, torch's CUDA, torch.cuda.is_available()\n"
 "  shim-python      the shim is mapped in a python process started with it preloaded\n"
 "  launches, libraries  (GPU) a tiny torch op under the shim: the shim counts its launches;\n"
@@ -297,6 +300,9 @@ static const char kernels_todo[] =
 
 /* Why the kernel list could not be read (no libelf), when a GPU can settle it. */
 static char kernels_unlisted[512];
+static int kernels_unlisted_prefill; /* the prefill kernel's name is in the shim's bytes */
+static void check_prefill(int built, const struct gpu *g, const char *nogpu);
+static char *slurp(const char *path, size_t *len);
 
 static const struct check *find_check(const char *name) {
   for (int i = 0; i < nchecks; i++)
@@ -316,9 +322,44 @@ static void check_kernels_by_running(const struct gpu *g) {
     add("kernels", ST_SKIP, 1, NULL, "cannot list the shim's kernels: %s", kernels_unlisted);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed, and the self-test did not run them)");
   }
+  check_prefill(kernels_unlisted_prefill, g, "");
 }
 
 /* cubin sm_XY runs on X.Z for Z >= Y; PTX compute_XY is JIT-compiled for any cc >= XY. */
+/* Whether the file holds the bytes of `what` (a kernel's name in an
+ * uncompressed fatbin's string table): a check that needs no libelf, which the
+ * GPU machine may lack. */
+static int file_has(const char *path, const char *what) {
+  size_t n = 0;
+  char *b = slurp(path, &n);
+  const int found = b && memmem(b, n, what, strlen(what)) != NULL;
+  free(b);
+  return found;
+}
+
+/* Ponytail's prefill kernel: optional (without it prefill stays on torch's
+ * cuDNN kernel), so never a failure; the row says whether it will run. The
+ * options are read from this process's environment, which a run shares. */
+static void check_prefill(int built, const struct gpu *g, const char *nogpu) {
+  if (!built)
+    add("prefill-kernel", ST_SKIP, 0, NULL,
+        "not in this build (its sm_90a fatbin needs nvcc with sm_90a): prefill stays on cuDNN");
+  else if (!g->ok)
+    add("prefill-kernel", ST_SKIP, 0, NULL, "(no GPU: %s)", nogpu);
+  else if (!pt_opt_bool(PT_OPT_ENABLE) || pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF ||
+           !pt_opt_bool(PT_OPT_ATTN_PREFILL))
+    add("prefill-kernel", ST_SKIP, 0, NULL, "off (%s): prefill stays on cuDNN",
+        !pt_opt_bool(PT_OPT_ENABLE) ? "PONYTAIL_ENABLE=0"
+        : pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF ? "PONYTAIL_ATTN=off" : "PONYTAIL_ATTN_PREFILL=0");
+  else if (g->major == 9 && g->minor == 0)
+    add("prefill-kernel", ST_OK, 0, NULL,
+        "sm_90a cubin for this GPU: prefill without a mask (head_dim 64/128, fp16/bf16) runs on Ponytail's "
+        "prefill kernel");
+  else
+    add("prefill-kernel", ST_SKIP, 0, NULL,
+        "built for sm_90a (H100/H200) only; on this sm_%d%d GPU prefill stays on cuDNN", g->major, g->minor);
+}
+
 static void check_kernels(const char *shim, const struct gpu *g, const char *nogpu) {
   struct pt_kernel_list l = {0};
   char err[512];
@@ -327,6 +368,7 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
       /* Decided after the GPU checks: a self-test that ran Ponytail's kernels
        * on this GPU proves both (the GPU machine has no libelf). */
       snprintf(kernels_unlisted, sizeof kernels_unlisted, "%s", err);
+      kernels_unlisted_prefill = file_has(shim, "pt_attn_prefill_");
       pt_kernel_list_free(&l);
       return;
     }
@@ -335,16 +377,18 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
     else
       add("kernels", ST_FAIL, 1, kernels_todo, "kernels not built: %s", err);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed)");
+    check_prefill(strstr(err, "libelf") && file_has(shim, "pt_attn_prefill_"), g, nogpu);
     pt_kernel_list_free(&l);
     return;
   }
   char archs[256] = "";
   size_t npt = 0;
-  int cubin_ok = 0, ptx_ok = 0, cc = g->major * 10 + g->minor;
+  int cubin_ok = 0, ptx_ok = 0, prefill = 0, cc = g->major * 10 + g->minor;
   for (size_t i = 0; i < l.n; i++) {
     const struct pt_fatbin_kernel *k = &l.k[i];
     if (strncmp(k->name, "pt_attn_", 8) != 0) continue;
     npt++;
+    if (!strncmp(k->name, "pt_attn_prefill_", 16)) prefill = 1; /* sm_90a, listed as sm_90 */
     if (!strstr(archs, k->arch)) {
       size_t n = strlen(archs);
       snprintf(archs + n, sizeof archs - n, "%s%s", n ? ", " : "", k->arch);
@@ -359,6 +403,7 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
   if (!npt) {
     add("kernels", ST_FAIL, 1, kernels_todo, "kernels not built: %s has no pt_attn_* kernels", shim);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed)");
+    check_prefill(0, g, nogpu);
     return;
   }
   add("kernels", ST_OK, 1, NULL, "%zu Ponytail kernel entries (%s)", npt, archs);
@@ -376,6 +421,7 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
     add("kernel-arch", ST_FAIL, 1, todo, "no code for sm_%d%d (the shim has %s): attention falls back to torch",
         g->major, g->minor, archs);
   }
+  check_prefill(prefill, g, nogpu);
 }
 
 /* ---- python children ---- */
@@ -830,10 +876,12 @@ int pt_cmd_doctor(int argc, char **argv) {
     check_python(py, shim, &g, nogpu, cfg, batch, prompt, timeout_s);
     if (kernels_unlisted[0]) check_kernels_by_running(&g);
   } else {
-    static const char *rest[] = {"kernels", "kernel-arch", "python", "torch", "torch-cuda", "shim-python",
-                                 "launches", "libraries", "attention", "attention-padded", "selftest"};
+    static const char *rest[] = {"kernels", "kernel-arch", "prefill-kernel", "python", "torch", "torch-cuda",
+                                 "shim-python", "launches", "libraries", "attention", "attention-padded", "selftest"};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
-      add(rest[i], ST_SKIP, strcmp(rest[i], "libraries") && strcmp(rest[i], "attention-padded"), NULL, "(no working shim)");
+      add(rest[i], ST_SKIP,
+          strcmp(rest[i], "libraries") && strcmp(rest[i], "attention-padded") && strcmp(rest[i], "prefill-kernel"),
+          NULL, "(no working shim)");
   }
 
   /* verdict */

@@ -306,8 +306,15 @@ FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
   FC_ENTER(cuDeviceGetAttribute);
   if (!pi || dev < 0 || dev > 1) return CUDA_ERROR_INVALID_VALUE;
   switch (attrib) {
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+  /* 9.0 (an H200), or FAKECUDA_CC="MAJOR.MINOR" to stand in for another GPU */
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: {
+    int major = 9, minor = 0;
+    const char *e = getenv("FAKECUDA_CC");
+    if (e && sscanf(e, "%d.%d", &major, &minor) != 2) major = 9, minor = 0;
+    *pi = attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? major : minor;
+    break;
+  }
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
   case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *pi = 1; break;

@@ -39,8 +39,22 @@ has "$(line shim-load "$out")" "[ ok ]" shim-load
 if [ "$BUILT" = 1 ]; then
   has "$(line kernels "$out")" "[ ok ] kernels" kernels
   has "$(line kernel-arch "$out")" "cubin for this sm_90 GPU" kernel-arch
+  # the prefill kernel is in the build when nvcc could target sm_90a
+  if "$PT" kernels "$SHIM" 2>/dev/null | grep -q pt_attn_prefill_; then
+    has "$(line prefill-kernel "$out")" "[ ok ] prefill-kernel   sm_90a cubin for this GPU" prefill-kernel
+    p0=$(PONYTAIL_ATTN_PREFILL=0 doc --shim "$SHIM" --python "$tmp/notorch")
+    has "$(line prefill-kernel "$p0")" "[skip] prefill-kernel   off (PONYTAIL_ATTN_PREFILL=0)" "prefill-kernel off"
+    p0=$(PONYTAIL_ATTN=off doc --shim "$SHIM" --python "$tmp/notorch")
+    has "$(line prefill-kernel "$p0")" "off (PONYTAIL_ATTN=off)" "prefill-kernel, attention off"
+    p0=$(FAKECUDA_CC=8.0 doc --shim "$SHIM" --python "$tmp/notorch")
+    has "$(line prefill-kernel "$p0")" "[skip] prefill-kernel   built for sm_90a (H100/H200) only; on this sm_80 GPU" \
+      "prefill-kernel on another GPU"
+  else
+    has "$(line prefill-kernel "$out")" "[skip] prefill-kernel   not in this build" "prefill-kernel (not built)"
+  fi
 else
   has "$(line kernels "$out")" "[FAIL] kernels          kernels not built" "kernels (not built)"
+  has "$(line prefill-kernel "$out")" "[skip] prefill-kernel   not in this build" "prefill-kernel (no kernels)"
 fi
 has "$(line torch "$out")" "[FAIL] torch" torch
 has "$out" "what to do: pip install torch" "torch what-to-do"
@@ -53,6 +67,7 @@ out=$(doc --shim "$NOFAT" --python "$tmp/notorch"); rc=$?
 [ $rc = 1 ] || fail "shim without kernels: exit $rc"
 has "$(line kernels "$out")" "[FAIL] kernels          kernels not built" "kernels of $NOFAT"
 has "$out" "-Dkernels=enabled" "kernels what-to-do"
+has "$(line prefill-kernel "$out")" "[skip] prefill-kernel   not in this build" "prefill-kernel of $NOFAT"
 
 # A missing --shim is named.
 out=$(doc --shim "$tmp/missing_shim.so" --python "$tmp/notorch"); rc=$?
@@ -79,12 +94,14 @@ python3 - "$js" <<'PY' || fail "--json content"
 import json, sys
 d = json.loads(sys.argv[1])
 names = [c["name"] for c in d["checks"]]
-want = ["toolkit", "driver", "gpu", "runtime", "shim", "shim-load", "LD_PRELOAD", "kernels", "kernel-arch", "python",
+want = ["toolkit", "driver", "gpu", "runtime", "shim", "shim-load", "LD_PRELOAD", "kernels", "kernel-arch",
+        "prefill-kernel", "python",
         "torch", "shim-python", "launches", "libraries", "attention", "attention-padded", "selftest"]
 assert all(w in names for w in want), (set(want) - set(names))
 st = {c["name"]: c for c in d["checks"]}
 assert st["driver"]["status"] == "ok" and st["gpu"]["status"] == "ok", st["gpu"]
 assert st["torch"]["status"] == "fail" and st["torch"]["what_to_do"], st["torch"]
+assert st["prefill-kernel"]["status"] in ("ok", "skip") and not st["prefill-kernel"]["needed"], st["prefill-kernel"]
 assert d["ready"] is False and d["verdict"].startswith("NOT READY")
 PY
 
