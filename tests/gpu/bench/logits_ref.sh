@@ -3,7 +3,8 @@
 # model and prompt? Runs examples/generate.py (B=8, prompt 4096, 4 new tokens) with torch's flash,
 # math and cuDNN SDPA backends and under the shim (Ponytail's kernel), in bf16 and in fp16, then
 # prints the max relative difference (max |a-b| / max |a|) of each pair's logits at the prefill
-# (step 0, never swapped) and the first decode steps, and whether the token ids agree. Torch's
+# (step 0: the shim runs with PONYTAIL_ATTN_PREFILL=0, so its prefill is torch's kernel, as
+# stock's) and the first decode steps, and whether the token ids agree. Torch's
 # own backends give the noise scale against which Ponytail's difference to torch flash is judged.
 #   DTYPES="bf16 fp16" (default)   results in $OUT/logits_ref.txt
 set -uo pipefail
@@ -19,14 +20,14 @@ for dt in ${DTYPES:-bf16 fp16}; do
     TORCH_CUDNN_SDPA_DEPRIORITIZED=1 "${gen[@]}" --sdpa "$b" --logits-out "$tmp/$dt-$b.pt" \
       --json "$tmp/$dt-$b.json" >"$tmp/$dt-$b.log" 2>&1 || { echo "$dt $b failed:"; tail -3 "$tmp/$dt-$b.log"; }
   done
-  LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/$dt-ponytail.stats.json" "${gen[@]}" \
+  LD_PRELOAD="$shim" PONYTAIL_ATTN_PREFILL=0 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$tmp/$dt-ponytail.stats.json" "${gen[@]}" \
     --logits-out "$tmp/$dt-ponytail.pt" --json "$tmp/$dt-ponytail.json" >"$tmp/$dt-ponytail.log" 2>&1 \
     || { echo "$dt ponytail failed:"; tail -3 "$tmp/$dt-ponytail.log"; }
 done
 python3 - "$tmp" ${DTYPES:-bf16 fp16} <<'PY' | tee "$out/logits_ref.txt"
 import itertools, json, os, sys, torch
 d, dtypes = sys.argv[1], sys.argv[2:]
-print("max |a-b| / max |a| of the logits (B=8, prompt 4096); step 0 = prefill (never swapped),")
+print("max |a-b| / max |a| of the logits (B=8, prompt 4096); step 0 = prefill (not swapped),")
 print("steps 1-3 = first decode steps; tokens: token ids of the 4 new tokens equal")
 for dt in dtypes:
     names = [n for n in ("flash", "math", "cudnn", "ponytail") if os.path.exists(f"{d}/{dt}-{n}.pt")]
