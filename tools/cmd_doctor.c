@@ -325,10 +325,13 @@ static void check_kernels_by_running(const struct gpu *g) {
   check_prefill(kernels_unlisted_prefill, g, "");
 }
 
-/* cubin sm_XY runs on X.Z for Z >= Y; PTX compute_XY is JIT-compiled for any cc >= XY. */
-/* Whether the file holds the bytes of `what` (a kernel's name in an
- * uncompressed fatbin's string table): a check that needs no libelf, which the
- * GPU machine may lack. */
+/* Whether the file holds the bytes of `what` (a cubin's section name in an
+ * uncompressed fatbin): a check that needs no libelf, which the GPU machine
+ * may lack, so every build answers the prefill-kernel row the same way. */
+/* A section of the prefill kernel's cubin: its name is in no other part of the
+ * shim (the launcher's C functions share the kernel names' prefix, and an
+ * unstripped shim lists them). */
+#define PT_PREFILL_CUBIN_MARK ".text.pt_attn_prefill_"
 static int file_has(const char *path, const char *what) {
   size_t n = 0;
   char *b = slurp(path, &n);
@@ -351,6 +354,10 @@ static void check_prefill(int built, const struct gpu *g, const char *nogpu) {
     add("prefill-kernel", ST_SKIP, 0, NULL, "off (%s): prefill stays on cuDNN",
         !pt_opt_bool(PT_OPT_ENABLE) ? "PONYTAIL_ENABLE=0"
         : pt_opt_enum(PT_OPT_ATTN) == PT_ATTN_OFF ? "PONYTAIL_ATTN=off" : "PONYTAIL_ATTN_PREFILL=0");
+  else if (g->major == 9 && g->minor == 0 && pt_opt_enum(PT_OPT_TORCH_SDPA) == PT_TORCH_SDPA_KEEP)
+    add("prefill-kernel", ST_OK, 0, NULL,
+        "sm_90a cubin for this GPU; with PONYTAIL_TORCH_SDPA=keep SDPA keeps cuDNN for prefill unless the "
+        "program asks for flash, whose prefill launches Ponytail's kernel then replaces");
   else if (g->major == 9 && g->minor == 0)
     add("prefill-kernel", ST_OK, 0, NULL,
         "sm_90a cubin for this GPU: prefill without a mask (head_dim 64/128, fp16/bf16) runs on Ponytail's "
@@ -360,6 +367,7 @@ static void check_prefill(int built, const struct gpu *g, const char *nogpu) {
         "built for sm_90a (H100/H200) only; on this sm_%d%d GPU prefill stays on cuDNN", g->major, g->minor);
 }
 
+/* cubin sm_XY runs on X.Z for Z >= Y; PTX compute_XY is JIT-compiled for any cc >= XY. */
 static void check_kernels(const char *shim, const struct gpu *g, const char *nogpu) {
   struct pt_kernel_list l = {0};
   char err[512];
@@ -368,7 +376,7 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
       /* Decided after the GPU checks: a self-test that ran Ponytail's kernels
        * on this GPU proves both (the GPU machine has no libelf). */
       snprintf(kernels_unlisted, sizeof kernels_unlisted, "%s", err);
-      kernels_unlisted_prefill = file_has(shim, "pt_attn_prefill_");
+      kernels_unlisted_prefill = file_has(shim, PT_PREFILL_CUBIN_MARK);
       pt_kernel_list_free(&l);
       return;
     }
@@ -377,18 +385,17 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
     else
       add("kernels", ST_FAIL, 1, kernels_todo, "kernels not built: %s", err);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed)");
-    check_prefill(strstr(err, "libelf") && file_has(shim, "pt_attn_prefill_"), g, nogpu);
+    check_prefill(file_has(shim, PT_PREFILL_CUBIN_MARK), g, nogpu);
     pt_kernel_list_free(&l);
     return;
   }
   char archs[256] = "";
   size_t npt = 0;
-  int cubin_ok = 0, ptx_ok = 0, prefill = 0, cc = g->major * 10 + g->minor;
+  int cubin_ok = 0, ptx_ok = 0, cc = g->major * 10 + g->minor;
   for (size_t i = 0; i < l.n; i++) {
     const struct pt_fatbin_kernel *k = &l.k[i];
     if (strncmp(k->name, "pt_attn_", 8) != 0) continue;
     npt++;
-    if (!strncmp(k->name, "pt_attn_prefill_", 16)) prefill = 1; /* sm_90a, listed as sm_90 */
     if (!strstr(archs, k->arch)) {
       size_t n = strlen(archs);
       snprintf(archs + n, sizeof archs - n, "%s%s", n ? ", " : "", k->arch);
@@ -421,7 +428,7 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
     add("kernel-arch", ST_FAIL, 1, todo, "no code for sm_%d%d (the shim has %s): attention falls back to torch",
         g->major, g->minor, archs);
   }
-  check_prefill(prefill, g, nogpu);
+  check_prefill(file_has(shim, PT_PREFILL_CUBIN_MARK), g, nogpu);
 }
 
 /* ---- python children ---- */

@@ -6,8 +6,9 @@
  * PONYTAIL_TORCH_SDPA behaviour: auto (the default, with a current CUDA
  * context: the fake driver's device is compute capability 9.0, so
  * PONYTAIL_ATTN_PREFILL, on by default, moves prefill to flash), keep, or off
- * (PONYTAIL_ENABLE=0); auto_unbuilt, prefill_off and prefill_attn_off: auto in
- * a build without the prefill kernel, with PONYTAIL_ATTN_PREFILL=0, or with
+ * (PONYTAIL_ENABLE=0); auto_unbuilt, auto_sm80, prefill_off and
+ * prefill_attn_off: auto in a build without the prefill kernel, on a GPU of
+ * compute capability 8.0 (FAKECUDA_CC), with PONYTAIL_ATTN_PREFILL=0, or with
  * PONYTAIL_ATTN=off, where prefill keeps cuDNN; nocontext: auto before any
  * context is current (prefill keeps cuDNN: no device to ask); or
  * missing: no torch loaded at all. In auto a decode call leaves cuDNN for
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
   }
   const char *mode = argv[1];
   /* every auto variant but nocontext runs with a current context */
-  const int prefill_env = !strcmp(mode, "auto") || !strcmp(mode, "auto_unbuilt") ||
+  const int prefill_env = !strcmp(mode, "auto") || !strcmp(mode, "auto_unbuilt") || !strcmp(mode, "auto_sm80") ||
                           !strcmp(mode, "prefill_off") || !strcmp(mode, "prefill_attn_off");
   const int prefill = !strcmp(mode, "auto"); /* prefill expected to move to flash */
   int act = prefill_env || !strcmp(mode, "nocontext");

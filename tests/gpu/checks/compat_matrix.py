@@ -98,7 +98,7 @@ ARMS = {
     "async": {"": "shim", "PONYTAIL_TORCH_ALLOC": "async"},
     "masked": {"": "shim", "PONYTAIL_ATTN_MASKED": "1"},
     # prefill on torch's flash path with its launches swapped for Ponytail's prefill kernel
-    # (opt-in, issue 18): another attention path than stock, compared as such
+    # (issue 18): another attention path than stock, compared as such
     "prefill": {"": "shim", "PONYTAIL_TORCH_SDPA": "flash", "PONYTAIL_ATTN_PREFILL": "1"},
     # the same kernel reached through the default policy (auto moves prefill to flash for it);
     # the default since 2026-12-02, so equal to "shim"

@@ -293,7 +293,7 @@ def timing(args):
         "B", "S", "d", "causal", "flash us", "TFLOP/s", "cudnn us", "TFLOP/s", "fl/cu")
     print("flash = SDPA's flash call (PONYTAIL_ATTN_PREFILL=%s: %s); H %d, Hk %d, bf16" % (
         os.environ.get("PONYTAIL_ATTN_PREFILL", "unset"),
-        "Ponytail's kernel if swapped" if os.environ.get("PONYTAIL_ATTN_PREFILL") == "1" else "torch's kernel",
+        "Ponytail's kernel if swapped" if os.environ.get("PONYTAIL_ATTN_PREFILL") != "0" else "torch's kernel",
         H, HK), flush=True)
     print(hdr, flush=True)
     for d in args.d:

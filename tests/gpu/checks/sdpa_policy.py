@@ -3,8 +3,10 @@
 (stock or under the shim; tests/gpu/checks/sdpa_policy.sh runs both and compares).
 
 Cases (bf16, d=128; fresh random inputs; output compared with an fp32 math reference):
-  prefill        B=1, 32 heads, S=2048, causal                      (auto: cuDNN, as stock)
-  prefill_gqa    B=2, 32/8 heads, S=1024, causal, enable_gqa        (auto: cuDNN)
+  prefill        B=1, 32 heads, S=2048, causal                      (auto: flash -> Ponytail's
+                                                                     prefill kernel on compute
+                                                                     capability 9.0, else cuDNN)
+  prefill_gqa    B=2, 32/8 heads, S=1024, causal, enable_gqa        (auto: as prefill)
   decode         B=8, 32/8 heads, q=1, KV=4096, enable_gqa          (auto: flash -> Ponytail)
   decode_scale   as decode with scale=0.05 (the std::optional<double> argument)
   decode_q4      B=4, 32/8 heads, q=4, KV=2048, enable_gqa          (auto: flash)

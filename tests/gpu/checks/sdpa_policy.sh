@@ -46,10 +46,13 @@ want_cudnn = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"},
 want_pf = dict(want_cudnn, prefill={"ponytail_prefill"}, prefill_gqa={"ponytail_prefill"})
 # torch's own flash kernel in a case moved to flash for Ponytail's: the swap did not happen
 forbid_pf = dict(prefill={"flash"}, prefill_gqa={"flash"})
+# with the prefill kernel off, prefill must not leave cuDNN at all
+forbid_cudnn = dict(prefill={"flash", "ponytail_prefill"}, prefill_gqa={"flash", "ponytail_prefill"})
 # arm name, its JSON and stats, the kernels each case must run and must not, the policy
-# counters that must be > 0
-arms = (("shim", "sdpa_shim", want_pf, forbid_pf, ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn")),
-        ("shim,pf=0", "sdpa_shim_pf0", want_cudnn, {}, ("decode_to_flash", "prefill_kept_cudnn")))
+# counters that must be > 0, and those that must be 0
+arms = (("shim", "sdpa_shim", want_pf, forbid_pf, ("decode_to_flash", "prefill_to_flash", "prefill_kept_cudnn"), ()),
+        ("shim,pf=0", "sdpa_shim_pf0", want_cudnn, forbid_cudnn, ("decode_to_flash", "prefill_kept_cudnn"),
+         ("prefill_to_flash",)))
 lines = []
 if not stock:
     bad.append("the stock arm did not finish")
@@ -59,12 +62,13 @@ for c in s_by.values():
         bad.append("stock %s: err %s finite %s" % (c["case"], c.get("err"), c.get("finite")))
     if c["case"] in ("prefill", "decode") and "cudnn" not in c.get("kernels", []):
         bad.append("stock %s ran %s, expected cudnn (torch's order changed?)" % (c["case"], c.get("kernels")))
-for name, base, want, forbid, counters in arms:
+for name, base, want, forbid, counters, zeros in arms:
     shim, st = load(base + ".json"), load(base + ".stats.json")
     if want is want_pf and shim and shim.get("cc") != [9, 0]:
         # the prefill kernel runs on compute capability 9.0 only: elsewhere prefill stays on cuDNN
         lines.append("%s: compute capability %s, prefill expected on cuDNN" % (name, shim.get("cc")))
-        want, forbid, counters = want_cudnn, {}, ("decode_to_flash", "prefill_kept_cudnn")
+        want, forbid, counters, zeros = want_cudnn, forbid_cudnn, ("decode_to_flash", "prefill_kept_cudnn"), \
+            ("prefill_to_flash",)
     lines.append("%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", name + " kernels", "err stock / " + name))
     if not shim:
         bad.append("arm %s did not finish" % name)
@@ -84,7 +88,7 @@ for name, base, want, forbid, counters in arms:
     if st:
         p = (st.get("hooks_sdpa") or st.get("sdpa_policy") or {})
         lines.append("%s stats sdpa_policy: %s" % (name, json.dumps(p)))
-        if p.get("layout") != "confirmed" or not all(p.get(k) for k in counters):
+        if p.get("layout") != "confirmed" or not all(p.get(k) for k in counters) or any(p.get(k) for k in zeros):
             bad.append("%s policy stats: %s" % (name, p))
     else:
         bad.append("no %s stats" % name)

@@ -46,6 +46,8 @@ if [ "$BUILT" = 1 ]; then
     has "$(line prefill-kernel "$p0")" "[skip] prefill-kernel   off (PONYTAIL_ATTN_PREFILL=0)" "prefill-kernel off"
     p0=$(PONYTAIL_ATTN=off doc --shim "$SHIM" --python "$tmp/notorch")
     has "$(line prefill-kernel "$p0")" "off (PONYTAIL_ATTN=off)" "prefill-kernel, attention off"
+    p0=$(PONYTAIL_TORCH_SDPA=keep doc --shim "$SHIM" --python "$tmp/notorch")
+    has "$(line prefill-kernel "$p0")" "with PONYTAIL_TORCH_SDPA=keep SDPA keeps cuDNN for prefill" "prefill-kernel, keep"
     p0=$(FAKECUDA_CC=8.0 doc --shim "$SHIM" --python "$tmp/notorch")
     has "$(line prefill-kernel "$p0")" "[skip] prefill-kernel   built for sm_90a (H100/H200) only; on this sm_80 GPU" \
       "prefill-kernel on another GPU"
