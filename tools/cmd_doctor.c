@@ -300,8 +300,6 @@ static const char kernels_todo[] =
 
 /* Why the kernel list could not be read (no libelf), when a GPU can settle it. */
 static char kernels_unlisted[512];
-static int kernels_unlisted_prefill; /* the prefill kernel's name is in the shim's bytes */
-static void check_prefill(int built, const struct gpu *g, const char *nogpu);
 static char *slurp(const char *path, size_t *len);
 
 static const struct check *find_check(const char *name) {
@@ -322,15 +320,14 @@ static void check_kernels_by_running(const struct gpu *g) {
     add("kernels", ST_SKIP, 1, NULL, "cannot list the shim's kernels: %s", kernels_unlisted);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed, and the self-test did not run them)");
   }
-  check_prefill(kernels_unlisted_prefill, g, "");
 }
 
 /* Whether the file holds the bytes of `what` (a cubin's section name in an
  * uncompressed fatbin): a check that needs no libelf, which the GPU machine
- * may lack, so every build answers the prefill-kernel row the same way. */
-/* A section of the prefill kernel's cubin: its name is in no other part of the
- * shim (the launcher's C functions share the kernel names' prefix, and an
- * unstripped shim lists them). */
+ * may lack, so every build answers the prefill-kernel row the same way. The
+ * mark is a section of the prefill kernel's cubin: its name is in no other
+ * part of the shim (the launcher's C functions share the kernel names' prefix,
+ * and an unstripped shim lists them). */
 #define PT_PREFILL_CUBIN_MARK ".text.pt_attn_prefill_"
 static int file_has(const char *path, const char *what) {
   size_t n = 0;
@@ -376,7 +373,6 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
       /* Decided after the GPU checks: a self-test that ran Ponytail's kernels
        * on this GPU proves both (the GPU machine has no libelf). */
       snprintf(kernels_unlisted, sizeof kernels_unlisted, "%s", err);
-      kernels_unlisted_prefill = file_has(shim, PT_PREFILL_CUBIN_MARK);
       pt_kernel_list_free(&l);
       return;
     }
@@ -385,7 +381,6 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
     else
       add("kernels", ST_FAIL, 1, kernels_todo, "kernels not built: %s", err);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed)");
-    check_prefill(file_has(shim, PT_PREFILL_CUBIN_MARK), g, nogpu);
     pt_kernel_list_free(&l);
     return;
   }
@@ -410,7 +405,6 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
   if (!npt) {
     add("kernels", ST_FAIL, 1, kernels_todo, "kernels not built: %s has no pt_attn_* kernels", shim);
     add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels listed)");
-    check_prefill(0, g, nogpu);
     return;
   }
   add("kernels", ST_OK, 1, NULL, "%zu Ponytail kernel entries (%s)", npt, archs);
@@ -428,7 +422,6 @@ static void check_kernels(const char *shim, const struct gpu *g, const char *nog
     add("kernel-arch", ST_FAIL, 1, todo, "no code for sm_%d%d (the shim has %s): attention falls back to torch",
         g->major, g->minor, archs);
   }
-  check_prefill(file_has(shim, PT_PREFILL_CUBIN_MARK), g, nogpu);
 }
 
 /* ---- python children ---- */
@@ -880,6 +873,7 @@ int pt_cmd_doctor(int argc, char **argv) {
   check_preload_env();
   if (shim_ok) {
     check_kernels(shim, &g, nogpu);
+    check_prefill(file_has(shim, PT_PREFILL_CUBIN_MARK), &g, nogpu);
     check_python(py, shim, &g, nogpu, cfg, batch, prompt, timeout_s);
     if (kernels_unlisted[0]) check_kernels_by_running(&g);
   } else {
