@@ -5,8 +5,8 @@
 #
 # test_cuda.py is NOT in the torch wheel and is not committed here (PyTorch's code, BSD-licensed,
 # ~313 KB): put the file of the PyTorch release that matches the installed torch (2.11) at
-# $TESTS_DIR/test_cuda.py, by default .ext/pytorch/test/ (git-ignored: add `/.ext/` to
-# .git/info/exclude), copied from a checkout of PyTorch's tag v2.11.0 (or release/2.11):
+# $TESTS_DIR/test_cuda.py, by default .ext/pytorch/test/ (git-ignored: `.gitignore` lists
+# `/.ext/`), copied from a checkout of PyTorch's tag v2.11.0 (or release/2.11):
 #   mkdir -p .ext/pytorch/test && cp PYTORCH_CHECKOUT/test/test_cuda.py .ext/pytorch/test/
 # A newer one (main) works too: a pytest plugin written below fills in the few names it imports
 # that 2.11's torch.testing._internal lacks; its tests of post-2.11 APIs then fail in both arms.

@@ -10,7 +10,9 @@ pytest-timeout's thread method) / error / skipped / missing (not in that run).
 Prints the regressions (passed or xfailed stock, anything else under the shim) with the first
 lines of their failure, the tests failing stock that pass under the shim, and a compact table
 last; writes the whole comparison (every differing and failing test with its message) to
---report. Exit 0: no regression; 1: regressions; 2: no stock results at all.
+--report. Exit 0: no regression; 1: regressions; 2: no stock results at all; 3: stock passed no
+test (e.g. the test file does not collect under this torch: a test_cuda.py of another release),
+so nothing was compared.
 
 Usage: torch_tests_compare.py --stock S.xml --shim T.xml [--name native] [--stock-log S.log]
        [--shim-log T.log] [--stock-rc N] [--shim-rc N] [--report F.txt] [--table F.table]
@@ -231,7 +233,10 @@ def main():
         tbl.append(f"  {label:19s} {rc:>3s} {c['passed']:6d} {c['xfailed']:5d} {c['failed']:5d} "
                    f"{c['crashed']:5d} {c['error']:5d} {c['skipped']:5d} {c['missing']:5d} "
                    f"{len(ids):6d} {fmt_wall(wall)}")
-    verdict = "FAIL" if regressions else "OK"
+    # A run where stock passed nothing compared nothing: say so instead of "OK" (a test_cuda.py
+    # from another torch release once failed to collect in both arms and read as a pass).
+    empty = cs["passed"] + cs["xfailed"] == 0
+    verdict = "FAIL" if regressions else ("NOTHING COMPARED: stock passed no test" if empty else "OK")
     tbl.append(f"  [{a.name}] regressions {len(regressions)}, fixed {len(fixed)}, "
                f"failing in both {len(both_bad)}, other differences {len(other)}: {verdict}")
     print("\n".join(tbl))
@@ -241,7 +246,7 @@ def main():
     if a.table:
         with open(a.table, "w") as f:
             f.write("\n".join(tbl) + "\n")
-    return 1 if regressions else 0
+    return 1 if regressions else (3 if empty else 0)
 
 
 if __name__ == "__main__":
