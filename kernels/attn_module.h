@@ -11,7 +11,12 @@
  * before that). */
 const struct pt_driver *pt_attn_driver(void);
 
-enum { PT_PF_BF16_D64, PT_PF_BF16_D128, PT_PF_FP16_D64, PT_PF_FP16_D128, PT_PF_COUNT };
+/* The d = 64 _SKIP kernels: the warpgroups skip K/V tiles past their own rows
+ * (pt_prefill_skip_pays in kernels/attn_prefill.h says when). */
+enum {
+  PT_PF_BF16_D64, PT_PF_BF16_D128, PT_PF_FP16_D64, PT_PF_FP16_D128,
+  PT_PF_BF16_D64_SKIP, PT_PF_FP16_D64_SKIP, PT_PF_COUNT
+};
 
 /* The prefill kernel `which` (PT_PF_*) in the stream's context, its module
  * loaded on first use (and the decode module with it), and the SM count of the

@@ -16,7 +16,9 @@
 //    then, while P V still runs, it masks S_j (keys past sk, causal; only on the tiles that
 //    need it) and runs the online softmax (log2 domain, scale folded into the exponent, a lazy
 //    running max); once P V is done it releases V, packs P_j and rescales O (only when a row's
-//    max moved). At the end O / l and the LSE go to global memory.
+//    max moved). At the end O / l and the LSE go to global memory. In the _skip kernels
+//    (d = 64) a warpgroup computes only the K/V tiles its own rows need and takes empty turns
+//    (its place in the round robin, the stages released) for the rest of its tile's.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -326,13 +328,18 @@ template <int N> static __device__ __forceinline__ void rescale_if(float (&o)[N]
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool SKIP_TILES>
 __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   constexpr int ND = D / SUB;                       // 64-element sub-tiles per row
   constexpr int NS = PT_PREFILL_STAGES(D);          // K/V tiles in flight
   constexpr int NC = PT_PREFILL_CONSUMERS(D);       // consumer warpgroups
   constexpr int BM = PT_PREFILL_BM(D);              // query rows: 64 per consumer
   constexpr bool PERSIST = PT_PREFILL_PERSISTENT != 0;
+  // The _skip kernels (three consumers, d = 64: 192 rows a tile): a warpgroup skips the K/V
+  // tiles that no row of its own 64 needs (causal: past its slab's diagonal; a slab past sq:
+  // all), taking empty turns instead. The host launches them where that surplus is large
+  // (pt_prefill_skip_pays): the loop built for it is slower where little is skipped.
+  constexpr bool SKIP = SKIP_TILES && NC == 3;
   constexpr uint32_t Q_SUB = BM * SUB * 2;          // bytes of one Q sub-tile
   constexpr uint32_t KV_SUB = BN * SUB * 2;         // bytes of one K or V sub-tile
   constexpr uint32_t Q_BYTES = ND * Q_SUB, KV_BYTES = ND * KV_SUB;
@@ -448,6 +455,9 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     const bool last_tile = t + t_step >= t_end;
     const int slab0 = m0 + 64 * cw;
     const int r0 = slab0 + 16 * warp + lane / 4;          // this thread's rows r0 and r0 + 8
+    // K/V tiles this warpgroup computes: the first ntw of the tile's nt (SKIP), then nt - ntw
+    // empty turns that release the rest of the ring's stages.
+    const int ntw = SKIP ? (slab0 < p.sq ? min(nt, n_tiles(p, slab0, 64)) : 0) : nt;
 
     float o[D / 8][4];
 #pragma unroll
@@ -455,8 +465,30 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     float m_0 = NEG_INF, m_1 = NEG_INF, l_0 = 0.f, l_1 = 0.f, al0, al1;
 
     mbar_wait(q_full, (uint32_t)(k & 1), 0);
+    // An empty turn: the warpgroup's place in the round robin kept, and K/V tile jt's stage
+    // released (every warp arrives, as after a computed tile). Its arrivals cannot run ahead
+    // of the other warpgroups' releases of the stage's previous use: when its turn opens they
+    // have issued the turn before, so they have released every tile up to two before it, and a
+    // stage is reused only NS >= 3 tiles later. Some warpgroup computes every K/V tile of the
+    // tile (the slab holding its last row below sq needs them all: n_tiles counts to that row),
+    // so each stage's "full" phase is waited for before its "empty" phase can complete; were
+    // all three to skip a tile, the producer's parity waits would alias and deadlock.
+    auto empty_turn = [&](int jt) {
+      const int st = (g + jt) % NS;
+      turn_wait(cw);
+      if (cw != NC - 1 || !last_tile || jt != nt - 1) turn_pass<NC>(cw);
+      mbar_arrive_if(k_empty(st), lane == 0);
+      if (PERSIST || jt != nt - 1) mbar_arrive_if(v_empty(st), lane == 0);
+    };
+    if (SKIP && ntw == 0) {
+      // No row of this slab exists (past sq): one empty turn in place of S of tile 0, and Q is
+      // free at once.
+      if (PERSIST) mbar_arrive_if(q_empty, lane == 0);
+      turn_wait(cw);
+      turn_pass<NC>(cw);                                  // nt >= 1 turns follow
+    }
     // K/V tile 0: S alone.
-    {
+    if (!SKIP || ntw > 0) {
       const int st = g % NS;
       mbar_wait(k_full(st), (uint32_t)((g / NS) & 1), 1 + st);
       desc_s<D, BM>(dq, dk, q_lo, k_lo + st * KV_STEP);
@@ -470,7 +502,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       wg_wait0();
       fence_acc(s);
       mbar_arrive_if(k_empty(st), lane == 0);
-      if (PERSIST && nt == 1) mbar_arrive_if(q_empty, lane == 0);  // the tile's last S
+      if (PERSIST && ntw == 1) mbar_arrive_if(q_empty, lane == 0);  // the warpgroup's last S
       // O is 0: the factor is unused. Unmasked when no row of the slab needs the mask here (no
       // wgmma is in flight, so the branch costs the pipeline nothing).
       if (mask_from(p, slab0, diag) > 0)
@@ -508,7 +540,7 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       wg_wait1();                                         // S_it is done, P V may still run
       fence_acc(s);
       mbar_arrive_if(k_empty(st), lane == 0);
-      if (PERSIST) mbar_arrive_if(q_empty, lane == 0 && it == nt - 1);  // the tile's last S
+      if (PERSIST) mbar_arrive_if(q_empty, lane == 0 && it == ntw - 1);  // the warpgroup's last S
       softmax_tile<decltype(masked)::value>(s, p, it * BN, r0, slab0, diag, m_0, m_1, l_0, l_1, al0, al1);
       wg_wait0();                                         // P_{it-1} V_{it-1} is done
       fence_acc(o);
@@ -519,26 +551,28 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
     };
     int it = 1;
 #if (PT_PREFILL_EXP & 2) == 0  // (experiment 2: the mask on every tile)
-    for (const int nm = min(nt, mask_from(p, slab0, diag)); it < nm; ++it) step(it, bool_const<false>());
+    for (const int nm = min(ntw, mask_from(p, slab0, diag)); it < nm; ++it) step(it, bool_const<false>());
 #endif
-    for (; it < nt; ++it) step(it, bool_const<true>());
-    // The last K/V tile's P V.
-    {
-      const int lst = (g + nt - 1) % NS;
+    for (; it < ntw; ++it) step(it, bool_const<true>());
+    // The last computed K/V tile's P V.
+    if (!SKIP || ntw > 0) {
+      const int lst = (g + ntw - 1) % NS;
       desc_v(dv, v_lo + lst * KV_STEP);
       pin(dv);
-      mbar_wait(v_full(lst), (uint32_t)(((g + nt - 1) / NS) & 1), 1 + NS + lst);
+      mbar_wait(v_full(lst), (uint32_t)(((g + ntw - 1) / NS) & 1), 1 + NS + lst);
       fence_acc(o);
       turn_wait(cw);
       wg_fence();
       issue_pv<T, D>(o, pa, dv);
       wg_commit();
-      if (cw != NC - 1 || !last_tile) turn_pass<NC>(cw);
+      if (cw != NC - 1 || !last_tile || ntw != nt) turn_pass<NC>(cw);
       wg_wait0();
       fence_acc(o);
       fence_frag(pa);
-      if (PERSIST) mbar_arrive_if(v_empty(lst), lane == 0);  // the ring runs on into the next tile
+      if (PERSIST || ntw != nt) mbar_arrive_if(v_empty(lst), lane == 0);  // the ring runs on into the next tile
     }
+    if (SKIP)
+      for (int jt = max(ntw, 0); jt < nt; ++jt) empty_turn(jt);
     g += nt;
 
     // ---- epilogue --------------------------------------------------------------------------
@@ -570,13 +604,16 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 
 }  // namespace pt_prefill
 
-#define PT_PREFILL_KERNEL(NAME, T, D)                                                          \
+#define PT_PREFILL_KERNEL(NAME, T, D, SKIP)                                                    \
   extern "C" __global__ void __launch_bounds__(PT_PREFILL_THREADS(D), 1)                       \
       NAME(const __grid_constant__ pt_prefill_kparams p) {                                     \
-    pt_prefill::prefill<T, D>(p);                                                              \
+    pt_prefill::prefill<T, D, SKIP>(p);                                                        \
   }
 
-PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64, __nv_bfloat16, 64)
-PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d128, __nv_bfloat16, 128)
-PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64, __half, 64)
-PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d128, __half, 128)
+PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64, __nv_bfloat16, 64, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d128, __nv_bfloat16, 128, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64, __half, 64, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d128, __half, 128, false)
+// d = 64 with the warpgroups' tile skipping (pt_prefill_skip_pays picks them).
+PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64_skip, __nv_bfloat16, 64, true)
+PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64_skip, __half, 64, true)

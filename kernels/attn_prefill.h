@@ -2,8 +2,9 @@
  * parameter block shared by the kernel and the host code that fills it, and the tile sizes.
  *
  * Status: correct on the H200 (tests/gpu/checks/prefill.sh: fp32 reference, memcheck, racecheck,
- * synccheck) and, since version 6, faster than cuDNN's kernel at 47 of the 48 points of issue
- * 18's grid (geometric mean 1.11x; the 48th a tie). The shim swaps it in for torch's flash
+ * synccheck) and, since version 7, faster than cuDNN's kernel at the 48 points of issue 18's
+ * grid (version 6: 47, the 48th a tie; version 7 adds the d = 64 _skip kernels,
+ * pt_prefill_skip_pays). The shim swaps it in for torch's flash
  * launches with seqlen_q > 16 (PONYTAIL_ATTN_PREFILL, on by default; the SDPA policy moves a
  * prefill call from cuDNN to flash where this kernel takes it; launcher:
  * kernels/attn_prefill_launch.c). Design and measurements:
@@ -165,6 +166,34 @@ static inline int pt_prefill_ctas(const struct pt_prefill_kparams *p, int bm, in
   if (sms <= 0 || p->tiles <= sms) return p->tiles;
   if (!p->causal || sms > PT_PREFILL_PLAN_CTAS || p->tiles > 8 * sms) return sms;
   return pt_prefill_imbalance(p, bm, sms) > 1100u ? p->tiles : sms;
+}
+
+/* Whether a launch takes the _skip kernel of its dtype (kernels/attn_prefill.cu; d = 64 with
+ * three consumers only): there each consumer warpgroup computes only the K/V tiles some row of
+ * its own 64 needs, and takes empty turns for the rest of its tile's (causal: those past the
+ * slab's diagonal; a slab past sq: all). Causal tiles of 192 rows over 128-key K/V tiles leave
+ * 10 % of the warpgroup-tiles surplus at S = 2048, 8 % at 4096, 2 % at 16384. The skipping
+ * loop ran 2-4 % faster at causal S = 2048 and 4096 and 1.5-8 % slower at causal S >= 16384
+ * and at every non-causal point (the 24 d = 64 points, interleaved:
+ * bench/records/2026-12-02-default-check.md, call 5). So: causal, and a surplus of at least
+ * PT_PREFILL_SKIP_PERMILLE of the warpgroup-tiles, counted here per (batch, head). */
+#define PT_PREFILL_SKIP_PERMILLE 50
+static inline int pt_prefill_skip_pays(const struct pt_prefill_kparams *p, int d) {
+  if (d != 64 || PT_PREFILL_CONSUMERS(64) != 3 || !p->causal) return 0;
+  const int bm = PT_PREFILL_BM(64);
+  long long all = 0, need = 0;
+  for (int mb = 0; mb < p->m_blocks; ++mb) {
+    const int m0 = mb * bm, nt = pt_prefill_n_tiles(p, m0, bm);
+    for (int w = 0; w < PT_PREFILL_CONSUMERS(64); ++w) {
+      const int s0 = m0 + 64 * w;
+      all += nt;
+      if (s0 < p->sq) {
+        const int n = pt_prefill_n_tiles(p, s0, 64);
+        need += n < nt ? n : nt;
+      }
+    }
+  }
+  return all > 0 && (all - need) * 1000 >= (long long)PT_PREFILL_SKIP_PERMILLE * all;
 }
 
 /* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */

@@ -86,31 +86,34 @@ static CUresult pf_encode(const struct pt_driver *drv, CUtensorMap *m, const voi
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* pt_prefill_ctas per shape, remembered: a model sends the same shape once per layer, and for
- * a causal launch of up to 8 tiles per SM it walks every tile. A few recent shapes, replaced
- * in turn. */
+/* pt_prefill_ctas and pt_prefill_skip_pays per shape, remembered: a model sends the same shape
+ * once per layer, and for a causal launch of up to 8 tiles per SM the first walks every tile,
+ * the second every m-block. A few recent shapes, replaced in turn. */
 #define PF_PLANS 8
 static struct {
   int key[8]; /* b, h, group, sq, sk, head_dim, causal, sms */
-  int ctas;
+  int ctas, skip;
 } pf_plans[PF_PLANS];
 static int pf_nplans, pf_next;
 static pthread_mutex_t pf_plans_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int pf_ctas(struct pt_prefill_kparams *p, int hd, int sms) {
+static int pf_plan(struct pt_prefill_kparams *p, int hd, int sms, int *skip) {
   const int key[8] = {p->b, p->h, p->group, p->sq, p->sk, hd, p->causal, sms};
   pthread_mutex_lock(&pf_plans_lock);
   for (int i = 0; i < pf_nplans; ++i)
     if (!memcmp(pf_plans[i].key, key, sizeof key)) {
       const int ctas = pf_plans[i].ctas;
+      *skip = pf_plans[i].skip;
       pthread_mutex_unlock(&pf_plans_lock);
       return ctas;
     }
   pthread_mutex_unlock(&pf_plans_lock);
   const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms);
+  *skip = pt_prefill_skip_pays(p, hd);
   pthread_mutex_lock(&pf_plans_lock);
   memcpy(pf_plans[pf_next].key, key, sizeof key);
   pf_plans[pf_next].ctas = ctas;
+  pf_plans[pf_next].skip = *skip;
   pf_next = (pf_next + 1) % PF_PLANS;
   if (pf_nplans < PF_PLANS) pf_nplans++;
   pthread_mutex_unlock(&pf_plans_lock);
@@ -122,6 +125,8 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   const struct pt_driver *drv = pt_attn_driver();
   if (!drv->cuTensorMapEncodeTiled || !drv->cuLaunchKernel) return CUDA_ERROR_NOT_INITIALIZED;
   const int bf16 = d->dtype == PT_DTYPE_BF16, hd = d->head_dim;
+  /* The module first (it says the SM count the plan needs); the d = 64 kernel with tile
+   * skipping is another function of the same module. */
   const int which = bf16 ? (hd == 64 ? PT_PF_BF16_D64 : PT_PF_BF16_D128)
                          : (hd == 64 ? PT_PF_FP16_D64 : PT_PF_FP16_D128);
   CUfunction fn;
@@ -156,8 +161,15 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   p.tiles = p.m_blocks * d->h * d->b;
   p.sec = pt_prefill_section(d->b, d->h, p.group, d->seqlen_k, hd);
   p.scale_log2 = d->scale * 1.4426950408889634f;
+  int skip = 0;
+  const int ctas = pf_plan(&p, hd, sms, &skip);
+  /* The _skip kernel comes from the module already loaded; were it not to be had, the plain
+   * one computes the same. */
+  CUfunction sf;
+  if (skip && pt_attn_prefill_function((CUstream)stream, bf16 ? PT_PF_BF16_D64_SKIP : PT_PF_FP16_D64_SKIP, &sf,
+                                       NULL) == CUDA_SUCCESS)
+    fn = sf;
   void *args[1] = {&p};
-  const int ctas = pf_ctas(&p, hd, sms);
   return drv->cuLaunchKernel(fn, (unsigned)ctas, 1, 1,
                              PT_PREFILL_THREADS(hd), 1, 1, pt_prefill_smem_bytes(hd), (CUstream)stream,
                              args, NULL);

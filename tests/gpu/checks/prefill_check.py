@@ -117,6 +117,8 @@ def case(lib, rows, b, sq, sk, h, hk, d, dtype, causal, layout="fa", probe=None)
     name = "B%-2d sq%-5d sk%-5d H%-2d Hk%-2d d%-3d %s%s %s%s" % (
         b, sq, sk, h, hk, d, "bf16" if dtype == torch.bfloat16 else "fp16", " causal" if causal else "", layout,
         " probe " + probe if probe else "")
+    if d == 64 and os.environ.get("PT_PREFILL_SKIP") is not None:
+        name += " skip" if os.environ["PT_PREFILL_SKIP"] != "0" else " noskip"
     rc = lib.run(q, k, v, o, lse, causal, scale)
     try:
         sync(name)
@@ -149,13 +151,19 @@ def correctness(lib):
     for (sq, sk, d, probe) in ((64, 64, 64, "q0"), (64, 64, 64, "v1"), (64, 64, 64, None), (128, 64, 64, None),
                                (128, 64, 128, "q0"), (128, 64, 128, None), (128, 640, 128, None)):
         fails += not case(lib, rows, 1, sq, sk, 1, 1, d, torch.bfloat16, False, probe=probe)
+    # d = 64 twice: the kernel with tile skipping (the _skip kernels) and the one without,
+    # whichever pt_prefill_skip_pays would pick (PT_PREFILL_SKIP forces it in the test library).
     for dtype in (torch.bfloat16, torch.float16):
         for d in (64, 128):
             for causal in (False, True):
                 for (b, sq, sk, h, hk) in ((1, 1, 1, 2, 1), (2, 77, 77, 4, 2), (1, 128, 128, 2, 2),
                                           (1, 129, 200, 4, 1), (2, 1000, 1000, 8, 2), (1, 300, 1000, 4, 4),
                                           (1, 2048, 2048, 8, 2)):
-                    fails += not case(lib, rows, b, sq, sk, h, hk, d, dtype, causal)
+                    for forced in (("0", "1") if d == 64 else (None,)):
+                        if forced is not None:
+                            os.environ["PT_PREFILL_SKIP"] = forced
+                        fails += not case(lib, rows, b, sq, sk, h, hk, d, dtype, causal)
+                    os.environ.pop("PT_PREFILL_SKIP", None)
     fails += not case(lib, rows, 2, 1000, 1000, 8, 2, 128, torch.bfloat16, True, layout="hf")
     fails += not case(lib, rows, 1, 4096, 4096, 4, 1, 128, torch.bfloat16, True)
     fails += not case(lib, rows, 1, 17, 4096, 4, 2, 128, torch.bfloat16, True)  # chunked prefill
@@ -171,6 +179,10 @@ def correctness(lib):
     os.environ["PT_PREFILL_CTAS"] = "132"
     for d in (64, 128):
         fails += not case(lib, rows, 2, 1000, 1500, 32, 8, d, torch.bfloat16, True)
+    for forced in ("0", "1"):  # d = 64 causal, sq == sk, both kernels over several tiles a CTA
+        os.environ["PT_PREFILL_SKIP"] = forced
+        fails += not case(lib, rows, 2, 1000, 1000, 32, 8, 64, torch.bfloat16, True)
+    del os.environ["PT_PREFILL_SKIP"]
     # The walk over several sections, the last one short (64 pairs in sections of 12), on 100
     # CTAs (4 to 6 tiles each).
     os.environ.update(PT_PREFILL_SECTION="12", PT_PREFILL_CTAS="100")
@@ -184,10 +196,19 @@ def correctness(lib):
 
 
 def sanitize(lib):
-    """Two small launches (one causal with sq < sk, one with tails in every dimension)."""
+    """Four small launches: one causal with sq < sk, one with tails in every dimension, and two
+    d = 64 ones on the skipping kernel whose tiles run through one CTA (the ring and the turns
+    across tiles, with warpgroups that skip K/V tiles past their rows and one whose rows are
+    all past sq): causal, and not causal (its last turn an empty one)."""
     rows = []
     fails = not case(lib, rows, 1, 130, 200, 4, 2, 128, torch.bfloat16, True)
     fails += not case(lib, rows, 2, 77, 77, 2, 1, 64, torch.float16, False)
+    os.environ.update(PT_PREFILL_CTAS="1", PT_PREFILL_SKIP="1")
+    fails += not case(lib, rows, 1, 300, 300, 2, 1, 64, torch.bfloat16, True)
+    # Not causal: the m-blocks in order, so the CTA's very last turn is an empty one (the third
+    # warpgroup of the last tile has no rows below sq), where it must not pass the turn on.
+    fails += not case(lib, rows, 1, 300, 300, 2, 1, 64, torch.bfloat16, False)
+    del os.environ["PT_PREFILL_CTAS"], os.environ["PT_PREFILL_SKIP"]
     print("\n".join(rows))
     return fails
 
@@ -311,6 +332,11 @@ def main():
                 f.write("\n".join(rows) + "\n")
         return 1 if fails else 0
     extra = [(e.split("=", 1)[0], Lib(e.split("=", 1)[1])) for e in args.extra]
+    # The timing table's own columns are keyed by these names: an extra build named after one
+    # would silently replace that column's implementation (a variant named "pt" once did).
+    taken = [n for n, _ in extra if n in ("pt", "again", "flash", "cudnn")]
+    if taken:
+        ap.error("--extra: the name(s) %s are the table's own columns; pick another" % ", ".join(taken))
     if args.what == "profile":
         profile(lib, args.b, args.s, args.d, [bool(c) for c in args.causal], extra=extra)
         return 0

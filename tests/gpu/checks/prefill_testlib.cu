@@ -72,9 +72,18 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
     if (v > 0 && v <= h * b) p.sec = v;
   }
   p.scale_log2 = scale * 1.4426950408889634f;
+  // d = 64: the kernel with tile skipping where the shim's launcher takes it
+  // (pt_prefill_skip_pays). Forced: at build time by -DPT_PREFILL_TEST_SKIP=0 or 1 (a build of
+  // PREFILL_VARIANTS, so that both are timed in one run), at run time by the environment's
+  // PT_PREFILL_SKIP=0 or 1 (the correctness cases; it applies to every build in the process).
+  int skip = pt_prefill_skip_pays(&p, d);
+#ifdef PT_PREFILL_TEST_SKIP
+  skip = d == 64 && PT_PREFILL_TEST_SKIP != 0;
+#endif
+  if (const char *e = getenv("PT_PREFILL_SKIP")) skip = d == 64 && atoi(e) != 0;
   void (*fn)(pt_prefill_kparams) = nullptr;
-  if (bf16) fn = d == 64 ? pt_attn_prefill_bf16_d64 : pt_attn_prefill_bf16_d128;
-  else fn = d == 64 ? pt_attn_prefill_fp16_d64 : pt_attn_prefill_fp16_d128;
+  if (bf16) fn = d == 64 ? (skip ? pt_attn_prefill_bf16_d64_skip : pt_attn_prefill_bf16_d64) : pt_attn_prefill_bf16_d128;
+  else fn = d == 64 ? (skip ? pt_attn_prefill_fp16_d64_skip : pt_attn_prefill_fp16_d64) : pt_attn_prefill_fp16_d128;
   const unsigned smem = pt_prefill_smem_bytes(d);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return (int)e;

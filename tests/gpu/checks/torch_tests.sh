@@ -10,6 +10,11 @@
 #   mkdir -p .ext/pytorch/test && cp PYTORCH_CHECKOUT/test/test_cuda.py .ext/pytorch/test/
 # A newer one (main) works too: a pytest plugin written below fills in the few names it imports
 # that 2.11's torch.testing._internal lacks; its tests of post-2.11 APIs then fail in both arms.
+# Without a checkout: a copy of early-2026 main (312,535 characters, no `torch._six`, with
+# TestMemPool and `use_on_oom`) was read on 2026-12-02 from the public PyTorch fork
+# ataerabbi-meta/pytorch at commit ac90d12b0bd4dab5d09b8cdc2ca6d56c11b9befb, test/test_cuda.py.
+# A copy that imports `torch._six` is from PyTorch 1.x: it does not collect, and the
+# comparison then exits 3 ("nothing compared").
 # It imports only the torch wheel (torch.testing._internal.*) plus psutil, expecttest and numpy;
 # stand-ins for a missing psutil or expecttest (the H200 machine has no expecttest) are written
 # to a temporary folder. With the device tool, carry .ext: run(carry=[".ext"], ...).

@@ -394,6 +394,60 @@ static void test_grid(void **st) {
   check_walk(&p, 64);
 }
 
+/* d = 64: which launches take the kernel whose warpgroups skip the K/V tiles past their own
+ * rows (pt_prefill_skip_pays), and that the launcher launches it. */
+static void test_skip(void **st) {
+  (void)st;
+  /* causal, sq == sk: the surplus is 10 % of the warpgroup-tiles at 2048, 8 % at 4096, 2 % at
+   * 16384 (the threshold is 5 %) */
+  struct pt_prefill_kparams p = walk_params(8, 32, 4, 2048, 2048, 64, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 1);
+  p = walk_params(1, 32, 4, 4096, 4096, 64, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 1);
+  p = walk_params(1, 32, 4, 16384, 16384, 64, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
+  p = walk_params(1, 32, 4, 32768, 32768, 64, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
+  /* not causal: only an empty slab of the last tile, and the skipping loop measured slower */
+  p = walk_params(8, 32, 4, 2048, 2048, 64, 0);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
+  /* d = 128 has no such kernel */
+  p = walk_params(8, 32, 4, 2048, 2048, 128, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 128), 0);
+  /* a chunk of 17 queries after 4079 cached keys: two of the three slabs have no rows */
+  p = walk_params(1, 32, 4, 17, 4096, 64, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 1);
+  /* 16384 queries after 16384 cached keys: every slab needs nearly every tile */
+  p = walk_params(1, 32, 4, 16384, 32768, 64, 1);
+  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
+
+  /* the launcher: bf16 causal 2048 takes the _skip kernel, fp16 causal 16384 the plain one,
+   * both from the one module (a context no other test has used: its module loads here) */
+  fk.ctx = (CUcontext)(uintptr_t)0xC9;
+  struct pt_attn_desc d = prefill_desc(8, 32, 8, 2048, 2048, 64);
+  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_SUCCESS);
+  assert_string_equal(fk.last_fn, "pt_attn_prefill_bf16_d64_skip");
+  assert_int_equal(fk.block[0], PT_PREFILL_THREADS(64));
+  assert_int_equal(fk.smem, pt_prefill_smem_bytes(64));
+  assert_int_equal(fk.last.m_blocks, (2048 + PT_PREFILL_BM(64) - 1) / PT_PREFILL_BM(64));
+  fk.encodes = 0;
+  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_SUCCESS); /* remembered per shape */
+  assert_string_equal(fk.last_fn, "pt_attn_prefill_bf16_d64_skip");
+  struct pt_attn_desc h = prefill_desc(1, 32, 8, 16384, 16384, 64);
+  h.dtype = PT_DTYPE_FP16;
+  fk.encodes = 0;
+  assert_int_equal(pt_attn_prefill_launch(&h, STREAM), CUDA_SUCCESS);
+  assert_string_equal(fk.last_fn, "pt_attn_prefill_fp16_d64");
+  h.seqlen_q = h.seqlen_k = 2048;
+  fk.encodes = 0;
+  assert_int_equal(pt_attn_prefill_launch(&h, STREAM), CUDA_SUCCESS);
+  assert_string_equal(fk.last_fn, "pt_attn_prefill_fp16_d64_skip");
+  assert_int_equal(fk.prefill_loads, 1);
+  int npf = 0; /* the prefill module's six functions, each looked up once */
+  for (int i = 0; i < fk.nfn; i++) npf += !strncmp(fk.fn_names[i], "pt_attn_prefill_", 16);
+  assert_int_equal(npf, 6);
+}
+
 /* The SDPA policy's question (pt_attn_prefill_available): asked of the
  * current context's device once, nothing loaded. */
 static void test_available(void **st) {
@@ -495,6 +549,7 @@ int main(void) {
     cmocka_unit_test_setup(test_supported, setup),
     cmocka_unit_test_setup(test_launch, setup),
     cmocka_unit_test_setup(test_grid, setup),
+    cmocka_unit_test_setup(test_skip, setup),
     cmocka_unit_test_setup(test_available, setup),
     cmocka_unit_test_setup(test_other_gpu, setup),
     cmocka_unit_test_setup(test_load_failure, setup),
