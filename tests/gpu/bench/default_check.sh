@@ -8,6 +8,8 @@
 #            PyTorch's own backend spread), TTFT and decode step, stock vs the default shim
 #   prefill  tests/gpu/checks/prefill.sh with PREFILL_STAGES (default "correctness timing"; the
 #            other PREFILL_* settings pass through: PREFILL_VARIANTS, PREFILL_TIMING_ARGS)
+#   ttft     tests/gpu/bench/prefill_ttft.sh (issue 18's time to first token table, stock against
+#            the default shim and PONYTAIL_ATTN_PREFILL=0; ROWS, ROUNDS, ARMS pass through)
 #   checks   tests/gpu/check_all.sh with CHECKS (e.g. "compat-progs compat-matrix compat-torch";
 #            MATRIX_ROWS and MATRIX_ARMS pass through) on the carried shim, its budget what is left
 # STEPS picks and orders them (default "sdpa bench prefill"); BUDGET_S (570) bounds the call.
@@ -39,6 +41,7 @@ for s in ${STEPS:-sdpa bench prefill}; do
              --new-tokens 16 --out "$work/bench/bench.json" ;;
     prefill) step prefill 330 env PREFILL_STAGES="${PREFILL_STAGES:-correctness timing}" \
                bash tests/gpu/checks/prefill.sh ;;
+    ttft) step ttft 420 env SHIM_PREBUILT="$shim" bash tests/gpu/bench/prefill_ttft.sh ;;
     checks) step checks 560 env SHIM_PREBUILT="$shim" BUDGET_S=$(( budget - (SECONDS - t0) - 15 )) \
               CHECKS="${CHECKS:-compat}" bash tests/gpu/check_all.sh ;;
     *) rows+=("$s | unknown step") ;;
