@@ -27,8 +27,8 @@
 static const struct pt_driver pt_attn_no_driver;
 void pt_attn_set_driver(const struct pt_driver *drv) { (void)drv; }
 const struct pt_driver *pt_attn_driver(void) { return &pt_attn_no_driver; }
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {
-  (void)stream; (void)which; (void)fn; (void)sms;
+CUresult pt_attn_prefill_functions(CUstream stream, const CUfunction **fns, int *sms) {
+  (void)stream; (void)fns; (void)sms;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 int pt_attn_prefill_available(void) { return 0; }
@@ -224,8 +224,8 @@ static CUresult pt_attn_module_for(CUstream stream, struct pt_attn_module **out)
 
 #ifndef PT_ATTN_HAVE_PREFILL_FATBIN
 /* Built with the decode fatbin only (tests/gpu/checks/attn.sh's test library): no prefill. */
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {
-  (void)stream; (void)which; (void)fn; (void)sms;
+CUresult pt_attn_prefill_functions(CUstream stream, const CUfunction **fns, int *sms) {
+  (void)stream; (void)fns; (void)sms;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 int pt_attn_prefill_available(void) { return 0; }
@@ -300,8 +300,7 @@ int pt_attn_prefill_available(void) {
   return !m || atomic_load_explicit(&m->pf_state, memory_order_acquire) != 2;
 }
 
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms) {
-  if (which < 0 || which >= PT_PF_COUNT) return CUDA_ERROR_INVALID_VALUE;
+CUresult pt_attn_prefill_functions(CUstream stream, const CUfunction **fns, int *sms) {
   /* A module load (the decode module's too, which comes first) while the
    * stream is captured in global mode may count as an unsafe call, and the
    * application's capture must not be put at risk: the first prefill launch
@@ -330,7 +329,7 @@ CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, in
     pthread_mutex_unlock(&pt_attn_mods_lock);
   }
   if (st != 1) return m->pf_status;
-  *fn = m->pf_fn[which];
+  *fns = m->pf_fn;
   if (sms) *sms = m->pf_sms;
   return CUDA_SUCCESS;
 }

@@ -18,13 +18,14 @@ enum {
   PT_PF_BF16_D64_SKIP, PT_PF_FP16_D64_SKIP, PT_PF_COUNT
 };
 
-/* The prefill kernel `which` (PT_PF_*) in the stream's context, its module
- * loaded on first use (and the decode module with it), and the SM count of the
+/* The prefill kernels of the stream's context, indexed by PT_PF_* (*fns points
+ * at PT_PF_COUNT functions owned by the context's module), the module loaded on
+ * first use (and the decode module with it), and the SM count of the
  * context's device in *sms (0 when the driver did not say). CUDA_ERROR_NOT_SUPPORTED
  * when this build has no prefill fatbin or the GPU is not compute capability
  * 9.0; a failed load is remembered for the context. The module is never loaded
  * while the stream is being captured (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
  * nothing tried: a later launch outside a capture loads it). */
-CUresult pt_attn_prefill_function(CUstream stream, int which, CUfunction *fn, int *sms);
+CUresult pt_attn_prefill_functions(CUstream stream, const CUfunction **fns, int *sms);
 
 #endif

@@ -125,13 +125,11 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   const struct pt_driver *drv = pt_attn_driver();
   if (!drv->cuTensorMapEncodeTiled || !drv->cuLaunchKernel) return CUDA_ERROR_NOT_INITIALIZED;
   const int bf16 = d->dtype == PT_DTYPE_BF16, hd = d->head_dim;
-  /* The module first (it says the SM count the plan needs); the d = 64 kernel with tile
-   * skipping is another function of the same module. */
-  const int which = bf16 ? (hd == 64 ? PT_PF_BF16_D64 : PT_PF_BF16_D128)
-                         : (hd == 64 ? PT_PF_FP16_D64 : PT_PF_FP16_D128);
-  CUfunction fn;
+  /* The module first: it says the SM count the plan needs, and the plan which of its kernels
+   * runs (at d = 64, with or without tile skipping). */
+  const CUfunction *fns;
   int sms = 0;
-  CUresult r = pt_attn_prefill_function((CUstream)stream, which, &fn, &sms);
+  CUresult r = pt_attn_prefill_functions((CUstream)stream, &fns, &sms);
   if (r != CUDA_SUCCESS) return r;
 
   struct pt_prefill_kparams p;
@@ -163,14 +161,11 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   p.scale_log2 = d->scale * 1.4426950408889634f;
   int skip = 0;
   const int ctas = pf_plan(&p, hd, sms, &skip);
-  /* The _skip kernel comes from the module already loaded; were it not to be had, the plain
-   * one computes the same. */
-  CUfunction sf;
-  if (skip && pt_attn_prefill_function((CUstream)stream, bf16 ? PT_PF_BF16_D64_SKIP : PT_PF_FP16_D64_SKIP, &sf,
-                                       NULL) == CUDA_SUCCESS)
-    fn = sf;
+  const int which = hd == 128 ? (bf16 ? PT_PF_BF16_D128 : PT_PF_FP16_D128)
+                    : skip    ? (bf16 ? PT_PF_BF16_D64_SKIP : PT_PF_FP16_D64_SKIP)
+                              : (bf16 ? PT_PF_BF16_D64 : PT_PF_FP16_D64);
   void *args[1] = {&p};
-  return drv->cuLaunchKernel(fn, (unsigned)ctas, 1, 1,
+  return drv->cuLaunchKernel(fns[which], (unsigned)ctas, 1, 1,
                              PT_PREFILL_THREADS(hd), 1, 1, pt_prefill_smem_bytes(hd), (CUstream)stream,
                              args, NULL);
 }

@@ -398,28 +398,29 @@ static void test_grid(void **st) {
  * rows (pt_prefill_skip_pays), and that the launcher launches it. */
 static void test_skip(void **st) {
   (void)st;
-  /* causal, sq == sk: the surplus is 10 % of the warpgroup-tiles at 2048, 8 % at 4096, 2 % at
-   * 16384 (the threshold is 5 %) */
-  struct pt_prefill_kparams p = walk_params(8, 32, 4, 2048, 2048, 64, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 1);
-  p = walk_params(1, 32, 4, 4096, 4096, 64, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 1);
-  p = walk_params(1, 32, 4, 16384, 16384, 64, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
-  p = walk_params(1, 32, 4, 32768, 32768, 64, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
-  /* not causal: only an empty slab of the last tile, and the skipping loop measured slower */
-  p = walk_params(8, 32, 4, 2048, 2048, 64, 0);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
-  /* d = 128 has no such kernel */
-  p = walk_params(8, 32, 4, 2048, 2048, 128, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 128), 0);
-  /* a chunk of 17 queries after 4079 cached keys: two of the three slabs have no rows */
-  p = walk_params(1, 32, 4, 17, 4096, 64, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 1);
-  /* 16384 queries after 16384 cached keys: every slab needs nearly every tile */
-  p = walk_params(1, 32, 4, 16384, 32768, 64, 1);
-  assert_int_equal(pt_prefill_skip_pays(&p, 64), 0);
+  static const struct {
+    int b, sq, sk, d, causal, want;
+  } cases[] = {
+    /* causal, sq == sk: the surplus is 10 % of the warpgroup-tiles at 2048, 8 % at 4096, 2 % at
+     * 16384 (the threshold is 5 %) */
+    {8, 2048, 2048, 64, 1, 1},
+    {1, 4096, 4096, 64, 1, 1},
+    {1, 16384, 16384, 64, 1, 0},
+    {1, 32768, 32768, 64, 1, 0},
+    /* not causal: only an empty slab of the last tile, and the skipping loop measured slower */
+    {8, 2048, 2048, 64, 0, 0},
+    /* d = 128 has no such kernel */
+    {8, 2048, 2048, 128, 1, 0},
+    /* a chunk of 17 queries after 4079 cached keys: two of the three slabs have no rows */
+    {1, 17, 4096, 64, 1, 1},
+    /* 16384 queries after 16384 cached keys: every slab needs nearly every tile */
+    {1, 16384, 32768, 64, 1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const struct pt_prefill_kparams p =
+        walk_params(cases[i].b, 32, 4, cases[i].sq, cases[i].sk, cases[i].d, cases[i].causal);
+    assert_int_equal(pt_prefill_skip_pays(&p, cases[i].d), cases[i].want);
+  }
 
   /* the launcher: bf16 causal 2048 takes the _skip kernel, fp16 causal 16384 the plain one,
    * both from the one module (a context no other test has used: its module loads here) */
