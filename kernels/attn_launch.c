@@ -236,7 +236,6 @@ static const char *const pt_pf_names[PT_PF_COUNT] = {
   "pt_attn_prefill_bf16_d64", "pt_attn_prefill_bf16_d128",
   "pt_attn_prefill_fp16_d64", "pt_attn_prefill_fp16_d128",
   "pt_attn_prefill_bf16_d64_skip", "pt_attn_prefill_fp16_d64_skip",
-  "pt_attn_prefill_bf16_d128_snake", "pt_attn_prefill_fp16_d128_snake",
 };
 
 /* Compute capability 9.0 (the only one sm_90a code runs on), asked of the
@@ -268,10 +267,7 @@ static CUresult pt_pf_load(struct pt_attn_module *m) {
   for (int i = 0; i < PT_PF_COUNT; ++i) {
     r = pt_attn_drv->cuModuleGetFunction(&m->pf_fn[i], m->pf_mod, pt_pf_names[i]);
     if (r != CUDA_SUCCESS) return r;
-    const int d = (i == PT_PF_BF16_D128 || i == PT_PF_FP16_D128 || i == PT_PF_BF16_D128_SNAKE ||
-                   i == PT_PF_FP16_D128_SNAKE)
-                      ? 128
-                      : 64;
+    const int d = (i == PT_PF_BF16_D128 || i == PT_PF_FP16_D128) ? 128 : 64;
     r = pt_attn_drv->cuFuncSetAttribute(m->pf_fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         (int)pt_prefill_smem_bytes(d));
     if (r != CUDA_SUCCESS) return r;

@@ -12,11 +12,10 @@
 const struct pt_driver *pt_attn_driver(void);
 
 /* The d = 64 _SKIP kernels: the warpgroups skip K/V tiles past their own rows
- * (pt_prefill_skip_pays in kernels/attn_prefill.h says when); the d = 128 _SNAKE
- * kernels: the persistent walk dealt with odd rounds reversed (pt_prefill_snake_pays). */
+ * (pt_prefill_skip_pays in kernels/attn_prefill.h says when). */
 enum {
   PT_PF_BF16_D64, PT_PF_BF16_D128, PT_PF_FP16_D64, PT_PF_FP16_D128,
-  PT_PF_BF16_D64_SKIP, PT_PF_FP16_D64_SKIP, PT_PF_BF16_D128_SNAKE, PT_PF_FP16_D128_SNAKE, PT_PF_COUNT
+  PT_PF_BF16_D64_SKIP, PT_PF_FP16_D64_SKIP, PT_PF_COUNT
 };
 
 /* The prefill kernels of the stream's context, indexed by PT_PF_* (*fns points

@@ -328,7 +328,7 @@ template <int N> static __device__ __forceinline__ void rescale_if(float (&o)[N]
   }
 }
 
-template <typename T, int D, bool SKIP_TILES, bool SNAKE>
+template <typename T, int D, bool SKIP_TILES>
 __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
   constexpr int ND = D / SUB;                       // 64-element sub-tiles per row
   constexpr int NS = PT_PREFILL_STAGES(D);          // K/V tiles in flight
@@ -375,9 +375,6 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
       bi = blockIdx.z;
       return;
     }
-    // The _snake kernels: odd rounds of the deal reversed (pt_prefill_snake), so that the
-    // CTAs keep reading K/V near one another (pt_prefill_snake_pays says where that pays).
-    if constexpr (SNAKE) t = pt_prefill_snake(t, (int)gridDim.x, p.tiles);
     pt_prefill_walk(&p, t, &mb, &h, &bi);
   };
 
@@ -607,19 +604,16 @@ __device__ __forceinline__ void prefill(const pt_prefill_kparams &p) {
 
 }  // namespace pt_prefill
 
-#define PT_PREFILL_KERNEL(NAME, T, D, SKIP, SNAKE)                                             \
+#define PT_PREFILL_KERNEL(NAME, T, D, SKIP)                                                    \
   extern "C" __global__ void __launch_bounds__(PT_PREFILL_THREADS(D), 1)                       \
       NAME(const __grid_constant__ pt_prefill_kparams p) {                                     \
-    pt_prefill::prefill<T, D, SKIP, SNAKE>(p);                                                 \
+    pt_prefill::prefill<T, D, SKIP>(p);                                                        \
   }
 
-PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64, __nv_bfloat16, 64, false, false)
-PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d128, __nv_bfloat16, 128, false, false)
-PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64, __half, 64, false, false)
-PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d128, __half, 128, false, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64, __nv_bfloat16, 64, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d128, __nv_bfloat16, 128, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64, __half, 64, false)
+PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d128, __half, 128, false)
 // d = 64 with the warpgroups' tile skipping (pt_prefill_skip_pays picks them).
-PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64_skip, __nv_bfloat16, 64, true, false)
-PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64_skip, __half, 64, true, false)
-// d = 128 with the snake deal (pt_prefill_snake_pays picks them: long causal prompts).
-PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d128_snake, __nv_bfloat16, 128, false, true)
-PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d128_snake, __half, 128, false, true)
+PT_PREFILL_KERNEL(pt_attn_prefill_bf16_d64_skip, __nv_bfloat16, 64, true)
+PT_PREFILL_KERNEL(pt_attn_prefill_fp16_d64_skip, __half, 64, true)

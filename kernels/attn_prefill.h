@@ -196,30 +196,6 @@ static inline int pt_prefill_skip_pays(const struct pt_prefill_kparams *p, int d
   return all > 0 && (all - need) * 1000 >= (long long)PT_PREFILL_SKIP_PERMILLE * all;
 }
 
-/* The snake deal of the _snake kernels (d = 128): the persistent CTAs take the walk's tiles in
- * rounds of `ctas` (CTA c the c-th of each round), odd rounds in reverse. Walk index t then
- * stands for tile pt_prefill_snake(t) (a permutation of [0, tiles)). Why: causal tiles of one
- * round differ in cost (heaviest first), so dealt in order CTA 0 draws the heaviest of every
- * round and the CTAs drift apart, round after round, until they read K/V all over the
- * section's keys; reversed every other round, each CTA's two rounds cost about the same, the
- * drift cancels and the K/V the CTAs read at one time stays near one another in L2. That
- * matters where a section's K/V alone exceeds what L2 keeps (pt_prefill_snake_pays). */
-static inline PT_PREFILL_HD int pt_prefill_snake(int t, int ctas, int tiles) {
-  const int k = t / ctas, c = t - k * ctas;
-  if (!(k & 1)) return t;
-  const int left = tiles - k * ctas, n = ctas < left ? ctas : left; /* tiles in this round */
-  return k * ctas + (n - 1 - c);
-}
-
-/* Whether a launch takes the _snake kernel of its dtype: d = 128, causal, persistent CTAs that
- * walk more than one round, and one KV head's K and V over PT_PREFILL_SECTION_BYTES (a section
- * is then one KV head, larger than L2 keeps while the CTAs drift over it: d = 128 at more than
- * 49152 keys). Measured: bench/records/2026-12-02-prefill-long.md. */
-static inline int pt_prefill_snake_pays(const struct pt_prefill_kparams *p, int d, int ctas) {
-  if (d != 128 || !p->causal || ctas <= 0 || ctas >= p->tiles) return 0;
-  return 4ll * p->sk * d > PT_PREFILL_SECTION_BYTES;
-}
-
 /* Dynamic shared memory of a launch for head_dim d (64 or 128): Q, the K/V ring, the barriers. */
 static inline unsigned pt_prefill_smem_bytes(int d) {
   const unsigned q = (unsigned)PT_PREFILL_BM(d) * (unsigned)d * 2u;

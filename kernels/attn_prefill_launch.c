@@ -86,37 +86,34 @@ static CUresult pf_encode(const struct pt_driver *drv, CUtensorMap *m, const voi
                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* pt_prefill_ctas, pt_prefill_skip_pays and pt_prefill_snake_pays per shape, remembered: a
- * model sends the same shape once per layer, and for a causal launch of up to 8 tiles per SM
- * the first walks every tile, the second every m-block. A few recent shapes, replaced in turn. */
+/* pt_prefill_ctas and pt_prefill_skip_pays per shape, remembered: a model sends the same shape
+ * once per layer, and for a causal launch of up to 8 tiles per SM the first walks every tile,
+ * the second every m-block. A few recent shapes, replaced in turn. */
 #define PF_PLANS 8
 static struct {
   int key[8]; /* b, h, group, sq, sk, head_dim, causal, sms */
-  int ctas, skip, snake;
+  int ctas, skip;
 } pf_plans[PF_PLANS];
 static int pf_nplans, pf_next;
 static pthread_mutex_t pf_plans_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int pf_plan(struct pt_prefill_kparams *p, int hd, int sms, int *skip, int *snake) {
+static int pf_plan(struct pt_prefill_kparams *p, int hd, int sms, int *skip) {
   const int key[8] = {p->b, p->h, p->group, p->sq, p->sk, hd, p->causal, sms};
   pthread_mutex_lock(&pf_plans_lock);
   for (int i = 0; i < pf_nplans; ++i)
     if (!memcmp(pf_plans[i].key, key, sizeof key)) {
       const int ctas = pf_plans[i].ctas;
       *skip = pf_plans[i].skip;
-      *snake = pf_plans[i].snake;
       pthread_mutex_unlock(&pf_plans_lock);
       return ctas;
     }
   pthread_mutex_unlock(&pf_plans_lock);
   const int ctas = pt_prefill_ctas(p, PT_PREFILL_BM(hd), sms);
   *skip = pt_prefill_skip_pays(p, hd);
-  *snake = pt_prefill_snake_pays(p, hd, ctas);
   pthread_mutex_lock(&pf_plans_lock);
   memcpy(pf_plans[pf_next].key, key, sizeof key);
   pf_plans[pf_next].ctas = ctas;
   pf_plans[pf_next].skip = *skip;
-  pf_plans[pf_next].snake = *snake;
   pf_next = (pf_next + 1) % PF_PLANS;
   if (pf_nplans < PF_PLANS) pf_nplans++;
   pthread_mutex_unlock(&pf_plans_lock);
@@ -129,7 +126,7 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   if (!drv->cuTensorMapEncodeTiled || !drv->cuLaunchKernel) return CUDA_ERROR_NOT_INITIALIZED;
   const int bf16 = d->dtype == PT_DTYPE_BF16, hd = d->head_dim;
   /* The module first: it says the SM count the plan needs, and the plan which of its kernels
-   * runs (at d = 64, with or without tile skipping; at d = 128, with or without the snake deal). */
+   * runs (at d = 64, with or without tile skipping). */
   const CUfunction *fns;
   int sms = 0;
   CUresult r = pt_attn_prefill_functions((CUstream)stream, &fns, &sms);
@@ -162,10 +159,9 @@ int pt_attn_prefill_launch(const struct pt_attn_desc *d, void *stream) {
   p.tiles = p.m_blocks * d->h * d->b;
   p.sec = pt_prefill_section(d->b, d->h, p.group, d->seqlen_k, hd);
   p.scale_log2 = d->scale * 1.4426950408889634f;
-  int skip = 0, snake = 0;
-  const int ctas = pf_plan(&p, hd, sms, &skip, &snake);
-  const int which = hd == 128 ? (snake ? (bf16 ? PT_PF_BF16_D128_SNAKE : PT_PF_FP16_D128_SNAKE)
-                                       : (bf16 ? PT_PF_BF16_D128 : PT_PF_FP16_D128))
+  int skip = 0;
+  const int ctas = pf_plan(&p, hd, sms, &skip);
+  const int which = hd == 128 ? (bf16 ? PT_PF_BF16_D128 : PT_PF_FP16_D128)
                     : skip    ? (bf16 ? PT_PF_BF16_D64_SKIP : PT_PF_FP16_D64_SKIP)
                               : (bf16 ? PT_PF_BF16_D64 : PT_PF_FP16_D64);
   void *args[1] = {&p};

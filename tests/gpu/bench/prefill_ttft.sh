@@ -15,6 +15,8 @@
 # Prints a table last: per row, each arm's TTFT and step (median over its rounds) and the
 # ratios against stock; plus the shim's pool host waits (syncs, wait ms) per arm.
 #   ROWS=8x4096,2x32768,1x65536 ROUNDS=2 REPS=3 NEW=32 bash tests/gpu/bench/prefill_ttft.sh
+# PROFILE=1: each row also runs one generate() of one token under torch.profiler, and a second
+# table gives its GPU kernel time by class (attention, GEMM, other) per arm.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
@@ -38,7 +40,8 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     [ "$arm" = stock ] || e+=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$out/ttft-$arm-$r.stats.json")
     echo "== round $r, $arm"
     timeout -k 5 "${ARM_TIMEOUT:-240}" "${e[@]}" "$py" "$root/tests/gpu/bench/ttft.py" --rows "$rows" \
-      --reps "${REPS:-3}" --new-tokens "${NEW:-32}" --json "$out/ttft-$arm-$r.json" 2>&1 | grep -E "^ttft|Error|error" | head -8
+      --reps "${REPS:-3}" --new-tokens "${NEW:-32}" --json "$out/ttft-$arm-$r.json" \
+      ${PROFILE:+--profile} 2>&1 | grep -E "^ttft|^profile|Error|error" | head -12
   done
 done
 "$py" - "$out" "$arms" <<'PY'
@@ -63,6 +66,26 @@ for key in sorted(data):
     ratios = [f(med[a] / med["stock"], "%.3f") if med.get(a) and med.get("stock") else "-" for a in arms if a != "stock"]
     print("| %d x %d | %s | %s | %s |" % (key[0], key[1], " | ".join(f(med[a], "%.4f") + (" (%s)" % ", ".join("%.4f" % x for x in d[a]["ttft"]) if a in d else "") for a in arms),
           " | ".join(ratios), " | ".join(f(stp[a], "%.2f") for a in arms)))
+prof = {}
+for arm in arms:
+    for f in sorted(glob.glob(os.path.join(out, "ttft-%s-*.json" % arm))):
+        if not f.endswith(".stats.json"):
+            for r in json.load(open(f))["rows"]:
+                if r.get("profile"):
+                    prof.setdefault((r["batch"], r["prompt"]), {}).setdefault(arm, []).append(r["profile"])
+if prof:
+    print("\nGPU kernel time of one generate() of one token (torch.profiler; median over rounds), ms:")
+    print("| B x P | arm | TTFT s | kernels | attention | gemm | other | attention share |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key in sorted(prof):
+        for arm in arms:
+            ps = prof[key].get(arm)
+            if not ps:
+                continue
+            m = lambda k: statistics.median(p[k] for p in ps)
+            print("| %d x %d | %s | %.4f | %.1f | %.1f | %.1f | %.1f | %.2f |" % (
+                key[0], key[1], arm, m("ttft_s"), m("total_ms"), m("attention_ms"), m("gemm_ms"),
+                m("other_ms"), m("attention_ms") / m("total_ms")))
 for arm in arms:
     for f in sorted(glob.glob(os.path.join(out, "ttft-%s-*.stats.json" % arm))):
         s = json.load(open(f)); al = s.get("alloc") or {}; sp = s.get("sdpa_policy") or {}

@@ -3,7 +3,7 @@
 # test library for sm_90a (tests/gpu/checks/prefill_testlib.cu), then runs the stages of
 # PREFILL_STAGES (default "correctness sanitize"; add "timing"):
 #   correctness  tests/gpu/checks/prefill_check.py correctness: fp32 reference, poisoned outputs
-#   sanitize     compute-sanitizer memcheck, racecheck and synccheck on five small launches
+#   sanitize     compute-sanitizer memcheck, racecheck and synccheck on four small launches
 #   timing       graph replay against torch flash and cuDNN; PREFILL_TIMING_ARGS picks a subset
 #                (e.g. "--b 1,4 --s 4096 --d 128 --causal 1"); the whole grid takes about a minute
 #   profile      Nsight Compute (--set full, clocks left alone) on one launch each of Ponytail's

@@ -81,10 +81,13 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
   skip = d == 64 && PT_PREFILL_TEST_SKIP != 0;
 #endif
   if (const char *e = getenv("PT_PREFILL_SKIP")) skip = d == 64 && atoi(e) != 0;
+  void (*fn)(pt_prefill_kparams) = nullptr;
+  if (bf16) fn = d == 64 ? (skip ? pt_attn_prefill_bf16_d64_skip : pt_attn_prefill_bf16_d64) : pt_attn_prefill_bf16_d128;
+  else fn = d == 64 ? (skip ? pt_attn_prefill_fp16_d64_skip : pt_attn_prefill_fp16_d64) : pt_attn_prefill_fp16_d128;
   const unsigned smem = pt_prefill_smem_bytes(d);
-  cudaError_t e;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return (int)e;
   dim3 grid(p.m_blocks, h, b);
-  int snake = 0;
   if (PT_PREFILL_PERSISTENT) {
     int dev = 0, sms = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
@@ -99,24 +102,7 @@ extern "C" __attribute__((visibility("default"))) int pt_prefill_test(
       const int v = atoi(e);
       if (v > 0 && v <= p.tiles) grid = dim3(v, 1, 1);
     }
-    // d = 128: the kernel with the snake deal where the shim's launcher takes it
-    // (pt_prefill_snake_pays, for the CTA count launched). Forced as the skip choice is:
-    // -DPT_PREFILL_TEST_SNAKE=0 or 1 at build time, PT_PREFILL_SNAKE=0 or 1 at run time.
-    snake = pt_prefill_snake_pays(&p, d, (int)grid.x);
-#ifdef PT_PREFILL_TEST_SNAKE
-    snake = d == 128 && PT_PREFILL_TEST_SNAKE != 0;
-#endif
-    if (const char *e = getenv("PT_PREFILL_SNAKE")) snake = d == 128 && atoi(e) != 0;
   }
-  void (*fn)(pt_prefill_kparams) = nullptr;
-  if (bf16)
-    fn = d == 64 ? (skip ? pt_attn_prefill_bf16_d64_skip : pt_attn_prefill_bf16_d64)
-                 : (snake ? pt_attn_prefill_bf16_d128_snake : pt_attn_prefill_bf16_d128);
-  else
-    fn = d == 64 ? (skip ? pt_attn_prefill_fp16_d64_skip : pt_attn_prefill_fp16_d64)
-                 : (snake ? pt_attn_prefill_fp16_d128_snake : pt_attn_prefill_fp16_d128);
-  if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
-    return (int)e;
   fn<<<grid, PT_PREFILL_THREADS(d), smem, (cudaStream_t)stream>>>(p);
   return (int)cudaGetLastError();
 }

@@ -444,93 +444,9 @@ static void test_skip(void **st) {
   assert_int_equal(pt_attn_prefill_launch(&h, STREAM), CUDA_SUCCESS);
   assert_string_equal(fk.last_fn, "pt_attn_prefill_fp16_d64_skip");
   assert_int_equal(fk.prefill_loads, 1);
-  int npf = 0; /* the prefill module's eight functions, each looked up once */
+  int npf = 0; /* the prefill module's six functions, each looked up once */
   for (int i = 0; i < fk.nfn; i++) npf += !strncmp(fk.fn_names[i], "pt_attn_prefill_", 16);
-  assert_int_equal(npf, 8);
-}
-
-/* The busiest CTA's K/V tiles over the mean (x 1000) when `ctas` persistent CTAs take walk
- * indices c, c + ctas, ..., each standing for tile pt_prefill_snake(t) or t. */
-static unsigned dealt_imbalance(const struct pt_prefill_kparams *p, int ctas, int snake) {
-  static unsigned long long load[1024];
-  assert_true(ctas <= 1024);
-  memset(load, 0, sizeof load);
-  unsigned long long total = 0;
-  for (int t = 0; t < p->tiles; ++t) {
-    const int w = pt_prefill_tile_cost(p, PT_PREFILL_BM(128), snake ? pt_prefill_snake(t, ctas, p->tiles) : t);
-    load[t % ctas] += (unsigned)w;
-    total += (unsigned)w;
-  }
-  unsigned long long mx = 0;
-  for (int c = 0; c < ctas; ++c) mx = load[c] > mx ? load[c] : mx;
-  return (unsigned)(mx * (unsigned long long)ctas * 1000ull / total);
-}
-
-/* d = 128: the snake deal is a permutation of the walk that evens out the CTAs' rounds, and
- * which launches take the _snake kernel (pt_prefill_snake_pays). */
-static void test_snake(void **st) {
-  (void)st;
-  /* a permutation of [0, tiles) for rounds of any size, the last one short or not */
-  static const int shapes[][2] = {{132, 8192}, {132, 1000}, {7, 50}, {5, 5}, {3, 1}, {1, 9}};
-  static unsigned char seen[8192];
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    const int ctas = shapes[i][0], tiles = shapes[i][1];
-    memset(seen, 0, sizeof seen);
-    for (int t = 0; t < tiles; ++t) {
-      const int u = pt_prefill_snake(t, ctas, tiles);
-      assert_true(u >= 0 && u < tiles);
-      assert_int_equal(seen[u], 0);
-      seen[u] = 1;
-      if ((t / ctas) % 2 == 0) assert_int_equal(u, t); /* even rounds in order */
-      else assert_int_equal(u / ctas, t / ctas);      /* odd ones reversed inside the round */
-    }
-  }
-  /* 1 x 65536, 16 heads over 4 (the bundled example's model): 8192 causal tiles on 132 CTAs;
-   * in order the low CTAs draw the heaviest tiles of every round (the busiest 2.9 % over the
-   * mean), snaked they alternate with the lightest (0.3 %) */
-  struct pt_prefill_kparams p = walk_params(1, 16, 4, 65536, 65536, 128, 1);
-  assert_int_equal(pt_prefill_ctas(&p, PT_PREFILL_BM(128), 132), 132);
-  assert_true(dealt_imbalance(&p, 132, 0) > 1020u);
-  assert_true(dealt_imbalance(&p, 132, 1) < 1005u);
-  assert_int_equal(pt_prefill_snake_pays(&p, 128, 132), 1);
-
-  static const struct {
-    int b, h, sq, sk, causal, ctas, want;
-  } cases[] = {
-    {1, 16, 65536, 65536, 1, 132, 1}, /* one KV head's K/V: 32 MiB, over the 24 of a section */
-    {2, 32, 65536, 65536, 1, 132, 1},
-    {1, 32, 49152, 49152, 1, 132, 0}, /* 24 MiB: fits */
-    {1, 32, 32768, 32768, 1, 132, 0},
-    {8, 32, 32768, 32768, 1, 132, 0},
-    {1, 16, 65536, 65536, 0, 132, 0}, /* not causal: every tile costs the same */
-    {1, 32, 8192, 65536, 1, 132, 1},  /* a chunk of 8192 queries after 57344 cached keys */
-    {1, 1, 65536, 65536, 1, 512, 0},  /* one CTA per tile: nothing to deal */
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const struct pt_prefill_kparams q =
-        walk_params(cases[i].b, cases[i].h, 4, cases[i].sq, cases[i].sk, 128, cases[i].causal);
-    assert_int_equal(pt_prefill_snake_pays(&q, 128, cases[i].ctas), cases[i].want);
-  }
-  p = walk_params(1, 16, 4, 65536, 65536, 64, 1);
-  assert_int_equal(pt_prefill_snake_pays(&p, 64, 132), 0); /* d = 64 has no such kernel */
-
-  /* the launcher (a context no other test has used): bf16 and fp16 at 65536 keys take the
-   * _snake kernels, 32768 keys the plain one */
-  fk.ctx = (CUcontext)(uintptr_t)0xCA;
-  struct pt_attn_desc d = prefill_desc(1, 16, 4, 65536, 65536, 128);
-  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_SUCCESS);
-  assert_string_equal(fk.last_fn, "pt_attn_prefill_bf16_d128_snake");
-  assert_int_equal(fk.grid[0], 132);
-  assert_int_equal(fk.block[0], PT_PREFILL_THREADS(128));
-  assert_int_equal(fk.smem, pt_prefill_smem_bytes(128));
-  d.dtype = PT_DTYPE_FP16;
-  fk.encodes = 0;
-  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_SUCCESS);
-  assert_string_equal(fk.last_fn, "pt_attn_prefill_fp16_d128_snake");
-  d = prefill_desc(1, 16, 4, 32768, 32768, 128);
-  fk.encodes = 0;
-  assert_int_equal(pt_attn_prefill_launch(&d, STREAM), CUDA_SUCCESS);
-  assert_string_equal(fk.last_fn, "pt_attn_prefill_bf16_d128");
+  assert_int_equal(npf, 6);
 }
 
 /* The SDPA policy's question (pt_attn_prefill_available): asked of the
@@ -635,7 +551,6 @@ int main(void) {
     cmocka_unit_test_setup(test_launch, setup),
     cmocka_unit_test_setup(test_grid, setup),
     cmocka_unit_test_setup(test_skip, setup),
-    cmocka_unit_test_setup(test_snake, setup),
     cmocka_unit_test_setup(test_available, setup),
     cmocka_unit_test_setup(test_other_gpu, setup),
     cmocka_unit_test_setup(test_load_failure, setup),
