@@ -164,9 +164,13 @@ class Generate(unittest.TestCase):
         ratio = r1["total_s"] / r0["total_s"]
         self.assertGreater(ratio, 2.0)
         self.assertLess(ratio, 4.0)
-        # Turns alternate: each process waited about as long as the other ran.
-        self.assertGreater(l0["waited_s"], 0.8 * r1["total_s"])
-        self.assertGreater(l0["wall_s"], 0.9 * (r0["total_s"] + r1["total_s"]))
+        # Turns alternate: role 0 waited through role 1's turns 1-8 (its 9th runs alone, after role
+        # 0 ended), so role 0's wall holds its own turns and those. Counted from the turns each
+        # measured, not from the totals: a slow machine (the sanitizer build) stretches the
+        # hand-overs and role 1's lone last turn, which a fixed share of the totals did not allow.
+        other = sum(l1["turn_ms"][:8]) / 1000.0
+        self.assertGreater(l0["waited_s"], 0.95 * other)
+        self.assertGreater(l0["wall_s"], 0.95 * (sum(l0["turn_ms"]) / 1000.0 + other))
         self.assertLess(r1["decode_step_ms"]["p50"], 45.0)  # its own steps, not the pair's (40 ms)
         self.assertGreater(r1["decode_step_ms"]["p50"], 25.0)
 
