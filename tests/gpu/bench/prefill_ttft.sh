@@ -47,7 +47,7 @@ done
 "$py" - "$out" "$arms" <<'PY'
 import glob, json, os, statistics, sys
 out, arms = sys.argv[1], sys.argv[2].split()
-data = {}
+data, prof = {}, {}
 for arm in arms:
     for f in sorted(glob.glob(os.path.join(out, "ttft-%s-*.json" % arm))):
         if f.endswith(".stats.json"):
@@ -55,6 +55,8 @@ for arm in arms:
         for r in json.load(open(f))["rows"]:
             d = data.setdefault((r["batch"], r["prompt"]), {}).setdefault(arm, dict(ttft=[], step=[]))
             d["ttft"].append(r["ttft_median_s"]); d["step"].append(r["step_p50_ms"])
+            if r.get("profile"):
+                prof.setdefault((r["batch"], r["prompt"]), {}).setdefault(arm, []).append(r["profile"])
 hdr = "| B x P | " + " | ".join("%s TTFT s" % a for a in arms) + " | " + " | ".join(
     "%s/stock" % a for a in arms if a != "stock") + " | " + " | ".join("%s step ms" % a for a in arms) + " |"
 print(hdr); print("|" + "---|" * (hdr.count("|") - 1))
@@ -66,13 +68,6 @@ for key in sorted(data):
     ratios = [f(med[a] / med["stock"], "%.3f") if med.get(a) and med.get("stock") else "-" for a in arms if a != "stock"]
     print("| %d x %d | %s | %s | %s |" % (key[0], key[1], " | ".join(f(med[a], "%.4f") + (" (%s)" % ", ".join("%.4f" % x for x in d[a]["ttft"]) if a in d else "") for a in arms),
           " | ".join(ratios), " | ".join(f(stp[a], "%.2f") for a in arms)))
-prof = {}
-for arm in arms:
-    for f in sorted(glob.glob(os.path.join(out, "ttft-%s-*.json" % arm))):
-        if not f.endswith(".stats.json"):
-            for r in json.load(open(f))["rows"]:
-                if r.get("profile"):
-                    prof.setdefault((r["batch"], r["prompt"]), {}).setdefault(arm, []).append(r["profile"])
 if prof:
     print("\nGPU kernel time of one generate() of one token (torch.profiler; median over rounds), ms:")
     print("| B x P | arm | TTFT s | kernels | attention | gemm | other | attention share |")

@@ -215,7 +215,9 @@ def sanitize(lib):
     return fails
 
 
-GRID_H, GRID_HK = 32, 8  # the timing grid's heads: 32 query heads over 8 KV heads, bf16 (--heads)
+# The timing grid's heads: 32 query heads over 8 KV heads, bf16 (--heads sets others).
+GRID_DEFAULT = (32, 8)
+GRID_H, GRID_HK = GRID_DEFAULT
 
 
 def grid_points(bs, ss, ds, causals):
@@ -320,7 +322,7 @@ def main():
     ap.add_argument("--s", type=ints, default=[2048, 4096, 16384, 32768], help="timing: sequence lengths")
     ap.add_argument("--d", type=ints, default=[128, 64], help="timing: head dims")
     ap.add_argument("--causal", type=ints, default=[1, 0], help="timing: 1 causal, 0 not")
-    ap.add_argument("--heads", default="%d/%d" % (GRID_H, GRID_HK), metavar="H/HK",
+    ap.add_argument("--heads", default="%d/%d" % GRID_DEFAULT, metavar="H/HK",
                     help="timing, profile: query heads / KV heads (e.g. 16/4, the bundled example's model)")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB",
                     help="timing: another build of the test library (a previous version, a variant), timed beside")
@@ -351,7 +353,7 @@ def main():
     if args.what == "profile":
         profile(lib, args.b, args.s, args.d, [bool(c) for c in args.causal], extra=extra)
         return 0
-    rows = ["heads %d/%d" % (GRID_H, GRID_HK)] if (GRID_H, GRID_HK) != (32, 8) else []
+    rows = ["heads %d/%d" % (GRID_H, GRID_HK)] if (GRID_H, GRID_HK) != GRID_DEFAULT else []
     timing(lib, rows, args.b, args.s, args.d, [bool(c) for c in args.causal], extra=extra)
     if args.out:
         with open(os.path.join(args.out, "prefill_timing.txt"), "w") as f:

@@ -23,9 +23,10 @@ fi
 "$nvcc" -cubin -O3 -std=c++17 -Xptxas -v -gencode=arch=compute_90a,code=sm_90a -I"$root" \
   -o "$tmp/prefill.cubin" "$root/kernels/attn_prefill.cu" 2>"$tmp/ptxas.txt" || {
   cat "$tmp/ptxas.txt"; echo "FAIL: nvcc"; exit 1; }
+kernels=(bf16_d64 bf16_d128 fp16_d64 fp16_d128 bf16_d64_skip fp16_d64_skip)
 n=$(grep -c "Compiling entry function 'pt_attn_prefill_" "$tmp/ptxas.txt")
-[ "$n" = 6 ] || { cat "$tmp/ptxas.txt"; echo "FAIL: $n entry points, want 6"; exit 1; }
-for k in bf16_d64 bf16_d128 fp16_d64 fp16_d128 bf16_d64_skip fp16_d64_skip; do
+[ "$n" = ${#kernels[@]} ] || { cat "$tmp/ptxas.txt"; echo "FAIL: $n entry points, want ${#kernels[@]}"; exit 1; }
+for k in "${kernels[@]}"; do
   grep -q "Compiling entry function 'pt_attn_prefill_$k'" "$tmp/ptxas.txt" || { echo "FAIL: no pt_attn_prefill_$k"; exit 1; }
 done
 if grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$tmp/ptxas.txt"; then
@@ -47,4 +48,4 @@ for flags in "-DPT_PREFILL_D64_CONSUMERS=2" "-DPT_PREFILL_PERSISTENT=0" "-DPT_PR
     echo "FAIL: the variant $flags spills or serialises its wgmma"; exit 1
   fi
 done
-echo "prefill kernel: 6 entry points for sm_90a, no spills (and its three compile-time variants)"
+echo "prefill kernel: ${#kernels[@]} entry points for sm_90a, no spills (and its three compile-time variants)"
