@@ -3,6 +3,7 @@
  * drift), and the launch plan of the decode kernel (kernels/attn_plan.c). */
 #ifndef PT_ATTN_KPARAMS_H
 #define PT_ATTN_KPARAMS_H
+#include <cuda.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -42,6 +43,13 @@ extern "C" {
  * depends on it; a fixed value keeps the workspace size a pure function of
  * the descriptor. */
 #define PT_ATTN_PLAN_SMS 132
+/* The TMA form of the decode kernel (d = 128 and 256; pt_attn_kparams.tk/tv): its K/V boxes
+ * land with the 128-byte swizzle, whose pattern repeats every 1024 bytes, so the kernel aligns
+ * its dynamic shared memory to that; its stages' mbarriers take PT_ATTN_TMA_BARS bytes after Q.
+ * A TMA launch asks for PT_ATTN_TMA_SMEM_EXTRA bytes more than the plan's. */
+#define PT_ATTN_TMA_ALIGN 1024
+#define PT_ATTN_TMA_BARS 64
+#define PT_ATTN_TMA_SMEM_EXTRA (PT_ATTN_TMA_ALIGN + PT_ATTN_TMA_BARS)
 /* Threads of the (single-CTA) compare kernel. */
 #define PT_ATTN_CMP_THREADS 512
 /* Threads per query row of the planted-fault kernel (kernels/attn_fault.cu). */
@@ -73,6 +81,10 @@ struct pt_attn_kparams {
   int64_t bias_bs, bias_hs, bias_rs;
   int bias_rows;         /* distinct bias rows per CTA (pt_attn_plan.bias_rows); 0: no bias */
   int pdl;               /* launched with programmatic dependent launch (pt_attn_plan_pdl) */
+  /* TMA kernels only (zeros otherwise): K and V as 4D (d, key, KV head, batch) tensor maps,
+   * box (64, PT_ATTN_BK, 1, 1), 128-byte swizzle, zeros past the last key
+   * (kernels/attn_launch.c). Last, so that the other members keep their offsets. */
+  CUtensorMap tk, tv;
 };
 
 /* Compile-time diagnostics of the decode kernel (tests/gpu timing builds only: ATTN_VARIANTS in

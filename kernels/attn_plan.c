@@ -24,6 +24,7 @@ int pt_attn_plan_split_div = 1;
 int pt_attn_plan_split_mul = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_pdl = 0;
+int pt_attn_plan_tma = 0;
 int pt_attn_plan_clusters_off = 0;
 
 

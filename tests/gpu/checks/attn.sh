@@ -14,6 +14,8 @@
 #                                          # compile-time variants (kernels/attn_kparams.h), each its
 #                                          # own test library, timed interleaved with the default;
 #                                          # ATTN_VARIANT_CHECK=1 runs correctness on each first
+#   ATTN_KERNELS="0 1"                     # correctness and sanitize once per d = 128/256 kernel
+#                                          # (cp.async, TMA; PT_TEST_TMA); default: the build's
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail
@@ -23,6 +25,9 @@ export PATH="$CUDA/bin:$PATH"
 OUT=${OUT:-$(mktemp -d)}
 B=$(mktemp -d)
 STAGES=${ATTN_STAGES:-"correctness sanitize timing"}
+# Which d = 128/256 decode kernel the correctness and sanitize stages run: "default" (the
+# build's choice), 0 (K/V by cp.async), 1 (by TMA), or several, e.g. ATTN_KERNELS="0 1".
+KERNELS=${ATTN_KERNELS:-default}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
@@ -97,21 +102,32 @@ done
 for st in $STAGES; do
   case $st in
   correctness)
-    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" correctness \
-      2>&1 | tee "$OUT/correctness.log"
-    rc=${PIPESTATUS[0]}
-    summary+=("correctness: $(tail -n 1 "$OUT/correctness.log") (rc $rc)")
-    [ "$rc" = 0 ] || status=1
+    for kern in $KERNELS; do
+      sfx=${kern/default/}; sfx=${sfx:+_tma$sfx}
+      if [ "$kern" = default ]; then unset PT_TEST_TMA; else export PT_TEST_TMA=$kern; fi
+      $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" correctness \
+        2>&1 | tee "$OUT/correctness$sfx.log"
+      rc=${PIPESTATUS[0]}
+      summary+=("correctness${sfx:+ ($sfx)}: $(tail -n 1 "$OUT/correctness$sfx.log") (rc $rc)")
+      [ "$rc" = 0 ] || status=1
+      [ -f "$OUT/attn_correctness.txt" ] && mv "$OUT/attn_correctness.txt" "$OUT/attn_correctness$sfx.txt"
+    done
+    unset PT_TEST_TMA
     ;;
   sanitize)
-    for tool in memcheck racecheck; do
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attn_sancheck" \
-        >"$OUT/sanitize_$tool.log" 2>&1
-      rc=$?
-      summary+=("compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
-        "$OUT/sanitize_$tool.log" | head -n 1)")
-      [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
+    for kern in $KERNELS; do
+      sfx=${kern/default/}; sfx=${sfx:+_tma$sfx}
+      if [ "$kern" = default ]; then unset PT_TEST_TMA; else export PT_TEST_TMA=$kern; fi
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attn_sancheck" \
+          >"$OUT/sanitize_$tool$sfx.log" 2>&1
+        rc=$?
+        summary+=("compute-sanitizer $tool${sfx:+ ($sfx)}: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
+          "$OUT/sanitize_$tool$sfx.log" | head -n 1)")
+        [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool$sfx.log"; }
+      done
     done
+    unset PT_TEST_TMA
     ;;
   timing)
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timing \
@@ -134,6 +150,13 @@ for st in $STAGES; do
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/experiments.log"; }
     summary+=("experiments: rc $rc")
     ;;
+  tma-modes)
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" tma-modes \
+      >"$OUT/tma_modes.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/tma_modes.log"; }
+    summary+=("tma-modes: rc $rc")
+    ;;
   timeline)
     # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases; never timed).
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timeline \
@@ -151,4 +174,5 @@ printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
 [ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
 [ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
+[ -f "$OUT/attn_tma_modes.txt" ] && cat "$OUT/attn_tma_modes.txt"
 exit $status

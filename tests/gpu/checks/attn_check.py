@@ -64,8 +64,15 @@ class Lib:
         self.l.pt_test_set_bias.restype = None
         self.l.pt_test_set_pdl.argtypes = [I]
         self.l.pt_test_set_pdl.restype = None
+        self.l.pt_test_set_tma.argtypes = [I]
+        self.l.pt_test_set_tma.restype = None
+        self.l.pt_test_get_tma.restype = I
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
+        # The d = 128/256 kernel launches take by default (PT_TEST_TMA or the build's), and the
+        # timing column of the other one: "tma" (K/V by TMA) or "cpasync".
+        self.tma = self.l.pt_test_get_tma()
+        self.other = "cpasync" if self.tma else "tma"
         self.ws = None
         self.ws_bytes = 0
 
@@ -318,6 +325,42 @@ def masked_empty_row(c):
     c.failures += not ok
 
 
+def masked_nan_edges(c):
+    """Keys the mask narrows away are never used: K/V hold NaN there (left padding of row 0,
+    right padding of row 1, ends that fall inside a 64-key tile and past a split's end), and O
+    and LSE must equal the reference with those keys dropped. The edges are multiples of 8
+    keys, the scan's grain (keys it lets back in are computed with P = 0, so a NaN there would
+    reach O, as in torch's kernels). The TMA kernel reads whole boxes, so this checks that it
+    zeroes what it read past the visible keys; d 128 and 256, cluster and workspace plans."""
+    for D in (128, 256):
+        for cm in (1, CLUSTER_MAX):
+            B, S, Hk, G, dtype = 2, 4000, 8, 1, torch.bfloat16
+            torch.manual_seed(7 + D + cm)
+            q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
+            H = Hk * G
+            bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
+            kz, vz = k.clone(), v.clone()  # the reference's: masked keys zero
+            for b, sl in ((0, slice(0, 200)), (1, slice(3304, S))):
+                bias[b, ..., sl] = float("-inf")
+                k[b, sl] = float("nan")
+                v[b, sl] = float("nan")
+                kz[b, sl] = 0
+                vz[b, sl] = 0
+            ref_o, ref_lse = reference(q, kz, vz, 1.0 / math.sqrt(D), False, bias)
+            a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
+            c.lib.l.pt_test_set_cluster_max(cm)
+            c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+            try:
+                c.poison(o_full, lse)
+                c.lib.decode(a)
+                torch.cuda.synchronize()
+            finally:
+                c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+                c.lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+            eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            c.record("masked: NaN K/V in the narrowed-away keys D%d%s" % (D, " ws" if cm == 1 else ""), eo, el)
+
+
 def masked_correctness(c):
     """Issue 17's grid for the masked kernel: left padding 0-75% of the keys per row, random
     additive bias, broadcast and per head, GQA, several query rows, causal, splits through the
@@ -340,6 +383,7 @@ def masked_correctness(c):
         masked_case(c, 2, 4100, 2, 8, 128, torch.bfloat16, cluster_max=cm, pad_frac=0.9)
         masked_case(c, 1, 1000, 4, 4, 64, torch.float16, cluster_max=cm, pad_frac=0.9)
     masked_empty_row(c)
+    masked_nan_edges(c)
 
 
 def correctness(lib):
@@ -590,7 +634,7 @@ def timing(lib, out_rows):
     D, dtype = 128, torch.bfloat16
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "flash", "xfl", "cudnn", "xfl", "win",
-        "ns/2", "c16") + " %7s %7s %7s" % ("noclu", "pdl", "read")
+        "ns/2", "c16") + " %7s %7s %7s" % ("noclu", lib.other[:7], "read")
     out_rows.append(hdr)
     worst = []
     points = [(B, S, G, 8) for B in (1, 8, 32) for S in (1024, 4096, 32768) for G in (1, 4, 8)]
@@ -616,8 +660,15 @@ def timing(lib, out_rows):
                          H, Hk, 1, 1.0 / math.sqrt(D), False)
             sets.append((q, k, v, a))
         lib.decode(sets[0][3])
-        res = {}
-        res["pt"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        def other(i):
+            lib.l.pt_test_set_tma(1 - lib.tma)
+            try:
+                lib.decode(sets[i % nsets][3])
+            finally:
+                lib.l.pt_test_set_tma(lib.tma)
+        other(0)
+        # the default kernel and the other one (TMA or cp.async) interleaved
+        res = graph_times({"pt": lambda i: lib.decode(sets[i % nsets][3]), "other": other})
         lib.l.pt_test_set_split_div(2)  # half the planned splits
         res["w2"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_split_div(1)
@@ -626,9 +677,6 @@ def timing(lib, out_rows):
         lib.l.pt_test_set_cluster_max(1)  # no cluster: the workspace path's plan
         res["noclu"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-        lib.l.pt_test_set_pdl(1)  # programmatic dependent launch: the planned launch, overlapped
-        res["pdl"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
-        lib.l.pt_test_set_pdl(0)
         res["read"] = read_time(kv_bytes, nsets)
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -648,7 +696,7 @@ def timing(lib, out_rows):
             B, S, G, floor, res["pt"], res["pt"] / floor, res["flash"],
             res["flash"] / floor, res["cudnn"], res["cudnn"] / floor,
             "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f %7.1f %7.1f" % (
-                res["noclu"], res["pdl"], res["read"])
+                res["noclu"], res["other"], res["read"])
         if floor >= 25 and res["pt"] / floor > 1.15:
             row += "  >1.15x floor"
         out_rows.append(row)
@@ -692,14 +740,16 @@ def masked_timing(lib, out_rows):
     mask, by graph replay. Floor: the K/V bytes that must be read (unmasked keys, each KV head
     once) at the read bandwidth measured in the same run (the issue's definition). Goals: faster
     than both at every point; <= 1.2x the floor where the floor is >= 25 us. Beside the planned
-    launch, timed interleaved with it: the workspace plan (noclu) and 2x / 4x its splits."""
+    launch, timed interleaved with it: the workspace plan (noclu), 2x its splits, and the other
+    d = 128 kernel (K/V by TMA or by cp.async, whichever is not the default) on the planned and
+    on the workspace plan."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "noclu",
-        "read") + " %7s %7s" % ("ws x2", "ws x4")
+        "read") + " %7s %7s %7s" % ("ws x2", lib.other[:7], "%s nc" % lib.other[:4])
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -712,18 +762,20 @@ def masked_timing(lib, out_rows):
                              H, Hk, 1, 1.0 / math.sqrt(D), False)
                 lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
 
-                def plan(cmax, mul):  # the planned launch under other plans (captured as planned)
-                    def f(i):
+                def plan(cmax, mul, tma=lib.tma):  # the planned launch under other plans
+                    def f(i):                          # (captured as planned)
                         lib.l.pt_test_set_cluster_max(cmax)
                         lib.l.pt_test_set_split_mul(mul)
+                        lib.l.pt_test_set_tma(tma)
                         try:
                             lib.decode(a)
                         finally:
                             lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
                             lib.l.pt_test_set_split_mul(1)
+                            lib.l.pt_test_set_tma(lib.tma)
                     return f
                 fns = {"pt": plan(CLUSTER_MAX, 1), "noclu": plan(1, 1), "ws2": plan(1, 2),
-                       "ws4": plan(1, 4)}
+                       "other": plan(CLUSTER_MAX, 1, 1 - lib.tma), "other_nc": plan(1, 1, 1 - lib.tma)}
                 for f in fns.values():  # eager first: the workspace reaches its largest size
                     f(0)                    # before any graph captures its address
                 try:
@@ -748,7 +800,8 @@ def masked_timing(lib, out_rows):
                 win = all(res["pt"] < x for x in peers)
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
                     B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
-                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["noclu"], res["read"]) + " %7.1f %7.1f" % (res["ws2"], res["ws4"])
+                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["noclu"], res["read"]) + " %7.1f %7.1f %7.1f" % (
+                        res["ws2"], res["other"], res["other_nc"])
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)
@@ -803,6 +856,54 @@ def experiments(lib, variants, out_rows):
         torch.cuda.empty_cache()
 
 
+def tma_modes(lib, out_rows):
+    """The d = 128 kernels against each other at experiments' points, interleaved by graph replay
+    in one process: K/V by cp.async (tma 0) and by TMA with the tensor maps' L2 promotion at 256
+    bytes (1), off (2), 128 bytes (3); each on the planned launch and on the workspace plan (nc)."""
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    read_bw = bandwidth(out_rows)
+    modes = [(m, cm) for cm in (CLUSTER_MAX, 1) for m in (0, 1, 2, 3)]
+    names = ["%s%d" % ("nc" if cm == 1 else "t", m) for m, cm in modes]
+    hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(" %7s" % n for n in names)
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 8, 1), (32, 1024, 1, 1),
+              (32, 1024, 8, 1), (8, 32768, 1, 1), (32, 4096, 1, 1), (32, 32768, 1, 1), (1, 32768, 1, 0),
+              (8, 4096, 1, 0), (32, 1024, 1, 0), (8, 32768, 1, 0), (1, 4096, 1, 1)]
+    for B, S, G, masked in points:
+        H = Hk * G
+        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
+        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
+        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
+                     1.0 / math.sqrt(D), False)
+
+        def launch(m, cm):
+            def f(i):
+                lib.l.pt_test_set_tma(m)
+                lib.l.pt_test_set_cluster_max(cm)
+                try:
+                    lib.decode(a)
+                finally:
+                    lib.l.pt_test_set_tma(lib.tma)
+                    lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+            return f
+        fns = {n: launch(m, cm) for n, (m, cm) in zip(names, modes)}
+        if bias is not None:
+            lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        try:
+            for f in fns.values():
+                f(0)
+            res = graph_times(fns)
+        finally:
+            lib.l.pt_test_set_bias(None, 0, 0, 0)
+        row = "%3d %6d %2d %6s %8.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
+            " %7.1f" % res[n] for n in names)
+        out_rows.append(row)
+        print(row, flush=True)
+        del q, k, v, o, lse, keep, bias
+        torch.cuda.empty_cache()
+
+
 def timeline(lib, out_rows):
     """Where one launch's time goes (a library built with -DPT_ATTN_TIMELINE: the kernel prints
     the phases of its first CTA and of the CTA that finishes last, and the launch's span from the
@@ -835,7 +936,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     ap.add_argument("--variants", default="",
                     help="experiments: name=libpath,... (variant builds of the test library)")
-    ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments"])
+    ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments",
+                                     "tma-modes"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -857,6 +959,8 @@ def main():
         return 0
     elif args.what == "experiments":
         experiments(lib, [v for v in args.variants.split(",") if v], rows)
+    elif args.what == "tma-modes":
+        tma_modes(lib, rows)
     else:
         timing(lib, rows)
     text = "\n".join(rows) + "\n"

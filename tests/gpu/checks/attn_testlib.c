@@ -8,6 +8,7 @@
  * pointers and element strides so Python needs no mirror of the descriptor. */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn.h"
@@ -41,6 +42,10 @@ bool pt_real_driver(void) {
   PT_DRIVER_FUNCS(PT_FILL)
 #undef PT_FILL
   pt_attn_set_driver(&pt_drv);
+  /* PT_TEST_TMA=0/1: which d = 128/256 kernel every launch of this process takes (correctness
+   * and the sanitizers run once per kernel: tests/gpu/checks/attn.sh). */
+  const char *tma = getenv("PT_TEST_TMA");
+  if (tma && *tma) pt_attn_plan_tma = atoi(tma) != 0;
   done = 1;
   return true;
 }
@@ -169,4 +174,12 @@ __attribute__((visibility("default"))) void pt_test_set_cluster_max(int n) {
 /* Timing experiments only: launch with programmatic dependent launch (1) or not (0). */
 __attribute__((visibility("default"))) void pt_test_set_pdl(int on) {
   pt_attn_plan_pdl = on;
+}
+
+/* Decode launches at d = 128 and 256 by the TMA kernel (1) or the cp.async one (0). */
+__attribute__((visibility("default"))) void pt_test_set_tma(int on) {
+  pt_attn_plan_tma = on;
+}
+__attribute__((visibility("default"))) int pt_test_get_tma(void) {
+  return pt_attn_plan_tma;
 }
