@@ -58,42 +58,9 @@ template <int D> struct cfg {
 // Element offset of 16-byte chunk ch of row `row` in a [rows][D] tile. The
 // XOR spreads 8 consecutive rows of one chunk column over all 32 banks, so
 // both the ldmatrix reads (8 rows, same chunk) and the cp.async writes (8
-// chunks of a row) are conflict-free. The TMA kernels (TMA) hold a tile as
-// D / 64 boxes of [rows][64], each swizzled as the TMA's 128-byte mode writes
-// it (chunk ^ row % 8 within a 128-byte row); at D = 64 the two layouts agree.
-// That form is for K/V tiles of PT_ATTN_BK rows only; Q (16 rows, written by
-// threads) keeps the first in every kernel.
-template <int D, bool TMA = false> __device__ __forceinline__ int swz(int row, int ch) {
-  if constexpr (TMA && D > 64) return (ch >> 3) * (PT_ATTN_BK * 64) + row * 64 + (((ch & 7) ^ (row & 7)) << 3);
+// chunks of a row) are conflict-free.
+template <int D> __device__ __forceinline__ int swz(int row, int ch) {
   return row * D + ((ch ^ (row & 7)) << 3);
-}
-
-// ---- mbarrier and TMA (the TMA kernels) ----------------------------------------------------
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// Until the barrier's phase of parity `parity` has completed (its TMA bytes have landed).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-}
-// One box of a 4D tensor map into shared memory, completion counted on `bar`, with an L2
-// cache policy (K/V: evict_first).
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
-                                            uint32_t bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
-      "{%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
-      : "memory");
 }
 
 constexpr float LOG2E = 1.4426950408889634f;
@@ -205,7 +172,11 @@ __device__ __forceinline__ unsigned long long gtimer() {
 }
 #define PT_TL_N 9
 #define PT_TL(i) do { if (threadIdx.x == 0) tl[i] = gtimer(); } while (0)
-__device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int reached) {
+// -DPT_ATTN_TIMELINE_ALL (with PT_ATTN_TIMELINE): every CTA also prints one "TLC" line with
+// absolute %globaltimer values (ns), its tile count, and the time its tile ntiles / 2 arrived,
+// so that the CTAs of one launch can be laid side by side (which ones stream while others idle).
+__device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int reached, int ntiles,
+                                       unsigned long long mid) {
   if (threadIdx.x != 0) return;
   const unsigned long long end = gtimer();
   for (int i = reached + 1; i < PT_TL_N; ++i) tl[i] = end;
@@ -216,6 +187,10 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
   const unsigned total = gridDim.x * gridDim.y * gridDim.z;
   const unsigned n = atomicAdd(&tl_count, 1u);
   const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0, last = n == total - 1;
+#ifdef PT_ATTN_TIMELINE_ALL
+  printf("TLC %u,%u,%u tiles %d start %llu tile0 %llu mid %llu loopend %llu end %llu\n", blockIdx.x, blockIdx.y,
+         blockIdx.z, ntiles, tl[0], tl[3], mid, tl[4], end);
+#endif
   if (first || last)
     printf("TL cta %u,%u,%u%s ns from entry: scan %llu q %llu tile0 %llu loop %llu warpmerge %llu out %llu "
            "counted %llu merged %llu end %llu\n",
@@ -234,30 +209,22 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
     atomicExch(&tl_count, 0u);
   }
 }
-#define PT_TL_END(i) tl_finish(tl, i)
+#define PT_TL_END(i) tl_finish(tl, i, ntiles, tl_mid)
 #else
 #define PT_TL(i) do { } while (0)
 #define PT_TL_END(i) do { } while (0)
 #endif
 
-// TMA: K/V tiles come by TMA (one thread issues D / 64 boxes per tensor, completion on the
-// stage's mbarrier) instead of every thread's cp.async; the bias still by cp.async.
-template <typename T, int D, bool TMA>
+template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
-  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tl_mid = 0;
 #endif
   PT_TL(0);
   using C = cfg<D>;
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int s_last;
-  // TMA boxes start at multiples of 1024 bytes (the swizzle's period): the launch asks for
-  // PT_ATTN_TMA_SMEM_EXTRA more bytes, for that and for the stages' mbarriers. The offset is the
-  // same in every CTA (the cluster merge's DSMEM addresses rely on that).
-  unsigned char *const smem =
-      TMA ? smem_raw + ((PT_ATTN_TMA_ALIGN - (smem_u32(smem_raw) & (PT_ATTN_TMA_ALIGN - 1))) & (PT_ATTN_TMA_ALIGN - 1))
-          : smem_raw;
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
   T *const sQ = sKV + NST * 2 * TILE;                  // [16][D]
 
@@ -296,12 +263,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   int key_begin = split * p.tiles_per_split * BK;
   int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
 
-  // TMA: the stages' mbarriers (stage s's K/V have landed) after Q, in dynamic shared memory so
-  // that the cp.async kernels' static layout stays as it was.
-  uint64_t *const s_full = reinterpret_cast<uint64_t *>(sQ + 16 * D);
-  // The bias ring: nb rows of PT_ATTN_BIAS_LD keys per stage, after Q (and the mbarriers).
+  // The bias ring: nb rows of PT_ATTN_BIAS_LD keys per stage, after Q.
   const int nb = p.bias_rows;
-  T *const sB = sQ + 16 * D + (TMA ? PT_ATTN_TMA_BARS / (int)sizeof(T) : 0);
+  T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
   PT_TL(1);
@@ -317,29 +281,15 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     const int key0 = key_begin + tile * BK;
     T *const dk = sKV + stage * 2 * TILE;
     T *const dv = dk + TILE;
-    if constexpr (TMA) {
-      // One thread: the stage's barrier expects both tiles' bytes (rows past the last key are
-      // zeros and count too), then D / 64 boxes of 64 keys per tensor.
-      if (tid == 0) {
-        const uint32_t bar = smem_u32(&s_full[stage]);
-        mbar_expect_tx(bar, 2u * TILE * (uint32_t)sizeof(T));
-#pragma unroll
-        for (int c = 0; c < D / 64; ++c) {
-          tma_load_4d(smem_u32(dk + c * BK * 64), &p.tk, c * 64, key0, kh, bi, bar, kv_policy);
-          tma_load_4d(smem_u32(dv + c * BK * 64), &p.tv, c * 64, key0, kh, bi, bar, kv_policy);
-        }
-      }
-    } else {
 #pragma unroll
     for (int i = 0; i < LD_ITERS; ++i) {
       const int row = ld_r0 + i * LD_STEP;
       const int key = key0 + row;
       const bool ok = key < key_end;
       const int64_t kk = ok ? key : key_begin;  // always a valid address
-      const int off = swz<D, TMA>(row, ld_ch);
+      const int off = swz<D>(row, ld_ch);
       cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
       cp_async16_policy(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0, kv_policy);
-    }
     }
     // The tile's bias, 8 keys per copy, in the same commit group: read next
     // to the K/V tile with no global load in the loop. The chunk holding sk
@@ -362,16 +312,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       }
     }
   };
-
-  // The stages' barriers, before the first TMA: initialised by the thread that issues them all,
-  // fenced for the async proxy; the other threads first wait on them after the barrier below.
-  if constexpr (TMA) {
-    if (tid == 0) {
-#pragma unroll
-      for (int s = 0; s < NST; ++s) mbar_init(smem_u32(&s_full[s]), 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-  }
 
   // Prologue: NST-1 tiles in flight.
 #pragma unroll
@@ -418,10 +358,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
   for (int it = 0; it < ntiles; ++it) {
     cp_async_wait<NST - 2>();
-    if constexpr (TMA) mbar_wait(smem_u32(&s_full[it % NST]), (uint32_t)((it / NST) & 1));
     __syncthreads();  // tile `it` visible to all; stage (it-1) % NST free to refill
 #ifdef PT_ATTN_TIMELINE
     if (it == 0) PT_TL(3);
+    if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
 #endif
     {
       const int nt = it + NST - 1;
@@ -433,19 +373,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;  // diagnostic: the stream alone
     const T *const tK = sKV + (it % NST) * 2 * TILE;
     const T *const tV = tK + TILE;
-    if constexpr (TMA) {
-      // The TMA read the whole box: keys of the last tile past the split's (narrowed) end are
-      // real memory, not zeros as cp.async leaves them. Their scores are masked below, but a
-      // NaN or Inf in V would still reach O through P = 0, so this warp zeroes its V rows of
-      // those keys (a warp reads only its own 16 rows; this tile is never refilled).
-      const int valid = key_end - kw0;
-      if (valid < 16) {
-        T *const zv = const_cast<T *>(tV);
-        for (int c = lane; c < (16 - valid) * CH; c += 32)
-          *reinterpret_cast<uint4 *>(zv + swz<D, TMA>(warp * 16 + valid + c / CH, c % CH)) = make_uint4(0, 0, 0, 0);
-        __syncwarp();
-      }
-    }
 
     // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -459,7 +386,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
         ldsm_x4(a, smem_u32(sQ + swz<D>((mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
       }
       uint32_t b[4];
-      ldsm_x4(b, smem_u32(tK + swz<D, TMA>(warp * 16 + (mi >> 1) * 8 + (lane & 7), ks * 2 + (mi & 1))));
+      ldsm_x4(b, smem_u32(tK + swz<D>(warp * 16 + (mi >> 1) * 8 + (lane & 7), ks * 2 + (mi & 1))));
       dt<T>::mma(s[0], a, b[0], b[1]);
       dt<T>::mma(s[1], a, b[2], b[3]);
     }
@@ -515,7 +442,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #pragma unroll
     for (int dn = 0; dn < D / 16; ++dn) {
       uint32_t b[4];
-      ldsm_x4_t(b, smem_u32(tV + swz<D, TMA>(warp * 16 + (mi & 1) * 8 + (lane & 7), dn * 2 + (mi >> 1))));
+      ldsm_x4_t(b, smem_u32(tV + swz<D>(warp * 16 + (mi & 1) * 8 + (lane & 7), dn * 2 + (mi >> 1))));
       dt<T>::mma(acc[2 * dn], pa, b[0], b[1]);
       dt<T>::mma(acc[2 * dn + 1], pa, b[2], b[3]);
     }
@@ -644,21 +571,16 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
 }  // namespace pt_attn
 
-#define PT_ATTN_DECODE_KERNEL(NAME, T, D, TMA)                                           \
+#define PT_ATTN_DECODE_KERNEL(NAME, T, D)                                                \
   extern "C" __global__ void __launch_bounds__(PT_ATTN_THREADS,                          \
                                                pt_attn::cfg<D>::MIN_BLOCKS)              \
       NAME(const __grid_constant__ pt_attn_kparams p) {                                  \
-    pt_attn::decode<T, D, TMA>(p);                                                       \
+    pt_attn::decode<T, D>(p);                                                            \
   }
 
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256, false)
-// K/V by TMA (d = 128, 256; kernels/attn_launch.c picks them when the tensor maps encode).
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_tma_bf16_d128, __nv_bfloat16, 128, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_tma_bf16_d256, __nv_bfloat16, 256, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_tma_fp16_d128, __half, 128, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_tma_fp16_d256, __half, 256, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256)

@@ -3,7 +3,6 @@
  * drift), and the launch plan of the decode kernel (kernels/attn_plan.c). */
 #ifndef PT_ATTN_KPARAMS_H
 #define PT_ATTN_KPARAMS_H
-#include <cuda.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -36,6 +35,12 @@ extern "C" {
 #define PT_ATTN_MAX_CLUSTER 16
 #define PT_ATTN_PORTABLE_CLUSTER 8
 #define PT_ATTN_PLAN_CLUSTER 8
+/* Splits of at most this many tiles are short: a cluster plan is taken for them even when it
+ * covers few SMs (kernels/attn_plan.c). */
+#define PT_ATTN_PLAN_SHORT_TILES 8
+/* A masked launch whose cluster splits hold more tiles than this (and at most
+ * PT_ATTN_PLAN_SHORT_TILES) takes the workspace plan when it has twice the splits. */
+#define PT_ATTN_MASKED_SHORT_TILES 4
 /* A masked launch takes twice the workspace path's splits when each split
  * still holds at least this many tiles (4096 keys; kernels/attn_plan.c). */
 #define PT_ATTN_MASKED_LONG_TILES 64
@@ -43,13 +48,6 @@ extern "C" {
  * depends on it; a fixed value keeps the workspace size a pure function of
  * the descriptor. */
 #define PT_ATTN_PLAN_SMS 132
-/* The TMA form of the decode kernel (d = 128 and 256; pt_attn_kparams.tk/tv): its K/V boxes
- * land with the 128-byte swizzle, whose pattern repeats every 1024 bytes, so the kernel aligns
- * its dynamic shared memory to that; its stages' mbarriers take PT_ATTN_TMA_BARS bytes after Q.
- * A TMA launch asks for PT_ATTN_TMA_SMEM_EXTRA bytes more than the plan's. */
-#define PT_ATTN_TMA_ALIGN 1024
-#define PT_ATTN_TMA_BARS 64
-#define PT_ATTN_TMA_SMEM_EXTRA (PT_ATTN_TMA_ALIGN + PT_ATTN_TMA_BARS)
 /* Threads of the (single-CTA) compare kernel. */
 #define PT_ATTN_CMP_THREADS 512
 /* Threads per query row of the planted-fault kernel (kernels/attn_fault.cu). */
@@ -81,10 +79,6 @@ struct pt_attn_kparams {
   int64_t bias_bs, bias_hs, bias_rs;
   int bias_rows;         /* distinct bias rows per CTA (pt_attn_plan.bias_rows); 0: no bias */
   int pdl;               /* launched with programmatic dependent launch (pt_attn_plan_pdl) */
-  /* TMA kernels only (zeros otherwise): K and V as 4D (d, key, KV head, batch) tensor maps,
-   * box (64, PT_ATTN_BK, 1, 1), 128-byte swizzle, zeros past the last key
-   * (kernels/attn_launch.c). Last, so that the other members keep their offsets. */
-  CUtensorMap tk, tv;
 };
 
 /* Compile-time diagnostics of the decode kernel (tests/gpu timing builds only: ATTN_VARIANTS in

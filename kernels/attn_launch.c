@@ -68,8 +68,6 @@ enum {
   PT_FN_FP16_D64, PT_FN_FP16_D128, PT_FN_FP16_D256,
   PT_FN_CMP_BF16, PT_FN_CMP_FP16,
   PT_FN_FAULT_BF16, PT_FN_FAULT_FP16,
-  /* K/V by TMA: d = 128 and 256 (at d = 64 the alignment slack would cost the third CTA per SM) */
-  PT_FN_TMA_BF16_D128, PT_FN_TMA_BF16_D256, PT_FN_TMA_FP16_D128, PT_FN_TMA_FP16_D256,
   PT_FN_COUNT
 };
 
@@ -78,8 +76,6 @@ static const char *const pt_attn_fn_names[PT_FN_COUNT] = {
   "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
   "pt_attn_compare_bf16",    "pt_attn_compare_fp16",
   "pt_attn_fault_bf16",      "pt_attn_fault_fp16",
-  "pt_attn_decode_tma_bf16_d128", "pt_attn_decode_tma_bf16_d256",
-  "pt_attn_decode_tma_fp16_d128", "pt_attn_decode_tma_fp16_d256",
 };
 
 #define PT_ATTN_MAX_CTX 64
@@ -115,20 +111,11 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
    * Clusters over the portable 8 CTAs (only with pt_attn_plan_cluster_max
    * raised; the plan stays at 8) need the kernel's opt-in: a GPU that refuses
    * it gets such launches refused (the hook then runs the original kernel). */
-  static const struct {
-    int fn, d;
-    unsigned extra;
-  } dec[10] = {
-    {PT_FN_BF16_D64, 64, 0}, {PT_FN_BF16_D128, 128, 0}, {PT_FN_BF16_D256, 256, 0},
-    {PT_FN_FP16_D64, 64, 0}, {PT_FN_FP16_D128, 128, 0}, {PT_FN_FP16_D256, 256, 0},
-    {PT_FN_TMA_BF16_D128, 128, PT_ATTN_TMA_SMEM_EXTRA}, {PT_FN_TMA_BF16_D256, 256, PT_ATTN_TMA_SMEM_EXTRA},
-    {PT_FN_TMA_FP16_D128, 128, PT_ATTN_TMA_SMEM_EXTRA}, {PT_FN_TMA_FP16_D256, 256, PT_ATTN_TMA_SMEM_EXTRA},
-  };
+  static const int dec[6] = {64, 128, 256, 64, 128, 256};
   m->big_clusters = 1;
-  for (int j = 0; j < 10; ++j) {
-    const int i = dec[j].fn;
+  for (int i = PT_FN_BF16_D64; i <= PT_FN_FP16_D256; ++i) {
     r = pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        (int)(pt_attn_plan_smem(dec[j].d) + dec[j].extra));
+                                        (int)pt_attn_plan_smem(dec[i - PT_FN_BF16_D64]));
     if (r != CUDA_SUCCESS) return r;
     /* Ask for the largest shared-memory carveout so that the 2 (d128) or 3
      * (d64) CTAs per SM the split plan counts on are resident; a hint only. */
@@ -357,30 +344,6 @@ int pt_attn_workspace_prepare(void *ws, size_t bytes, void *stream) {
   return pt_attn_drv->cuMemsetD8Async((CUdeviceptr)(uintptr_t)ws, 0, bytes, (CUstream)stream);
 }
 
-/* K (or V) as the TMA kernels read it: a 4D (d, key, KV head, batch) view with element strides
- * (row, head, batch), boxes of 64 columns x PT_ATTN_BK keys, 128-byte swizzle (the kernel's
- * swz<D, true> layout), zeros past the last key. A stride along an extent-1 dimension is never
- * applied, so it is replaced by one the encoder accepts. */
-static CUresult pt_attn_kv_map(CUtensorMap *m, const void *base, int bf16, int hd, int sk, int h_k, int b,
-                               int64_t rs, int64_t hs, int64_t bs, int mode) {
-  const int64_t row = (int64_t)hd * 2;
-  const int64_t rsb = sk > 1 ? rs * 2 : row;
-  const int64_t hsb = h_k > 1 ? hs * 2 : rsb * sk;
-  const int64_t bsb = b > 1 ? bs * 2 : hsb * h_k;
-  if (rsb <= 0 || hsb <= 0 || bsb <= 0) return CUDA_ERROR_INVALID_VALUE;
-  const cuuint64_t dims[4] = {(cuuint64_t)hd, (cuuint64_t)sk, (cuuint64_t)h_k, (cuuint64_t)b};
-  const cuuint64_t strides[3] = {(cuuint64_t)rsb, (cuuint64_t)hsb, (cuuint64_t)bsb};
-  const cuuint32_t box[4] = {64, PT_ATTN_BK, 1, 1};
-  const cuuint32_t estr[4] = {1, 1, 1, 1};
-  return pt_attn_drv->cuTensorMapEncodeTiled(
-      m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void *)(uintptr_t)base, dims,
-      strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      mode == 2 ? CU_TENSOR_MAP_L2_PROMOTION_NONE
-      : mode == 3 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                  : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
 int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t ws_bytes,
                           void *stream) {
   if (pt_attn_decode_supported(d)) return CUDA_ERROR_NOT_SUPPORTED;
@@ -433,21 +396,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   p.bias_rs = d->bias_row_stride;
   p.bias_rows = pl.bias_rows;
 
-  int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
-  unsigned smem = pl.smem_bytes;
-  /* The TMA kernel where it exists (d = 128, 256) and both maps encode; the cp.async kernel
-   * otherwise (a layout the encoder refuses, or a driver without it). */
-  const int tma = __atomic_load_n(&pt_attn_plan_tma, __ATOMIC_RELAXED);
-  if (pl.dkind >= 1 && tma && pt_attn_drv->cuTensorMapEncodeTiled) {
-    const int bf16 = d->dtype == PT_DTYPE_BF16;
-    if (pt_attn_kv_map(&p.tk, d->k, bf16, d->head_dim, d->seqlen_k, d->h_k, d->b, d->k_row_stride,
-                       d->k_head_stride, d->k_batch_stride, tma) == CUDA_SUCCESS &&
-        pt_attn_kv_map(&p.tv, d->v, bf16, d->head_dim, d->seqlen_k, d->h_k, d->b, d->v_row_stride,
-                       d->v_head_stride, d->v_batch_stride, tma) == CUDA_SUCCESS) {
-      fi = (bf16 ? PT_FN_TMA_BF16_D128 : PT_FN_TMA_FP16_D128) + (pl.dkind - 1);
-      smem += PT_ATTN_TMA_SMEM_EXTRA;
-    }
-  }
+  const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
   void *args[1] = {&p};
   CUlaunchAttribute at[2];
   unsigned nat = 0;
@@ -479,7 +428,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
     cfg.gridDimZ = (unsigned)d->b;
     cfg.blockDimX = PT_ATTN_THREADS;
     cfg.blockDimY = cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = smem;
+    cfg.sharedMemBytes = pl.smem_bytes;
     cfg.hStream = (CUstream)stream;
     cfg.attrs = at;
     cfg.numAttrs = nat;
@@ -493,7 +442,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
     return r;
   }
   return pt_attn_drv->cuLaunchKernel(m->fn[fi], (unsigned)pl.nsplit, (unsigned)d->h_k, (unsigned)d->b,
-                                     PT_ATTN_THREADS, 1, 1, smem, (CUstream)stream, args,
+                                     PT_ATTN_THREADS, 1, 1, pl.smem_bytes, (CUstream)stream, args,
                                      NULL);
 }
 

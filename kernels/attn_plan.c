@@ -24,7 +24,7 @@ int pt_attn_plan_split_div = 1;
 int pt_attn_plan_split_mul = 1;
 int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_pdl = 0;
-int pt_attn_plan_tma = 0;
+int pt_attn_plan_masked_short = 1;
 int pt_attn_plan_clusters_off = 0;
 
 
@@ -131,10 +131,30 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
     if (nc > max_by_tiles) nc = max_by_tiles;
     const int div = pt_attn_plan_split_div > 1 ? pt_attn_plan_split_div : 1;
     if (nc >= 2 && (units * nc * 10 >= (int64_t)PT_ATTN_PLAN_SMS * 9 ||
-                    (pl->tiles + nc - 1) / nc <= 8)) {
+                    (pl->tiles + nc - 1) / nc <= PT_ATTN_PLAN_SHORT_TILES)) {
       ns = nc / div;
       if (ns < 1) ns = 1;
       clustered = 1;
+    }
+  }
+
+  /* Masked launches whose cluster splits are short but not tiny (5-8 tiles): the workspace
+   * plan, when it has at least twice the splits. Measured on H200
+   * (bench/records/2026-12-02-decode-tma.md, masked-plans, interleaved): B = 1 at 4k keys, 8 KV
+   * heads, G 1/4/8 (clusters of 8 splits of 8 tiles; the workspace plan 32/16/16 splits) 2.3 /
+   * 1.9 / 0.9 us faster, 4 and 2 KV heads 3.2-3.3 us, B = 2 at 4k keys 2.0 us. Not where the
+   * cluster's splits hold 2-4 tiles (B = 1 at 1k-2k keys: the cluster equal or 1-2 us faster),
+   * nor where the workspace plan is not twice the splits (B = 8 at 1k keys: one split, 5 us
+   * slower) or the splits are longer (B = 8 at 4k keys, 32 tiles: within 1 us either way).
+   * Unmasked, the two plans were within 0.7 us of each other at B = 1, 4k keys. Under CUDA-graph
+   * capture the launch needs a spare workspace from an eager one (as below). */
+  if (clustered && d->bias && pt_attn_plan_masked_short && units <= PT_ATTN_MAX_COUNTERS && units < slots &&
+      pt_attn_plan_split_div <= 1 && pt_attn_plan_split_mul <= 1) {
+    const int64_t tps = (pl->tiles + ns - 1) / ns;
+    const int64_t w = workspace_splits(d, pl, units, slots, max_by_tiles);
+    if (tps > PT_ATTN_MASKED_SHORT_TILES && tps <= PT_ATTN_PLAN_SHORT_TILES && w >= 2 * ns) {
+      ns = w;
+      clustered = 0;
     }
   }
 

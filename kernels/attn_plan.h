@@ -41,11 +41,10 @@ extern int pt_attn_plan_cluster_max;
  * latency-bound shapes (bench/records/2026-12-01-masked-decode.md), not a default. */
 extern int pt_attn_plan_pdl;
 
-/* Decode launches at d = 128 and 256 take the kernel that loads K/V by TMA (1) or the one that
- * loads them by cp.async (0). Tests and timing set it; kernels/attn_plan.c has the default.
- * Timing experiments only: 2 and 3 are TMA with the tensor maps' L2 promotion off or at 128
- * bytes (1: 256 bytes). */
-extern int pt_attn_plan_tma;
+/* Test-only knob (tests/gpu timing, default 1): 0 turns off the masked short-split rule of
+ * pt_attn_plan_make (masked launches with cluster splits of 5-8 tiles take the workspace plan),
+ * so that the plan it replaces can be timed beside it. */
+extern int pt_attn_plan_masked_short;
 
 /* Set (once, never cleared) when a cluster launch was refused by the GPU
  * (kernels/attn_launch.c): from then on every plan takes the workspace path.

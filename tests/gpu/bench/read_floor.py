@@ -39,10 +39,43 @@ POINTS = [
 ]
 
 
+def per_sm(lib, sms, rows):
+    """Is a multiprocessor's read rate capped below its share of the card's bandwidth? At the
+    masked latency-bound points the SMs of padded rows finish early and the others still have
+    1 MiB each to read; if those could read faster once fewer SMs compete, the launch would end
+    sooner than it does. Here N CTAs of 512 threads (one per SM: the scheduler spreads a grid of
+    at most one wave over the SMs first) each read their own 1 MiB (the read_fold kernel,
+    grid-stride, so each CTA's share is interleaved with the others'), 2-8 loads in flight per
+    thread (16-64 KiB per SM), streaming loads; graph replay, median; GB/s per SM and in all."""
+    out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    hdr = "%5s %7s | %s" % ("SMs", "MiB", "  ".join("loads %d: us  GB/s/SM  TB/s" % u for u in (2, 4, 8)))
+    rows.append(hdr)
+    print(hdr, flush=True)
+    for n in (16, 32, 64, 96, 112, 128, sms):
+        nbytes = n * MIB
+        buf = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+        cells = []
+        for unroll in (2, 4, 8):
+            def f(i, unroll=unroll):
+                rc = lib.pt_read_fold(buf.data_ptr(), nbytes, n, 512, unroll, 1, out.data_ptr(),
+                                      torch.cuda.current_stream().cuda_stream)
+                if rc:
+                    raise RuntimeError("pt_read_fold: CUDA error %d" % rc)
+            t = graph_time(f)
+            cells.append("%14.1f %8.1f %5.2f" % (t, MIB / t / 1e3, nbytes / t / 1e6))
+        row = "%5d %7d | %s" % (n, nbytes // MIB, "  ".join(cells))
+        rows.append(row)
+        print(row, flush=True)
+        del buf
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default="")
+    ap.add_argument("--per-sm", action="store_true",
+                    help="instead: the read rate of one CTA per SM when only N SMs read (per_sm())")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.pt_read_fold.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
@@ -51,6 +84,12 @@ def main():
     rows = []
     read_bw = bandwidth(rows)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if args.per_sm:
+        per_sm(lib, sms, rows)
+        if args.out:
+            with open(args.out, "w") as fo:
+                fo.write("\n".join(rows) + "\n")
+        return
     out = torch.zeros(1, dtype=torch.int32, device="cuda")
     configs = [(sms * c, t, u, st) for c in (1, 2, 4, 8, 16) for t in (256, 512) for u in (2, 4, 8)
                for st in (1, 0) if c * t <= 2048]

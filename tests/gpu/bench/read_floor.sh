@@ -3,6 +3,7 @@
 # GPU (tests/gpu/bench/read_floor.py says why): builds tests/gpu/bench/read_floor.cu with nvcc for
 # sm_90 and runs the sweep (~1-2 min). Table in $OUT/read_floor.txt.
 #   bash tests/gpu/bench/read_floor.sh
+#   READ_PER_SM=1 bash tests/gpu/bench/read_floor.sh   # the read rate per SM when N SMs read
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
@@ -11,4 +12,8 @@ export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
 b=$(mktemp -d)
 nvcc -shared -Xcompiler -fPIC -O3 -gencode=arch=compute_90,code=sm_90 "$root/tests/gpu/bench/read_floor.cu" \
   -o "$b/librf.so" || { echo "read_floor: nvcc failed"; exit 1; }
-"${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" --out "$out/read_floor.txt"
+if [ -n "${READ_PER_SM:-}" ]; then  # READ_PER_SM=1: one CTA per SM on N SMs (read_floor.py --per-sm)
+  "${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" --per-sm --out "$out/read_per_sm.txt"
+else
+  "${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" --out "$out/read_floor.txt"
+fi

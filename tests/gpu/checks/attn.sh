@@ -8,14 +8,14 @@
 #   tests/gpu/checks/attn.sh                      # all stages
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
+#   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # planned vs workspace plan, B 1-2 masked
 #   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
+#   ATTN_DEFS="-DPT_ATTN_TIMELINE -DPT_ATTN_TIMELINE_ALL" ...      # and every CTA, summarised
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
 #   ATTN_VARIANTS="qf:-DPT_ATTN_EXP=1 ev:-DPT_ATTN_EXP=2" ATTN_STAGES=experiments ...
 #                                          # compile-time variants (kernels/attn_kparams.h), each its
 #                                          # own test library, timed interleaved with the default;
 #                                          # ATTN_VARIANT_CHECK=1 runs correctness on each first
-#   ATTN_KERNELS="0 1"                     # correctness and sanitize once per d = 128/256 kernel
-#                                          # (cp.async, TMA; PT_TEST_TMA); default: the build's
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail
@@ -25,9 +25,6 @@ export PATH="$CUDA/bin:$PATH"
 OUT=${OUT:-$(mktemp -d)}
 B=$(mktemp -d)
 STAGES=${ATTN_STAGES:-"correctness sanitize timing"}
-# Which d = 128/256 decode kernel the correctness and sanitize stages run: "default" (the
-# build's choice), 0 (K/V by cp.async), 1 (by TMA), or several, e.g. ATTN_KERNELS="0 1".
-KERNELS=${ATTN_KERNELS:-default}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
@@ -102,32 +99,21 @@ done
 for st in $STAGES; do
   case $st in
   correctness)
-    for kern in $KERNELS; do
-      sfx=${kern/default/}; sfx=${sfx:+_tma$sfx}
-      if [ "$kern" = default ]; then unset PT_TEST_TMA; else export PT_TEST_TMA=$kern; fi
-      $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" correctness \
-        2>&1 | tee "$OUT/correctness$sfx.log"
-      rc=${PIPESTATUS[0]}
-      summary+=("correctness${sfx:+ ($sfx)}: $(tail -n 1 "$OUT/correctness$sfx.log") (rc $rc)")
-      [ "$rc" = 0 ] || status=1
-      [ -f "$OUT/attn_correctness.txt" ] && mv "$OUT/attn_correctness.txt" "$OUT/attn_correctness$sfx.txt"
-    done
-    unset PT_TEST_TMA
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" correctness \
+      2>&1 | tee "$OUT/correctness.log"
+    rc=${PIPESTATUS[0]}
+    summary+=("correctness: $(tail -n 1 "$OUT/correctness.log") (rc $rc)")
+    [ "$rc" = 0 ] || status=1
     ;;
   sanitize)
-    for kern in $KERNELS; do
-      sfx=${kern/default/}; sfx=${sfx:+_tma$sfx}
-      if [ "$kern" = default ]; then unset PT_TEST_TMA; else export PT_TEST_TMA=$kern; fi
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attn_sancheck" \
-          >"$OUT/sanitize_$tool$sfx.log" 2>&1
-        rc=$?
-        summary+=("compute-sanitizer $tool${sfx:+ ($sfx)}: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
-          "$OUT/sanitize_$tool$sfx.log" | head -n 1)")
-        [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool$sfx.log"; }
-      done
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attn_sancheck" \
+        >"$OUT/sanitize_$tool.log" 2>&1
+      rc=$?
+      summary+=("compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
+        "$OUT/sanitize_$tool.log" | head -n 1)")
+      [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
     done
-    unset PT_TEST_TMA
     ;;
   timing)
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timing \
@@ -143,6 +129,13 @@ for st in $STAGES; do
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_timing.log"; }
     summary+=("masked-timing: rc $rc")
     ;;
+  masked-plans)
+    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" masked-plans \
+      >"$OUT/masked_plans.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_plans.log"; }
+    summary+=("masked-plans: rc $rc")
+    ;;
   experiments)
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" --variants "$variants" experiments \
       >"$OUT/experiments.log" 2>&1
@@ -150,20 +143,17 @@ for st in $STAGES; do
     [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/experiments.log"; }
     summary+=("experiments: rc $rc")
     ;;
-  tma-modes)
-    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" tma-modes \
-      >"$OUT/tma_modes.log" 2>&1
-    rc=$?
-    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/tma_modes.log"; }
-    summary+=("tma-modes: rc $rc")
-    ;;
   timeline)
     # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases; never timed).
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timeline \
       >"$OUT/timeline.log" 2>&1
     rc=$?
     [ "$rc" = 0 ] || status=1
-    grep -E "^TL" "$OUT/timeline.log"
+    grep -E "^TL " "$OUT/timeline.log"
+    # -DPT_ATTN_TIMELINE_ALL: one line per CTA; summarised per tile count (timeline_ctas.py)
+    if grep -q "^TLC" "$OUT/timeline.log"; then
+      $PY tests/gpu/checks/timeline_ctas.py "$OUT/timeline.log" | tee "$OUT/timeline_ctas.txt"
+    fi
     summary+=("timeline: rc $rc")
     ;;
   esac
@@ -174,5 +164,5 @@ printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
 [ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
 [ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
-[ -f "$OUT/attn_tma_modes.txt" ] && cat "$OUT/attn_tma_modes.txt"
+[ -f "$OUT/attn_masked_plans.txt" ] && cat "$OUT/attn_masked_plans.txt"
 exit $status

@@ -64,15 +64,12 @@ class Lib:
         self.l.pt_test_set_bias.restype = None
         self.l.pt_test_set_pdl.argtypes = [I]
         self.l.pt_test_set_pdl.restype = None
-        self.l.pt_test_set_tma.argtypes = [I]
-        self.l.pt_test_set_tma.restype = None
-        self.l.pt_test_get_tma.restype = I
+        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I)]
+        self.l.pt_test_plan.restype = None
+        self.l.pt_test_set_masked_short.argtypes = [I]
+        self.l.pt_test_set_masked_short.restype = None
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
-        # The d = 128/256 kernel launches take by default (PT_TEST_TMA or the build's), and the
-        # timing column of the other one: "tma" (K/V by TMA) or "cpasync".
-        self.tma = self.l.pt_test_get_tma()
-        self.other = "cpasync" if self.tma else "tma"
         self.ws = None
         self.ws_bytes = 0
 
@@ -101,6 +98,12 @@ class Lib:
                                        torch.cuda.current_stream().cuda_stream)
         if rc != 0:
             raise RuntimeError("pt_attn_workspace_prepare: CUresult %d" % rc)
+
+    def plan(self, a):
+        """(split count, cluster size) the planner picks for these arguments (and the bias set)."""
+        ns, cl = ctypes.c_int(0), ctypes.c_int(0)
+        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl))
+        return ns.value, cl.value
 
     def decode(self, a):
         why = self.l.pt_test_supported(*a).decode()
@@ -330,8 +333,9 @@ def masked_nan_edges(c):
     right padding of row 1, ends that fall inside a 64-key tile and past a split's end), and O
     and LSE must equal the reference with those keys dropped. The edges are multiples of 8
     keys, the scan's grain (keys it lets back in are computed with P = 0, so a NaN there would
-    reach O, as in torch's kernels). The TMA kernel reads whole boxes, so this checks that it
-    zeroes what it read past the visible keys; d 128 and 256, cluster and workspace plans."""
+    reach O, as in torch's kernels). d 128 and 256, cluster and workspace plans. A kernel that
+    reads whole tiles, as a TMA form did, must zero what it read past the visible keys
+    (bench/records/2026-12-02-decode-tma.md)."""
     for D in (128, 256):
         for cm in (1, CLUSTER_MAX):
             B, S, Hk, G, dtype = 2, 4000, 8, 1, torch.bfloat16
@@ -634,7 +638,7 @@ def timing(lib, out_rows):
     D, dtype = 128, torch.bfloat16
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "flash", "xfl", "cudnn", "xfl", "win",
-        "ns/2", "c16") + " %7s %7s %7s" % ("noclu", lib.other[:7], "read")
+        "ns/2", "c16") + " %7s %7s %7s" % ("noclu", "pdl", "read")
     out_rows.append(hdr)
     worst = []
     points = [(B, S, G, 8) for B in (1, 8, 32) for S in (1024, 4096, 32768) for G in (1, 4, 8)]
@@ -660,15 +664,8 @@ def timing(lib, out_rows):
                          H, Hk, 1, 1.0 / math.sqrt(D), False)
             sets.append((q, k, v, a))
         lib.decode(sets[0][3])
-        def other(i):
-            lib.l.pt_test_set_tma(1 - lib.tma)
-            try:
-                lib.decode(sets[i % nsets][3])
-            finally:
-                lib.l.pt_test_set_tma(lib.tma)
-        other(0)
-        # the default kernel and the other one (TMA or cp.async) interleaved
-        res = graph_times({"pt": lambda i: lib.decode(sets[i % nsets][3]), "other": other})
+        res = {}
+        res["pt"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_split_div(2)  # half the planned splits
         res["w2"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_split_div(1)
@@ -677,6 +674,9 @@ def timing(lib, out_rows):
         lib.l.pt_test_set_cluster_max(1)  # no cluster: the workspace path's plan
         res["noclu"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+        lib.l.pt_test_set_pdl(1)  # programmatic dependent launch: the planned launch, overlapped
+        res["pdl"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
+        lib.l.pt_test_set_pdl(0)
         res["read"] = read_time(kv_bytes, nsets)
         for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -696,7 +696,7 @@ def timing(lib, out_rows):
             B, S, G, floor, res["pt"], res["pt"] / floor, res["flash"],
             res["flash"] / floor, res["cudnn"], res["cudnn"] / floor,
             "yes" if win else "NO", res["w2"], res["c16"]) + " %7.1f %7.1f %7.1f" % (
-                res["noclu"], res["other"], res["read"])
+                res["noclu"], res["pdl"], res["read"])
         if floor >= 25 and res["pt"] / floor > 1.15:
             row += "  >1.15x floor"
         out_rows.append(row)
@@ -740,16 +740,14 @@ def masked_timing(lib, out_rows):
     mask, by graph replay. Floor: the K/V bytes that must be read (unmasked keys, each KV head
     once) at the read bandwidth measured in the same run (the issue's definition). Goals: faster
     than both at every point; <= 1.2x the floor where the floor is >= 25 us. Beside the planned
-    launch, timed interleaved with it: the workspace plan (noclu), 2x its splits, and the other
-    d = 128 kernel (K/V by TMA or by cp.async, whichever is not the default) on the planned and
-    on the workspace plan."""
+    launch, timed interleaved with it: the workspace plan (noclu) and 2x / 4x its splits."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "noclu",
-        "read") + " %7s %7s %7s" % ("ws x2", lib.other[:7], "%s nc" % lib.other[:4])
+        "read") + " %7s %7s" % ("ws x2", "ws x4")
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -762,20 +760,18 @@ def masked_timing(lib, out_rows):
                              H, Hk, 1, 1.0 / math.sqrt(D), False)
                 lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
 
-                def plan(cmax, mul, tma=lib.tma):  # the planned launch under other plans
-                    def f(i):                          # (captured as planned)
+                def plan(cmax, mul):  # the planned launch under other plans (captured as planned)
+                    def f(i):
                         lib.l.pt_test_set_cluster_max(cmax)
                         lib.l.pt_test_set_split_mul(mul)
-                        lib.l.pt_test_set_tma(tma)
                         try:
                             lib.decode(a)
                         finally:
                             lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
                             lib.l.pt_test_set_split_mul(1)
-                            lib.l.pt_test_set_tma(lib.tma)
                     return f
                 fns = {"pt": plan(CLUSTER_MAX, 1), "noclu": plan(1, 1), "ws2": plan(1, 2),
-                       "other": plan(CLUSTER_MAX, 1, 1 - lib.tma), "other_nc": plan(1, 1, 1 - lib.tma)}
+                       "ws4": plan(1, 4)}
                 for f in fns.values():  # eager first: the workspace reaches its largest size
                     f(0)                    # before any graph captures its address
                 try:
@@ -800,14 +796,72 @@ def masked_timing(lib, out_rows):
                 win = all(res["pt"] < x for x in peers)
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
                     B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
-                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["noclu"], res["read"]) + " %7.1f %7.1f %7.1f" % (
-                        res["ws2"], res["other"], res["other_nc"])
+                    res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["noclu"], res["read"]) + " %7.1f %7.1f" % (res["ws2"], res["ws4"])
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)
                 print(row, flush=True)
                 del q, k, v, ke, ve, keep, bias
                 torch.cuda.empty_cache()
+
+
+def masked_plans(lib, out_rows):
+    """Masked launches on the plan the planner picks (pt), on the plan it picks without the
+    masked short-split rule (old: pt_test_set_masked_short(0)) and on the workspace plan (noclu),
+    interleaved by graph replay, at shapes around the masked grid's B = 1, 4k keys (where the
+    grid showed the cluster plan 2 us behind the workspace one): batch 1-8, 1k-16k keys, 2-8 KV
+    heads, G 1/4/8, d 128, bf16, a bias on every launch (padding as masked_timing: odd rows
+    left-padded by 25 %; B = 1 has none padded). plans: split count and cluster (c) or workspace
+    (w) of pt / old / noclu, from pt_test_plan."""
+    D, dtype = 128, torch.bfloat16
+    read_bw = bandwidth(out_rows)
+    hdr = "%3s %6s %3s %2s %8s | %7s %7s %7s | %s" % ("B", "KV", "Hk", "G", "floor", "pt", "old", "noclu",
+                                                      "plans pt / old / noclu")
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    points = [(1, S, 8, G) for S in (1024, 2048, 4096, 8192, 16384) for G in (1, 4, 8)]
+    points += [(1, 4096, 4, 1), (1, 4096, 2, 1), (1, 8192, 4, 1), (2, 4096, 8, 1), (2, 2048, 8, 1),
+               (1, 3072, 8, 1), (2, 3072, 8, 4), (4, 2048, 8, 1), (4, 1536, 8, 8), (8, 1024, 8, 1),
+               (8, 4096, 8, 1)]
+    for B, S, Hk, G in points:
+        H = Hk * G
+        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
+        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
+        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
+                     1.0 / math.sqrt(D), False)
+
+        def plan(cmax, rule=1):
+            def f(i):
+                lib.l.pt_test_set_cluster_max(cmax)
+                lib.l.pt_test_set_masked_short(rule)
+                try:
+                    lib.decode(a)
+                finally:
+                    lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+                    lib.l.pt_test_set_masked_short(1)
+            return f
+        fns = {"pt": plan(CLUSTER_MAX), "old": plan(CLUSTER_MAX, 0), "noclu": plan(1)}
+        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        try:
+            for f in fns.values():
+                f(0)
+            res = graph_times(fns)
+            plans = []
+            for cm, rule in ((CLUSTER_MAX, 1), (CLUSTER_MAX, 0), (1, 1)):
+                lib.l.pt_test_set_cluster_max(cm)
+                lib.l.pt_test_set_masked_short(rule)
+                ns, cl = lib.plan(a)
+                plans.append("%d%s" % (ns, "c" if cl > 1 else "w"))
+            lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+            lib.l.pt_test_set_masked_short(1)
+        finally:
+            lib.l.pt_test_set_bias(None, 0, 0, 0)
+        row = "%3d %6d %3d %2d %8.1f | %7.1f %7.1f %7.1f | %s" % (
+            B, S, Hk, G, floor, res["pt"], res["old"], res["noclu"], " / ".join(plans))
+        out_rows.append(row)
+        print(row, flush=True)
+        del q, k, v, o, lse, keep, bias
+        torch.cuda.empty_cache()
 
 
 def experiments(lib, variants, out_rows):
@@ -856,54 +910,6 @@ def experiments(lib, variants, out_rows):
         torch.cuda.empty_cache()
 
 
-def tma_modes(lib, out_rows):
-    """The d = 128 kernels against each other at experiments' points, interleaved by graph replay
-    in one process: K/V by cp.async (tma 0) and by TMA with the tensor maps' L2 promotion at 256
-    bytes (1), off (2), 128 bytes (3); each on the planned launch and on the workspace plan (nc)."""
-    D, dtype, Hk = 128, torch.bfloat16, 8
-    read_bw = bandwidth(out_rows)
-    modes = [(m, cm) for cm in (CLUSTER_MAX, 1) for m in (0, 1, 2, 3)]
-    names = ["%s%d" % ("nc" if cm == 1 else "t", m) for m, cm in modes]
-    hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(" %7s" % n for n in names)
-    out_rows.append(hdr)
-    print(hdr, flush=True)
-    points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 8, 1), (32, 1024, 1, 1),
-              (32, 1024, 8, 1), (8, 32768, 1, 1), (32, 4096, 1, 1), (32, 32768, 1, 1), (1, 32768, 1, 0),
-              (8, 4096, 1, 0), (32, 1024, 1, 0), (8, 32768, 1, 0), (1, 4096, 1, 1)]
-    for B, S, G, masked in points:
-        H = Hk * G
-        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
-        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
-                     1.0 / math.sqrt(D), False)
-
-        def launch(m, cm):
-            def f(i):
-                lib.l.pt_test_set_tma(m)
-                lib.l.pt_test_set_cluster_max(cm)
-                try:
-                    lib.decode(a)
-                finally:
-                    lib.l.pt_test_set_tma(lib.tma)
-                    lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-            return f
-        fns = {n: launch(m, cm) for n, (m, cm) in zip(names, modes)}
-        if bias is not None:
-            lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-        try:
-            for f in fns.values():
-                f(0)
-            res = graph_times(fns)
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
-        row = "%3d %6d %2d %6s %8.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
-            " %7.1f" % res[n] for n in names)
-        out_rows.append(row)
-        print(row, flush=True)
-        del q, k, v, o, lse, keep, bias
-        torch.cuda.empty_cache()
-
-
 def timeline(lib, out_rows):
     """Where one launch's time goes (a library built with -DPT_ATTN_TIMELINE: the kernel prints
     the phases of its first CTA and of the CTA that finishes last, and the launch's span from the
@@ -937,7 +943,7 @@ def main():
     ap.add_argument("--variants", default="",
                     help="experiments: name=libpath,... (variant builds of the test library)")
     ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments",
-                                     "tma-modes"])
+                                     "masked-plans"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -959,8 +965,8 @@ def main():
         return 0
     elif args.what == "experiments":
         experiments(lib, [v for v in args.variants.split(",") if v], rows)
-    elif args.what == "tma-modes":
-        tma_modes(lib, rows)
+    elif args.what == "masked-plans":
+        masked_plans(lib, rows)
     else:
         timing(lib, rows)
     text = "\n".join(rows) + "\n"

@@ -25,6 +25,10 @@ Cases:
                                   Every round draws new padding lengths (0-75% of the keys per
                                   row) into the static mask, so a replay that read a stale mask
                                   fails the reference. Swapped unless PONYTAIL_ATTN_MASKED=0.
+  masked_b1_s4096                 the same at B=1, 4096 keys: a cluster of 8-tile splits by
+                                  the unmasked plan, the workspace plan by the masked short-split
+                                  rule (kernels/attn_plan.c), so the captured launch needs the
+                                  workspace its eager warm-up left.
 
 For each graph the kernels it holds are read from torch's debug dump (DOT text of
 cudaGraphDebugDotPrint): "ponytail" counts pt_attn_decode_* nodes (Ponytail's kernel
@@ -51,7 +55,7 @@ ROUNDS = 3
 WARMUP = 3  # eager calls per problem before its capture
 
 CASES = ["b8_s4100", "b1_s1000", "b32_s2048", "fresh_stream", "two_graphs", "masked_b8_s4100",
-         "masked_b2_s1000"]
+         "masked_b2_s1000", "masked_b1_s4096"]
 calls = dict(eager=0, captured=0)
 
 
@@ -196,6 +200,8 @@ def run_case(name, tmpdir):
         groups = [[Problem(8, 4100, masked=True)]]
     elif name == "masked_b2_s1000":
         groups = [[Problem(2, 1000, masked=True)]]
+    elif name == "masked_b1_s4096":
+        groups = [[Problem(1, 4096, masked=True)]]
     else:
         raise ValueError("unknown case %s" % name)
     warmup([p for ps in groups for p in ps])

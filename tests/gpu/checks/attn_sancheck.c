@@ -178,6 +178,7 @@ int main(void) {
   run(PT_DTYPE_BF16, 4, 8, 2, 1, 2000, 128, 0);
   run(PT_DTYPE_FP16, 2, 4, 4, 4, 130, 64, 1);
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);
+  run(PT_DTYPE_BF16, 1, 8, 8, 1, 3000, 128, 0);  /* cluster splits of 6 tiles: workspace (short rule) */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;

@@ -8,7 +8,6 @@
  * pointers and element strides so Python needs no mirror of the descriptor. */
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn.h"
@@ -42,10 +41,6 @@ bool pt_real_driver(void) {
   PT_DRIVER_FUNCS(PT_FILL)
 #undef PT_FILL
   pt_attn_set_driver(&pt_drv);
-  /* PT_TEST_TMA=0/1: which d = 128/256 kernel every launch of this process takes (correctness
-   * and the sanitizers run once per kernel: tests/gpu/checks/attn.sh). */
-  const char *tma = getenv("PT_TEST_TMA");
-  if (tma && *tma) pt_attn_plan_tma = atoi(tma) != 0;
   done = 1;
   return true;
 }
@@ -134,6 +129,21 @@ pt_test_decode(const void *q, const void *k, const void *v, void *o, float *lse,
   return pt_attn_decode_launch(&d, ws, ws_bytes, stream);
 }
 
+/* The plan of a decode launch: its split count and cluster size (1: none). */
+__attribute__((visibility("default"))) void
+pt_test_plan(const void *q, const void *k, const void *v, void *o, float *lse, int dtype, int b, int h,
+             int h_k, int sq, int sk, int hd, const int64_t *st, float scale, int causal, int *nsplit,
+             int *cluster) {
+  struct pt_attn_desc d;
+  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal);
+  *nsplit = *cluster = 0;
+  if (pt_attn_plan_check(&d)) return;
+  struct pt_attn_plan pl;
+  pt_attn_plan_make(&d, &pl);
+  *nsplit = pl.nsplit;
+  *cluster = pl.cluster;
+}
+
 /* ref O strides in st[9..11] as for decode; test O contiguous [b, sq, h, d]. */
 __attribute__((visibility("default"))) int
 pt_test_compare(const void *ref_o, float *ref_lse, const void *test_o, const float *test_lse,
@@ -176,10 +186,7 @@ __attribute__((visibility("default"))) void pt_test_set_pdl(int on) {
   pt_attn_plan_pdl = on;
 }
 
-/* Decode launches at d = 128 and 256 by the TMA kernel (1) or the cp.async one (0). */
-__attribute__((visibility("default"))) void pt_test_set_tma(int on) {
-  pt_attn_plan_tma = on;
-}
-__attribute__((visibility("default"))) int pt_test_get_tma(void) {
-  return pt_attn_plan_tma;
+/* Timing experiments only: the masked short-split rule of the planner on (1, default) or off. */
+__attribute__((visibility("default"))) void pt_test_set_masked_short(int on) {
+  pt_attn_plan_masked_short = on;
 }

@@ -248,6 +248,48 @@ static struct pt_attn_desc masked(struct pt_attn_desc d) {
   d.bias_batch_stride = d.seqlen_k + 8 - d.seqlen_k % 8;
   return d;
 }
+static void test_plan_masked_short(void **state) {
+  (void)state;
+  struct pt_attn_plan pl;
+  struct pt_attn_desc d = hf_desc(1, 8, 8, 4096, 128);
+  pt_attn_plan_make(&d, &pl);                     /* unmasked: a cluster of 8 splits of 8 tiles */
+  assert_int_equal(pl.nsplit, 8);
+  assert_int_equal(pl.cluster, 8);
+  d = masked(d);
+  pt_attn_plan_make(&d, &pl);                     /* masked: the workspace plan, 32 splits */
+  assert_int_equal(pl.cluster, 1);
+  assert_int_equal(pl.nsplit, 32);
+  assert_int_equal(pl.tiles_per_split, 2);
+  assert_true(pl.ws_bytes > PT_ATTN_WS_COUNTER_BYTES);
+  assert_int_equal(pt_attn_decode_workspace_bytes(&d), pl.ws_bytes);
+  pt_attn_plan_masked_short = 0;                  /* the knob: the cluster again */
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_masked_short = 1;
+  assert_int_equal(pl.cluster, 8);
+  d = masked(hf_desc(1, 64, 8, 4096, 128));       /* 8 rows per KV head: 16 splits */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.cluster, 1);
+  assert_int_equal(pl.nsplit, 16);
+  d = masked(hf_desc(2, 8, 8, 4096, 128));        /* 128 CTAs of 8 tiles -> 16 splits */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.cluster, 1);
+  assert_int_equal(pl.nsplit, 16);
+  d = masked(hf_desc(1, 8, 8, 2048, 128));        /* 4 tiles per cluster split: kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.cluster, 8);
+  d = masked(hf_desc(8, 8, 8, 1024, 128));        /* the workspace plan is one split: kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.nsplit, 2);
+  assert_int_equal(pl.cluster, 2);
+  d = masked(hf_desc(8, 8, 8, 4096, 128));        /* 32 tiles per split: kept */
+  pt_attn_plan_make(&d, &pl);
+  assert_int_equal(pl.cluster, 2);
+  d = masked(hf_desc(1, 8, 8, 4096, 128));        /* clusters off: the workspace plan as before */
+  pt_attn_plan_cluster_max = 1;
+  pt_attn_plan_make(&d, &pl);
+  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
+  assert_int_equal(pl.nsplit, 32);
+}
 static void test_plan_masked_long(void **state) {
   (void)state;
   struct pt_attn_plan pl;
@@ -376,6 +418,7 @@ int main(void) {
     cmocka_unit_test(test_plan_fills_gpu),
     cmocka_unit_test(test_plan_cluster_knob),
     cmocka_unit_test(test_plan_masked_long),
+    cmocka_unit_test(test_plan_masked_short),
 #ifdef PT_ATTN_HAVE_FATBIN
     cmocka_unit_test(test_fatbin_embedded),
 #endif
