@@ -8,7 +8,7 @@
 #   tests/gpu/checks/attn.sh                      # all stages
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
-#   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # planned vs workspace plan, B 1-2 masked
+#   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # masked B 1-8: planned, without the short rule, workspace
 #   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
 #   ATTN_DEFS="-DPT_ATTN_TIMELINE -DPT_ATTN_TIMELINE_ALL" ...      # and every CTA, summarised
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
