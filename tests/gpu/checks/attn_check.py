@@ -353,16 +353,26 @@ def masked_nan_edges(c):
             ref_o, ref_lse = reference(q, kz, vz, 1.0 / math.sqrt(D), False, bias)
             a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
             c.lib.l.pt_test_set_cluster_max(cm)
+            # 16 units of 63 tiles: a cluster of 8-tile splits, which the masked short-split
+            # rule would send to the workspace; off here so the cluster merge is the one tested
+            c.lib.l.pt_test_set_masked_short(0)
             c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
             try:
+                plan = c.lib.plan(a)
                 c.poison(o_full, lse)
                 c.lib.decode(a)
                 torch.cuda.synchronize()
             finally:
                 c.lib.l.pt_test_set_bias(None, 0, 0, 0)
                 c.lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+                c.lib.l.pt_test_set_masked_short(1)
             eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
-            c.record("masked: NaN K/V in the narrowed-away keys D%d%s" % (D, " ws" if cm == 1 else ""), eo, el)
+            extra = "  plan %d splits, %s" % (plan[0], "cluster" if plan[1] > 1 else "workspace")
+            if (plan[1] > 1) != (cm > 1):
+                eo = float("inf")  # not the plan this case is for
+                extra += " (expected the %s)" % ("cluster" if cm > 1 else "workspace")
+            c.record("masked: NaN K/V in the narrowed-away keys D%d%s" % (D, " ws" if cm == 1 else ""), eo, el,
+                     extra)
 
 
 def masked_correctness(c):
