@@ -152,10 +152,8 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
       pt_attn_plan_split_div <= 1 && pt_attn_plan_split_mul <= 1) {
     const int64_t tps = (pl->tiles + ns - 1) / ns;
     const int64_t w = workspace_splits(d, pl, units, slots, max_by_tiles);
-    if (tps > PT_ATTN_MASKED_SHORT_TILES && tps <= PT_ATTN_PLAN_SHORT_TILES && w >= 2 * ns) {
-      ns = w;
-      clustered = 0;
-    }
+    if (tps > PT_ATTN_MASKED_SHORT_TILES && tps <= PT_ATTN_PLAN_SHORT_TILES && w >= 2 * ns)
+      clustered = 0;  /* the workspace path below plans it (its split count is w) */
   }
 
   if (!clustered && units <= PT_ATTN_MAX_COUNTERS && units < slots)

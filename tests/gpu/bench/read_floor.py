@@ -70,26 +70,8 @@ def per_sm(lib, sms, rows):
         torch.cuda.empty_cache()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--per-sm", action="store_true",
-                    help="instead: the read rate of one CTA per SM when only N SMs read (per_sm())")
-    args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib)
-    lib.pt_read_fold.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                 ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-    lib.pt_read_fold.restype = ctypes.c_int
-    rows = []
-    read_bw = bandwidth(rows)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if args.per_sm:
-        per_sm(lib, sms, rows)
-        if args.out:
-            with open(args.out, "w") as fo:
-                fo.write("\n".join(rows) + "\n")
-        return
+def sweep(lib, sms, read_bw, rows):
+    """Each point's bytes: the floor, torch's sum and the best read_fold of the configs below."""
     out = torch.zeros(1, dtype=torch.int32, device="cuda")
     configs = [(sms * c, t, u, st) for c in (1, 2, 4, 8, 16) for t in (256, 512) for u in (2, 4, 8)
                for st in (1, 0) if c * t <= 2048]
@@ -119,6 +101,26 @@ def main():
             print(row, flush=True)
             del bufs
             torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--per-sm", action="store_true",
+                    help="instead: the read rate of one CTA per SM when only N SMs read (per_sm())")
+    args = ap.parse_args()
+    lib = ctypes.CDLL(args.lib)
+    lib.pt_read_fold.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    lib.pt_read_fold.restype = ctypes.c_int
+    rows = []
+    read_bw = bandwidth(rows)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if args.per_sm:
+        per_sm(lib, sms, rows)
+    else:
+        sweep(lib, sms, read_bw, rows)
     if args.out:
         with open(args.out, "w") as fo:
             fo.write("\n".join(rows) + "\n")

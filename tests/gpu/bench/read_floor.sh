@@ -12,8 +12,7 @@ export PATH="$CUDA/bin:$PATH" PYTHONUNBUFFERED=1
 b=$(mktemp -d)
 nvcc -shared -Xcompiler -fPIC -O3 -gencode=arch=compute_90,code=sm_90 "$root/tests/gpu/bench/read_floor.cu" \
   -o "$b/librf.so" || { echo "read_floor: nvcc failed"; exit 1; }
-if [ -n "${READ_PER_SM:-}" ]; then  # READ_PER_SM=1: one CTA per SM on N SMs (read_floor.py --per-sm)
-  "${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" --per-sm --out "$out/read_per_sm.txt"
-else
-  "${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" --out "$out/read_floor.txt"
-fi
+mode=() table=read_floor.txt
+# READ_PER_SM=1: one CTA per SM on N SMs (read_floor.py --per-sm)
+[ -n "${READ_PER_SM:-}" ] && mode=(--per-sm) table=read_per_sm.txt
+"${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" "${mode[@]}" --out "$out/$table"

@@ -96,6 +96,17 @@ for name in "${vnames[@]}"; do
   variants="$variants${variants:+,}$name=$B/libattn_test_$name.so"
 done
 
+# A timing stage of attn_check.py (its what, e.g. masked-timing): log in $OUT/<what>.log with
+# dashes as underscores, its tail shown when it fails; experiments gets the variant builds.
+timed_stage() {
+  local what=$1 log="$OUT/${1//-/_}.log"
+  $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" --variants "$variants" "$what" \
+    >"$log" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || { status=1; tail -n 20 "$log"; }
+  summary+=("$what: rc $rc")
+}
+
 for st in $STAGES; do
   case $st in
   correctness)
@@ -115,33 +126,8 @@ for st in $STAGES; do
       [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
     done
     ;;
-  timing)
-    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timing \
-      >"$OUT/timing.log" 2>&1
-    rc=$?
-    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/timing.log"; }
-    summary+=("timing: rc $rc")
-    ;;
-  masked-timing)
-    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" masked-timing \
-      >"$OUT/masked_timing.log" 2>&1
-    rc=$?
-    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_timing.log"; }
-    summary+=("masked-timing: rc $rc")
-    ;;
-  masked-plans)
-    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" masked-plans \
-      >"$OUT/masked_plans.log" 2>&1
-    rc=$?
-    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/masked_plans.log"; }
-    summary+=("masked-plans: rc $rc")
-    ;;
-  experiments)
-    $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" --variants "$variants" experiments \
-      >"$OUT/experiments.log" 2>&1
-    rc=$?
-    [ "$rc" = 0 ] || { status=1; tail -n 20 "$OUT/experiments.log"; }
-    summary+=("experiments: rc $rc")
+  timing | masked-timing | masked-plans | experiments)
+    timed_stage "$st"
     ;;
   timeline)
     # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases; never timed).

@@ -22,6 +22,7 @@ not served from L2, against the floor (K+V bytes / 4.8 TB/s), torch flash
 and cuDNN SDPA.
 """
 import argparse
+import contextlib
 import ctypes
 import math
 import os
@@ -98,6 +99,20 @@ class Lib:
                                        torch.cuda.current_stream().cuda_stream)
         if rc != 0:
             raise RuntimeError("pt_attn_workspace_prepare: CUresult %d" % rc)
+
+    @contextlib.contextmanager
+    def knobs(self, cluster_max=CLUSTER_MAX, split_mul=1, masked_short=1):
+        """The planner's test knobs set for the body (a launch under another plan), then back
+        to their defaults."""
+        self.l.pt_test_set_cluster_max(cluster_max)
+        self.l.pt_test_set_split_mul(split_mul)
+        self.l.pt_test_set_masked_short(masked_short)
+        try:
+            yield
+        finally:
+            self.l.pt_test_set_cluster_max(CLUSTER_MAX)
+            self.l.pt_test_set_split_mul(1)
+            self.l.pt_test_set_masked_short(1)
 
     def plan(self, a):
         """(split count, cluster size) the planner picks for these arguments (and the bias set)."""
@@ -352,20 +367,17 @@ def masked_nan_edges(c):
                 vz[b, sl] = 0
             ref_o, ref_lse = reference(q, kz, vz, 1.0 / math.sqrt(D), False, bias)
             a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
-            c.lib.l.pt_test_set_cluster_max(cm)
+            c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
             # 16 units of 63 tiles: a cluster of 8-tile splits, which the masked short-split
             # rule would send to the workspace; off here so the cluster merge is the one tested
-            c.lib.l.pt_test_set_masked_short(0)
-            c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
             try:
-                plan = c.lib.plan(a)
-                c.poison(o_full, lse)
-                c.lib.decode(a)
-                torch.cuda.synchronize()
+                with c.lib.knobs(cluster_max=cm, masked_short=0):
+                    plan = c.lib.plan(a)
+                    c.poison(o_full, lse)
+                    c.lib.decode(a)
+                    torch.cuda.synchronize()
             finally:
                 c.lib.l.pt_test_set_bias(None, 0, 0, 0)
-                c.lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-                c.lib.l.pt_test_set_masked_short(1)
             eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
             extra = "  plan %d splits, %s" % (plan[0], "cluster" if plan[1] > 1 else "workspace")
             if (plan[1] > 1) != (cm > 1):
@@ -772,13 +784,8 @@ def masked_timing(lib, out_rows):
 
                 def plan(cmax, mul):  # the planned launch under other plans (captured as planned)
                     def f(i):
-                        lib.l.pt_test_set_cluster_max(cmax)
-                        lib.l.pt_test_set_split_mul(mul)
-                        try:
+                        with lib.knobs(cluster_max=cmax, split_mul=mul):
                             lib.decode(a)
-                        finally:
-                            lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-                            lib.l.pt_test_set_split_mul(1)
                     return f
                 fns = {"pt": plan(CLUSTER_MAX, 1), "noclu": plan(1, 1), "ws2": plan(1, 2),
                        "ws4": plan(1, 4)}
@@ -840,30 +847,24 @@ def masked_plans(lib, out_rows):
         a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
                      1.0 / math.sqrt(D), False)
 
-        def plan(cmax, rule=1):
+        settings = {"pt": (CLUSTER_MAX, 1), "old": (CLUSTER_MAX, 0), "noclu": (1, 1)}
+
+        def plan(cmax, rule):
             def f(i):
-                lib.l.pt_test_set_cluster_max(cmax)
-                lib.l.pt_test_set_masked_short(rule)
-                try:
+                with lib.knobs(cluster_max=cmax, masked_short=rule):
                     lib.decode(a)
-                finally:
-                    lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-                    lib.l.pt_test_set_masked_short(1)
             return f
-        fns = {"pt": plan(CLUSTER_MAX), "old": plan(CLUSTER_MAX, 0), "noclu": plan(1)}
+        fns = {name: plan(*st) for name, st in settings.items()}
         lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
             for f in fns.values():
                 f(0)
             res = graph_times(fns)
             plans = []
-            for cm, rule in ((CLUSTER_MAX, 1), (CLUSTER_MAX, 0), (1, 1)):
-                lib.l.pt_test_set_cluster_max(cm)
-                lib.l.pt_test_set_masked_short(rule)
-                ns, cl = lib.plan(a)
+            for cm, rule in settings.values():
+                with lib.knobs(cluster_max=cm, masked_short=rule):
+                    ns, cl = lib.plan(a)
                 plans.append("%d%s" % (ns, "c" if cl > 1 else "w"))
-            lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
-            lib.l.pt_test_set_masked_short(1)
         finally:
             lib.l.pt_test_set_bias(None, 0, 0, 0)
         row = "%3d %6d %3d %2d %8.1f | %7.1f %7.1f %7.1f | %s" % (

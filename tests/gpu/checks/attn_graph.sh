@@ -160,8 +160,7 @@ for c in masked_cases:
     if dumps and not any(g["ponytail"] > 0 for g in dumps):
         bad.append("masked not swapped in a graph (%s)" % c["name"])
 if st is not None and masked_cases and not all(any(g for g in (c.get("graph_kernels") or [])) for c in masked_cases):
-    mem_eff = [e for e in (st.get("kernels", {}).get("hooked") or st.get("kernels", {}).get("top", []))
-               if "fmha_cutlassF" in e.get("name", "")]
+    mem_eff = [e for e in flash if "fmha_cutlassF" in e.get("name", "")]
     n = sum(int(e.get("launches") or 0) for e in mem_eff)
     sw = sum(int(e.get("swapped") or 0) for e in mem_eff)
     lines.append("masked cases without graph dumps: mem-efficient launches %d, swapped %d" % (n, sw))
