@@ -56,7 +56,7 @@ import time
 
 DEFAULTS = dict(layers=16, hidden=2048, heads=16, kv_heads=4, head_dim=128, vocab=32000,
                 intermediate=5632, batch=8, prompt=512, new_tokens=64, dtype="bf16", pad=0.0,
-                seed=0)
+                seed=0, prompt_vocab=None, weights=None)
 
 
 def parse_args(argv=None):
@@ -75,6 +75,13 @@ def parse_args(argv=None):
     p.add_argument("--pad", type=float,
                    help="fraction of the batch given shorter, left-padded prompts (0..1)")
     p.add_argument("--seed", type=int)
+    p.add_argument("--prompt-vocab", type=int, metavar="N",
+                   help="draw the prompts' tokens from the N ids after the 3 special ones (default: "
+                        "the whole vocabulary); a model trained on a small language "
+                        "(tests/gpu/bench/margin_model.py) is prompted in its own tokens")
+    p.add_argument("--weights", metavar="FILE",
+                   help="load this state dict (torch.save of a model of the same settings, e.g. "
+                        "tests/gpu/bench/margin_model.py's) over the random weights")
     p.add_argument("--config", help="Hugging Face config.json whose keys override the defaults "
                                     "(explicit flags still win)")
     p.add_argument("--warmup", action="store_true",
@@ -158,6 +165,10 @@ def settings_from(args):
         s["head_dim"] = s["hidden"] // s["heads"]
     if not 0.0 <= s["pad"] <= 1.0:
         sys.exit("--pad must be within 0..1")
+    if s["prompt_vocab"] is not None and not 1 <= s["prompt_vocab"] <= s["vocab"] - 3:
+        sys.exit("--prompt-vocab must be within 1..%d (the vocabulary less its 3 special ids)" % (s["vocab"] - 3))
+    if s["weights"] is not None and not os.path.isfile(s["weights"]):
+        sys.exit("--weights %s: no such file" % s["weights"])
     return s, extra
 
 
@@ -223,7 +234,8 @@ class MemorySampler:
 
 def make_model(torch, s, extra, device, longest):
     """The random-weight Llama of settings s (and a config's extra keys) on device, in eval mode,
-    with positions for sequences of up to longest tokens. Seeded by s["seed"]."""
+    with positions for sequences of up to longest tokens. Seeded by s["seed"]; s["weights"], when
+    set, is a state dict loaded over the random weights (strict: same names and shapes)."""
     from transformers import LlamaConfig, LlamaForCausalLM
     dtype = dict(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32)[s["dtype"]]
     cfg = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
@@ -241,15 +253,19 @@ def make_model(torch, s, extra, device, longest):
             model = LlamaForCausalLM(config)
     finally:
         torch.set_default_dtype(old_dtype)
+    if s.get("weights"):
+        model.load_state_dict(torch.load(s["weights"], map_location=device), strict=True)
     model.eval()
     return model
 
 
 def make_inputs(torch, s, device):
-    """Random prompts; the first round(pad * batch) rows are shorter and left-padded."""
+    """Random prompts (over the whole vocabulary, or its first s["prompt_vocab"] ordinary ids);
+    the first round(pad * batch) rows are shorter and left-padded."""
     g = torch.Generator().manual_seed(s["seed"] + 1)
     b, p = s["batch"], s["prompt"]
-    ids = torch.randint(3, s["vocab"], (b, p), generator=g)
+    hi = 3 + s["prompt_vocab"] if s.get("prompt_vocab") else s["vocab"]
+    ids = torch.randint(3, hi, (b, p), generator=g)
     mask = torch.ones(b, p, dtype=torch.long)
     n_pad = int(round(s["pad"] * b))
     for row in range(n_pad):

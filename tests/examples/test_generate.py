@@ -81,6 +81,29 @@ class Generate(unittest.TestCase):
         self.assertEqual(saved["token_ids"], load(self.path("l.json"))["token_ids"])
         self.assertEqual(saved["logits"], [])  # the fake model keeps no logits
 
+    def test_prompt_vocab(self):
+        # One id to draw from: every prompt token is 3 (the first after the special ids), and the
+        # fake model's tokens follow from the prompt's sum, 16 * 3.
+        p = run(SMALL + ["--pad", "0", "--prompt-vocab", "1", "--json", self.path("v.json")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = load(self.path("v.json"))
+        self.assertEqual(r["token_ids"], [[48 + k for k in range(6)]] * 3)
+        self.assertEqual(r["settings"]["prompt_vocab"], 1)
+        full = run(SMALL + ["--pad", "0", "--json", self.path("f.json")])
+        self.assertEqual(full.returncode, 0, full.stderr)
+        self.assertNotEqual(load(self.path("f.json"))["token_ids"], r["token_ids"])
+
+    def test_prompt_vocab_range(self):
+        for n in ("0", "31998"):
+            p = run(SMALL + ["--prompt-vocab", n])
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("--prompt-vocab must be within 1..31997", p.stderr)
+
+    def test_weights_missing(self):
+        p = run(SMALL + ["--weights", self.path("none.pt")])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no such file", p.stderr)
+
     def test_tp_outside_torchrun(self):
         p = run(SMALL + ["--tp"])
         self.assertNotEqual(p.returncode, 0)

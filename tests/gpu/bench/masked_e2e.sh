@@ -2,7 +2,7 @@
 # Issue 17 end to end, one device call: Hugging Face padded batches (examples/generate.py --pad:
 # half the rows get shorter, left-padded prompts, so every SDPA call carries a mask and torch runs
 # its mem-efficient kernel), stock against the shim with PONYTAIL_ATTN_MASKED=1.
-# Stages (E2E_STAGES, default "verify tokens speed"):
+# Stages (E2E_STAGES, default "verify tokens margin speed"):
 #   verify  PONYTAIL_ATTN=verify over a padded run (B=8, prompt 2048, 32 new tokens): every
 #           swapped mem-efficient launch is also run by torch and compared; prints verified /
 #           out of tolerance and the hook's swaps and fallback reasons
@@ -13,7 +13,14 @@
 #           cuDNN backends (the backend-to-backend spread the shim is judged by), for an fp16
 #           and a bf16 model (the issue asks identical tokens of fp16). Logits are compared per
 #           step over the rows whose tokens agree so far (a row that took another token
-#           continues from another text).
+#           continues from another text). A row that took another token is shown with the
+#           stock run's margin at that step (top logit less the second) beside the logit
+#           difference there: a near-tie flips under any change of summation order.
+#   margin  the same comparison on a model with margins: tests/gpu/bench/margin_model.py trains
+#           generate.py's model on a small language in which attention decides every token (its
+#           summary: held-out margins), then fp16 and bf16 runs at prompts MARGIN_PROMPTS (default
+#           "2048 16384"), 16 new tokens, prompts in the language's ids: stock mem-eff, the shim,
+#           cuDNN, and math where its score matrix fits (prompts up to 4096)
 #   speed   B=8, prompts PROMPTS (default "2048 16384"), NEW (64) new tokens: decode step p50 of
 #           stock and shim in fresh processes (ROUNDS rounds of A B, default 1), then the GPU
 #           time per decode step from CUPTI records (tests/gpu/bench/gpu_step.py) with torch's
@@ -27,7 +34,7 @@ py="${PYTHON:-python3}"
 . "$root/tests/gpu/build.sh"
 pt_gpu_build "$root" "$tmp"
 gen="$root/examples/generate.py"
-stages=" ${E2E_STAGES:-verify tokens speed} "
+stages=" ${E2E_STAGES:-verify tokens margin speed} "
 export PYTHONUNBUFFERED=1
 run() {  # run NAME SECONDS ENV... -- ARGS...: one generate.py process, JSON to $tmp/NAME.json
   local name=$1 secs=$2; shift 2
@@ -47,7 +54,7 @@ if [[ $stages == *" verify "* ]]; then
 fi
 if [[ $stages == *" tokens "* ]]; then
   echo "== tokens"
-  common=("${pad[@]}" --prompt 2048 --new-tokens 16 --logits-steps 8)
+  common=("${pad[@]}" --prompt 2048 --new-tokens 16 --logits-steps 16)
   run tok-fp16-stock 240 -- "${common[@]}" --sdpa efficient --dtype fp16 --logits-out "$tmp/tok-fp16-stock.pt"
   run tok-fp16-shim 240 "${shimenv[@]}" PONYTAIL_STATS_FILE="$tmp/tok-fp16-shim.stats.json" -- \
     "${common[@]}" --sdpa efficient --dtype fp16 --logits-out "$tmp/tok-fp16-shim.pt"
@@ -58,6 +65,30 @@ if [[ $stages == *" tokens "* ]]; then
     "${common[@]}" --sdpa efficient --logits-out "$tmp/tok-bf16-shim.pt"
   run tok-bf16-math 240 -- "${common[@]}" --sdpa math --logits-out "$tmp/tok-bf16-math.pt"
   run tok-bf16-cudnn 240 -- "${common[@]}" --sdpa cudnn --logits-out "$tmp/tok-bf16-cudnn.pt"
+fi
+if [[ $stages == *" margin "* ]]; then
+  echo "== margin"
+  w="$tmp/margin-model.pt"
+  t0=$SECONDS
+  timeout -k 5 "${TRAIN_S:-300}" "$py" "$root/tests/gpu/bench/margin_model.py" --out "$w" \
+    --json "$tmp/margin-train.json" >"$tmp/margin-train.log" 2>&1
+  echo "  train: rc $? in $(( SECONDS - t0 )) s"
+  if [ -f "$w" ]; then
+    for p in ${MARGIN_PROMPTS:-2048 16384}; do
+      common=("${pad[@]}" --prompt "$p" --new-tokens 16 --logits-steps 16 --weights "$w" --prompt-vocab 1000)
+      others=(cudnn); [ "$p" -le 4096 ] && others=(math cudnn)
+      for dt in fp16 bf16; do
+        run "mg-p$p-$dt-stock" 300 -- "${common[@]}" --sdpa efficient --dtype "$dt" \
+          --logits-out "$tmp/mg-p$p-$dt-stock.pt"
+        run "mg-p$p-$dt-shim" 300 "${shimenv[@]}" PONYTAIL_STATS_FILE="$tmp/mg-p$p-$dt-shim.stats.json" -- \
+          "${common[@]}" --sdpa efficient --dtype "$dt" --logits-out "$tmp/mg-p$p-$dt-shim.pt"
+        for o in "${others[@]}"; do
+          run "mg-p$p-$dt-$o" 300 -- "${common[@]}" --sdpa "$o" --dtype "$dt" --logits-out "$tmp/mg-p$p-$dt-$o.pt"
+        done
+      done
+    done
+    rm -f "$w"
+  fi
 fi
 if [[ $stages == *" speed "* ]]; then
   echo "== speed"
@@ -128,15 +159,40 @@ try:
     def toks(n):
         j = js(n + ".json")
         return j["token_ids"] if j else None
-    if load("tok-fp16-stock") is not None:
-        print("shim runs: %s" % fam(js("tok-fp16-shim.stats.json")))
-        for dt in ("fp16", "bf16"):
-            a, ta = load("tok-%s-stock" % dt), toks("tok-%s-stock" % dt)
-            for other in ("shim", "math", "cudnn"):
-                b, tb = load("tok-%s-%s" % (dt, other)), toks("tok-%s-%s" % (dt, other))
-                print("%s model, %-5s vs stock mem-eff: tokens identical %s; logits %s" % (
-                    dt, other, ta == tb if b is not None else "n/a",
-                    fmt(rel(a, b, ta, tb)) if b is not None else "n/a (run failed)"))
+    def flips(a, b, ta, tb):
+        """Each row whose tokens part: (row, step, stock's top-two margin there, |a - b| there)."""
+        out = []
+        for r in range(len(ta)):
+            t = next((i for i, (x, y) in enumerate(zip(ta[r], tb[r])) if x != y), None)
+            if t is None or t >= len(a):
+                continue
+            top = a[t][r].float().topk(2).values
+            out.append((r, t, (top[0] - top[1]).item(), (a[t][r].float() - b[t][r].float()).abs().max().item()))
+        return out
+    def margins(a):
+        """Stock's top-two margin over all rows and steps: min and median (logit units)."""
+        m = torch.cat([(lambda v: v[:, 0] - v[:, 1])(x.float().topk(2, dim=-1).values) for x in a])
+        return m.min().item(), m.median().item()
+    groups = sorted({os.path.basename(f)[:-len("-stock.pt")] for f in glob.glob(os.path.join(d, "*-stock.pt"))})
+    tr = js("margin-train.json")
+    if tr:
+        print("margin model: %d steps in %.0f s, held-out rule argmax %.4f, margin p1 %.2f median %.2f" % (
+            tr["steps"], tr["seconds"], tr["heldout_rule_argmax"], tr["heldout_margin_p01"],
+            tr["heldout_margin_median"]))
+    for grp in groups:
+        a, ta = load(grp + "-stock"), toks(grp + "-stock")
+        lo, med = margins(a)
+        print("%s: stock's top-two margin min %.3f median %.3f; shim %s" % (
+            grp, lo, med, fam(js(grp + "-shim.stats.json"))))
+        for other in ("shim", "math", "cudnn"):
+            b, tb = load(grp + "-" + other), toks(grp + "-" + other)
+            if b is None:
+                continue
+            fl = flips(a, b, ta, tb)
+            print("  %-5s vs stock mem-eff: tokens identical %s (%d of %d rows part); logits %s" % (
+                other, ta == tb, sum(1 for r in range(len(ta)) if ta[r] != tb[r]), len(ta), fmt(rel(a, b, ta, tb))))
+            for r, t, m, diff in fl:
+                print("        row %d parts at step %d: stock's margin %.4f, |logit difference| %.4f" % (r, t, m, diff))
 except Exception as e:
     print("logits comparison failed: %s" % e)
 rows = []
