@@ -52,19 +52,20 @@ if [[ $stages == *" verify "* ]]; then
   run verify 240 "${shimenv[@]}" PONYTAIL_ATTN=verify PONYTAIL_STATS_FILE="$tmp/verify.stats.json" -- \
     "${pad[@]}" --prompt 2048 --new-tokens 32
 fi
+compare() {  # compare GROUP "OTHERS" ARGS...: stock mem-efficient, the shim, then torch's OTHERS backends
+  local g=$1 others=$2 o; shift 2
+  run "$g-stock" 300 -- "$@" --sdpa efficient --logits-out "$tmp/$g-stock.pt"
+  run "$g-shim" 300 "${shimenv[@]}" PONYTAIL_STATS_FILE="$tmp/$g-shim.stats.json" -- \
+    "$@" --sdpa efficient --logits-out "$tmp/$g-shim.pt"
+  for o in $others; do
+    run "$g-$o" 300 -- "$@" --sdpa "$o" --logits-out "$tmp/$g-$o.pt"
+  done
+}
 if [[ $stages == *" tokens "* ]]; then
   echo "== tokens"
-  common=("${pad[@]}" --prompt 2048 --new-tokens 16 --logits-steps 16)
-  run tok-fp16-stock 240 -- "${common[@]}" --sdpa efficient --dtype fp16 --logits-out "$tmp/tok-fp16-stock.pt"
-  run tok-fp16-shim 240 "${shimenv[@]}" PONYTAIL_STATS_FILE="$tmp/tok-fp16-shim.stats.json" -- \
-    "${common[@]}" --sdpa efficient --dtype fp16 --logits-out "$tmp/tok-fp16-shim.pt"
-  run tok-fp16-math 240 -- "${common[@]}" --sdpa math --dtype fp16 --logits-out "$tmp/tok-fp16-math.pt"
-  run tok-fp16-cudnn 240 -- "${common[@]}" --sdpa cudnn --dtype fp16 --logits-out "$tmp/tok-fp16-cudnn.pt"
-  run tok-bf16-stock 240 -- "${common[@]}" --sdpa efficient --logits-out "$tmp/tok-bf16-stock.pt"
-  run tok-bf16-shim 240 "${shimenv[@]}" PONYTAIL_STATS_FILE="$tmp/tok-bf16-shim.stats.json" -- \
-    "${common[@]}" --sdpa efficient --logits-out "$tmp/tok-bf16-shim.pt"
-  run tok-bf16-math 240 -- "${common[@]}" --sdpa math --logits-out "$tmp/tok-bf16-math.pt"
-  run tok-bf16-cudnn 240 -- "${common[@]}" --sdpa cudnn --logits-out "$tmp/tok-bf16-cudnn.pt"
+  for dt in fp16 bf16; do
+    compare "tok-$dt" "math cudnn" "${pad[@]}" --prompt 2048 --new-tokens 16 --logits-steps 16 --dtype "$dt"
+  done
 fi
 if [[ $stages == *" margin "* ]]; then
   echo "== margin"
@@ -75,16 +76,10 @@ if [[ $stages == *" margin "* ]]; then
   echo "  train: rc $? in $(( SECONDS - t0 )) s"
   if [ -f "$w" ]; then
     for p in ${MARGIN_PROMPTS:-2048 16384}; do
-      common=("${pad[@]}" --prompt "$p" --new-tokens 16 --logits-steps 16 --weights "$w" --prompt-vocab 1000)
-      others=(cudnn); [ "$p" -le 4096 ] && others=(math cudnn)
+      others=cudnn; [ "$p" -le 4096 ] && others="math cudnn"  # math's score matrix fits up to 4096
       for dt in fp16 bf16; do
-        run "mg-p$p-$dt-stock" 300 -- "${common[@]}" --sdpa efficient --dtype "$dt" \
-          --logits-out "$tmp/mg-p$p-$dt-stock.pt"
-        run "mg-p$p-$dt-shim" 300 "${shimenv[@]}" PONYTAIL_STATS_FILE="$tmp/mg-p$p-$dt-shim.stats.json" -- \
-          "${common[@]}" --sdpa efficient --dtype "$dt" --logits-out "$tmp/mg-p$p-$dt-shim.pt"
-        for o in "${others[@]}"; do
-          run "mg-p$p-$dt-$o" 300 -- "${common[@]}" --sdpa "$o" --dtype "$dt" --logits-out "$tmp/mg-p$p-$dt-$o.pt"
-        done
+        compare "mg-p$p-$dt" "$others" "${pad[@]}" --prompt "$p" --new-tokens 16 --logits-steps 16 \
+          --weights "$w" --prompt-vocab 1000 --dtype "$dt"
       done
     done
     rm -f "$w"
@@ -137,6 +132,14 @@ if s is not None:
         worst = [l.strip() for l in f if "attention verify" in l][:4]
     for l in worst:
         print("  " + l[:160])
+tr = js("margin-train.json")
+if tr:
+    print("margin model: %d steps in %.0f s, held-out rule argmax %.4f, margin p1 %.2f median %.2f" % (
+        tr["steps"], tr["seconds"], tr["heldout_rule_argmax"], tr["heldout_margin_p01"],
+        tr["heldout_margin_median"]))
+    if tr["heldout_rule_argmax"] < 0.99:
+        print("  (the model did not learn its language: its margins are not assured, read the groups below as"
+              " the random model's)")
 try:
     import torch
     def rel(a, b, ta=None, tb=None):
@@ -174,11 +177,6 @@ try:
         m = torch.cat([(lambda v: v[:, 0] - v[:, 1])(x.float().topk(2, dim=-1).values) for x in a])
         return m.min().item(), m.median().item()
     groups = sorted({os.path.basename(f)[:-len("-stock.pt")] for f in glob.glob(os.path.join(d, "*-stock.pt"))})
-    tr = js("margin-train.json")
-    if tr:
-        print("margin model: %d steps in %.0f s, held-out rule argmax %.4f, margin p1 %.2f median %.2f" % (
-            tr["steps"], tr["seconds"], tr["heldout_rule_argmax"], tr["heldout_margin_p01"],
-            tr["heldout_margin_median"]))
     for grp in groups:
         a, ta = load(grp + "-stock"), toks(grp + "-stock")
         lo, med = margins(a)
