@@ -63,6 +63,11 @@ def main():
             x[:, t] = torch.where(keep[:, t], perm[x[:, t - 2] - 3], x[:, t])
         return x, keep
 
+    def rule_argmax(pred, x, keep):
+        """Share of the positions where the rule held (t >= 2) whose argmax is the rule's token."""
+        ok = keep[:, 2:]
+        return ((pred.argmax(-1) == x[:, 2:]) & ok).sum().item() / max(1, ok.sum().item())
+
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
     warm = 20
     hist, t0, hit = [], time.time(), 0
@@ -79,8 +84,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         with torch.no_grad():
-            ok = keep[:, 2:]
-            acc = ((pred.argmax(-1) == x[:, 2:]) & ok).sum().item() / max(1, ok.sum().item())
+            acc = rule_argmax(pred, x, keep)
         hist.append((step, loss.item(), acc))
         if step % 25 == 0 or acc >= a.target:
             print("step %d loss %.3f rule-argmax %.4f (%.0f s)" % (step, loss.item(), acc, time.time() - t0),
@@ -93,9 +97,8 @@ def main():
         x, keep = sample()
         lp = model(input_ids=x).logits[:, 1:-1].float()
         top = lp.topk(2, dim=-1).values
-        ok = keep[:, 2:]
-        margin = (top[..., 0] - top[..., 1])[ok]
-        acc = ((lp.argmax(-1) == x[:, 2:]) & ok).sum().item() / max(1, ok.sum().item())
+        margin = (top[..., 0] - top[..., 1])[keep[:, 2:]]
+        acc = rule_argmax(lp, x, keep)
     torch.save({k: v.detach() for k, v in model.state_dict().items()}, a.out)
     res = dict(steps=len(hist), seconds=time.time() - t0, loss=hist[-1][1], train_rule_argmax=hist[-1][2],
                heldout_rule_argmax=acc, heldout_margin_p01=margin.quantile(0.01).item(),

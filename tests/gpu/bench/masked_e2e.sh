@@ -169,12 +169,15 @@ try:
             t = next((i for i, (x, y) in enumerate(zip(ta[r], tb[r])) if x != y), None)
             if t is None or t >= len(a):
                 continue
-            top = a[t][r].float().topk(2).values
-            out.append((r, t, (top[0] - top[1]).item(), (a[t][r].float() - b[t][r].float()).abs().max().item()))
+            out.append((r, t, gap(a[t][r]).item(), (a[t][r].float() - b[t][r].float()).abs().max().item()))
         return out
+    def gap(x):
+        """Top logit less the second, along the last dimension."""
+        top = x.float().topk(2, dim=-1).values
+        return top[..., 0] - top[..., 1]
     def margins(a):
         """Stock's top-two margin over all rows and steps: min and median (logit units)."""
-        m = torch.cat([(lambda v: v[:, 0] - v[:, 1])(x.float().topk(2, dim=-1).values) for x in a])
+        m = torch.cat([gap(x) for x in a])
         return m.min().item(), m.median().item()
     groups = sorted({os.path.basename(f)[:-len("-stock.pt")] for f in glob.glob(os.path.join(d, "*-stock.pt"))})
     for grp in groups:
@@ -184,7 +187,9 @@ try:
             grp, lo, med, fam(js(grp + "-shim.stats.json"))))
         for other in ("shim", "math", "cudnn"):
             b, tb = load(grp + "-" + other), toks(grp + "-" + other)
-            if b is None:
+            if b is None:  # not run for this group (math at long prompts), or the run failed
+                if os.path.exists(os.path.join(d, "%s-%s.log" % (grp, other))):
+                    print("  %-5s vs stock mem-eff: n/a (run failed, see %s-%s.log)" % (other, grp, other))
                 continue
             fl = flips(a, b, ta, tb)
             print("  %-5s vs stock mem-eff: tokens identical %s (%d of %d rows part); logits %s" % (
