@@ -926,18 +926,23 @@ def timeline(lib, out_rows):
     the phases of its first CTA and of the CTA that finishes last, and the launch's span from the
     first CTA start to the last CTA end). HF decode layout, bf16, d 128, 8 KV heads, G = 1, no
     mask, at the latency-bound shapes and a small one; three eager launches each, synchronised,
-    the last one counts (the first loads the module)."""
+    the last one counts (the first loads the module). ATTN_TIMELINE_SHAPES="B:KV:G:masked ..."
+    picks other shapes (G query heads per KV head; masked 0 or 1)."""
     D, dtype, Hk = 128, torch.bfloat16, 8
-    for B, S, masked in ((1, 1024, False), (32, 1024, False), (8, 4096, False), (1, 32768, False),
-                         (1, 1024, True), (8, 4096, True), (32, 1024, True)):
-        q, k, v, o, lse, _, bias, _ = padded_inputs(B, S, 1, Hk, D, dtype, masked)
-        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk, Hk, 1,
+    shapes = [(1, 1024, 1, False), (32, 1024, 1, False), (8, 4096, 1, False), (1, 32768, 1, False),
+              (1, 1024, 1, True), (8, 4096, 1, True), (32, 1024, 1, True)]
+    if os.environ.get("ATTN_TIMELINE_SHAPES"):
+        shapes = [tuple(int(x) for x in t.split(":")) for t in os.environ["ATTN_TIMELINE_SHAPES"].split()]
+        shapes = [(b, s, g, bool(m)) for b, s, g, m in shapes]
+    for B, S, G, masked in shapes:
+        q, k, v, o, lse, _, bias, _ = padded_inputs(B, S, G, Hk, D, dtype, masked)
+        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk * G, Hk, 1,
                      1.0 / math.sqrt(D), False)
         if masked:  # the masked grid's mask: half the rows left-padded by 25% of the keys
             lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
             for rep in range(3):
-                line = "TL shape B=%d KV=%d%s launch %d" % (B, S, " masked" if masked else "", rep)
+                line = "TL shape B=%d KV=%d G=%d%s launch %d" % (B, S, G, " masked" if masked else "", rep)
                 out_rows.append(line)
                 print(line, flush=True)
                 lib.decode(a)
