@@ -111,25 +111,13 @@ constexpr int SCAN_CPT = 8;
 // through shared memory. A first version scanned from the front and then from
 // the back, with a barrier round per direction: 1.3-2.0 us per launch, 0.9-1.5
 // for one pass (bench/records/2026-12-02-decode-tail.md).
-// Whether any of the 8 keys of a loaded 16-byte bias chunk may be seen.
-template <typename T> __device__ __forceinline__ bool chunk_bits_visible(uint4 v) {
-  constexpr uint32_t NI = dt<T>::NEG_INF_BITS;
-  return (v.x & 0xffffu) != NI || (v.x >> 16) != NI || (v.y & 0xffffu) != NI || (v.y >> 16) != NI ||
-         (v.z & 0xffffu) != NI || (v.z >> 16) != NI || (v.w & 0xffffu) != NI || (v.w >> 16) != NI;
-}
-
-// HOOK: hook() runs once, after the first step's loads of bias row 0 are issued and before any
-// of them is tested (every thread calls it, uniformly): copies issued there queue behind the
-// scan's loads, not in front of them (PT_ATTN_EXP_SPEC).
-template <typename T, int NT, bool HOOK = false, typename Hook = void (*)()>
+template <typename T, int NT>
 __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, const T *bb, int kh,
-                                                  int group, int &key_begin, int &key_end,
-                                                  Hook &&hook = nullptr) {
+                                                  int group, int &key_begin, int &key_end) {
   __shared__ int s_vis_lo[NT / 32], s_vis_hi[NT / 32];
   const int tid = threadIdx.x, nb = p.bias_rows;
   const int c0 = key_begin >> 3, c1 = (key_end + 7) >> 3;  // chunks [c0, c1)
   int first = key_end, last = -1;                          // keys
-  bool hooked = false;
 #pragma unroll 1
   for (int cb = c0; cb < c1; cb += NT * SCAN_CPT) {
     bool vis[SCAN_CPT];
@@ -138,30 +126,10 @@ __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, cons
 #pragma unroll 1
     for (int i = 0; i < nb; ++i) {
       const T *const row = bias_src(p, bb, kh, group, i);
-      if constexpr (HOOK) {
-        uint4 v[SCAN_CPT];
 #pragma unroll
-        for (int j = 0; j < SCAN_CPT; ++j) {
-          const int c = cb + j * NT + tid;
-          v[j] = c < c1 && c * 8 + 8 <= key_end ? *reinterpret_cast<const uint4 *>(row + c * 8)
-                                                : make_uint4(0, 0, 0, 0);
-        }
-        if (!hooked) {
-          hook();
-          hooked = true;
-        }
-#pragma unroll
-        for (int j = 0; j < SCAN_CPT; ++j) {
-          const int c = cb + j * NT + tid;
-          if (c < c1)
-            vis[j] |= c * 8 + 8 <= key_end ? chunk_bits_visible<T>(v[j]) : chunk_visible(row, c * 8, key_end);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < SCAN_CPT; ++j) {
-          const int c = cb + j * NT + tid;
-          if (c < c1) vis[j] |= chunk_visible(row, c * 8, key_end);
-        }
+      for (int j = 0; j < SCAN_CPT; ++j) {
+        const int c = cb + j * NT + tid;
+        if (c < c1) vis[j] |= chunk_visible(row, c * 8, key_end);
       }
     }
 #pragma unroll
@@ -172,9 +140,6 @@ __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, cons
         last = max(last, min(c * 8 + 7, key_end - 1));
       }
     }
-  }
-  if constexpr (HOOK) {
-    if (!hooked) hook();
   }
   first = __reduce_min_sync(0xffffffffu, first);
   last = __reduce_max_sync(0xffffffffu, last);
@@ -258,11 +223,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   PT_TL(0);
   using C = cfg<D>;
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
-  // Experiments (kernels/attn_kparams.h; all false in production builds).
-  constexpr bool SPEC = (PT_ATTN_EXP & PT_ATTN_EXP_SPEC) != 0;
-  constexpr bool PUSH = (PT_ATTN_EXP & PT_ATTN_EXP_PUSH) != 0;
-  const bool late = (PT_ATTN_EXP & PT_ATTN_EXP_LATEREFILL) != 0 &&
-                    gridDim.x * gridDim.y * gridDim.z <= PT_ATTN_PLAN_SMS;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int s_last;
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
@@ -277,19 +237,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, kh = blockIdx.y, bi = blockIdx.z;
   const int group = p.group, rows = p.rows;
-
-  // PUSH: rank 0's landing mbarrier counts the other ranks' partials; its init is published to
-  // the cluster by a cluster-barrier arrive here, waited for before the first push.
-  __shared__ __align__(8) unsigned long long s_push_bar;
-  const bool push = PUSH && p.push && p.cluster > 1;
-  if (push) {
-    if (tid == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(&s_push_bar)), "r"(p.cluster - 1)
-                   : "memory");
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-  }
 
   // Q's rows first, into registers: issued after the K/V prologue they would queue behind it
   // (at B = 32, 1k keys, 16 MiB of prologue held Q back 4.5 us and the first tile with it), and
@@ -320,9 +267,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int nb = p.bias_rows;
   T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
-  if constexpr (!SPEC) {
-    if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
-  }
+  if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
+  PT_TL(1);
+  const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;
 
   // Each thread copies the same chunk column of rows r0, r0 + 128/CH, ...
   const int ld_ch = tid % CH, ld_r0 = tid / CH;
@@ -330,15 +277,15 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const T *const kcol = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs + ld_ch * 8;
   const T *const vcol = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs + ld_ch * 8;
 
-  // Keys [key0, key0 + BK) of which those below kend are real (the others zeros) into a stage.
-  auto load_keys = [&](int key0, int kend, int stage) {
+  auto load_tile = [&](int tile, int stage) {
+    const int key0 = key_begin + tile * BK;
     T *const dk = sKV + stage * 2 * TILE;
     T *const dv = dk + TILE;
 #pragma unroll
     for (int i = 0; i < LD_ITERS; ++i) {
       const int row = ld_r0 + i * LD_STEP;
       const int key = key0 + row;
-      const bool ok = key < kend;
+      const bool ok = key < key_end;
       const int64_t kk = ok ? key : key_begin;  // always a valid address
       const int off = swz<D>(row, ld_ch);
       cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
@@ -366,44 +313,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     }
   };
 
-  // SPEC: the split's last tile (64 keys ending at key_end rounded up to 8) is copied into stage 0
-  // while the scan's loads are in flight, and kept as tile 0 when the narrowed range still ends
-  // at the split's end and covers it (left padding); the other tiles are then [key_begin,
-  // spec_lo). Otherwise it is waited for and dropped.
-  int spec_n = 0, spec_lo = 0;
-  if constexpr (SPEC) {
-    if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) {
-      const int split_end = key_end, lo = ((key_end + 7) & ~7) - BK;
-      const bool try_spec = lo >= key_begin + 3 * BK;  // at least four tiles in the split
-      if (try_spec) {
-        narrow_to_visible<T, NT, true>(p, bb, kh, group, key_begin, key_end, [&] {
-          load_keys(lo, key_end, 0);
-          cp_async_commit();
-        });
-        if (key_end == split_end && key_begin <= lo) {
-          spec_n = 1;
-          spec_lo = lo;
-        } else {
-          cp_async_wait<0>();  // stage 0 is refilled below
-        }
-      } else {
-        narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
-      }
-    }
-  }
-  PT_TL(1);
-  const int rest_end = spec_n ? spec_lo : key_end;
-  const int ntiles = spec_n + (rest_end > key_begin ? (rest_end - key_begin + BK - 1) / BK : 0);
-  // Tile v's first key and the end of its real keys.
-  auto tile_key0 = [&](int v) { return SPEC && v < spec_n ? spec_lo + v * BK : key_begin + (v - spec_n) * BK; };
-  auto tile_end = [&](int v) { return SPEC && v < spec_n ? key_end : rest_end; };
-  auto load_tile = [&](int v, int stage) { load_keys(tile_key0(v), tile_end(v), stage); };
-
-  // Prologue: NST-1 tiles in flight (late: NST); SPEC's tile 0 is already.
-  const int pro = late ? NST : NST - 1;
+  // Prologue: NST-1 tiles in flight.
 #pragma unroll
-  for (int s = 0; s < NST; ++s) {
-    if ((SPEC && s < spec_n) || s >= pro) continue;
+  for (int s = 0; s < NST - 1; ++s) {
     if (s < ntiles) load_tile(s, s);
     cp_async_commit();
   }
@@ -437,12 +349,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     lim0 = min(lim0, g / group + p.sk - p.sq);
     lim1 = min(lim1, (g + 8) / group + p.sk - p.sq);
   }
-  // SPEC: the tiles after the first end at rest_end (the first one's keys are not seen twice).
-  int rlim0 = lim0, rlim1 = lim1;
-  if constexpr (SPEC) {
-    rlim0 = min(lim0, rest_end - 1);
-    rlim1 = min(lim1, rest_end - 1);
-  }
 
   float acc[D / 8][4];
 #pragma unroll
@@ -451,40 +357,20 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const float sl2 = p.scale_log2;
 
   for (int it = 0; it < ntiles; ++it) {
-    if (late)
-      cp_async_wait<NST - 1>();
-    else
-      cp_async_wait<NST - 2>();
+    cp_async_wait<NST - 2>();
     __syncthreads();  // tile `it` visible to all; stage (it-1) % NST free to refill
 #ifdef PT_ATTN_TIMELINE
     if (it == 0) PT_TL(3);
     if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
 #endif
-    if (!late) {
+    {
       const int nt = it + NST - 1;
       if (nt < ntiles) load_tile(nt, nt % NST);
       cp_async_commit();
     }
-    // late: stage it % NST is refilled once every warp is done with it.
-    auto refill = [&] {
-      if (late) {
-        __syncthreads();
-        const int nt = it + NST;
-        if (nt < ntiles) load_tile(nt, it % NST);
-        cp_async_commit();
-      }
-    };
-    const int kw0 = (SPEC ? tile_key0(it) : key_begin + it * BK) + warp * 16;
-    const int kend = SPEC ? tile_end(it) : key_end;
-    if (kw0 >= kend) {  // warp-uniform: this warp's 16 keys are all past the split
-      refill();
-      continue;
-    }
-    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) {  // diagnostic: the stream alone
-      refill();
-      continue;
-    }
-    const int tlim0 = SPEC && it >= spec_n ? rlim0 : lim0, tlim1 = SPEC && it >= spec_n ? rlim1 : lim1;
+    const int kw0 = key_begin + it * BK + warp * 16;
+    if (kw0 >= key_end) continue;  // warp-uniform: this warp's 16 keys are all past the split
+    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;  // diagnostic: the stream alone
     const T *const tK = sKV + (it % NST) * 2 * TILE;
     const T *const tV = tK + TILE;
 
@@ -530,7 +416,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int key = kw0 + n * 8 + 2 * t + (j & 1);
-        const int lim = j < 2 ? tlim0 : tlim1;
+        const int lim = j < 2 ? lim0 : lim1;
         s[n][j] = key <= lim ? fmaf(s[n][j], sl2, bs[n][j]) : NEG_INF;
       }
     }
@@ -560,7 +446,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       dt<T>::mma(acc[2 * dn], pa, b[0], b[1]);
       dt<T>::mma(acc[2 * dn + 1], pa, b[2], b[3]);
     }
-    refill();
   }
   cp_async_wait<0>();
   __syncthreads();  // the K/V ring is reused below
@@ -618,13 +503,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   float *const ws_o = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
       : nullptr;
-  // PUSH: rank r > 0 writes its partial into rank 0's landing slot r - 1 (after the bias ring):
-  // O [C-1][rows][D] floats, then (m, l) [C-1][rows].
-  const int prank = push ? static_cast<int>(cluster_rank()) : 0;
-  const unsigned land_off = (unsigned)((NST * 2 * TILE + 16 * D + NST * nb * PT_ATTN_BIAS_LD) * sizeof(T) + 15) & ~15u;
-  float *const land_o = reinterpret_cast<float *>(smem + land_off);
-  float2 *const land_ml = reinterpret_cast<float2 *>(land_o + (p.cluster - 1) * rows * D);
-  if (push) asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");  // rank 0's mbarrier is set
   for (int item = tid; item < nitems; item += NT) {
     const int r = item / (D / 4), d = (item % (D / 4)) * 4;
     float M = NEG_INF;
@@ -650,15 +528,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
              o.y * inv, o.z * inv, o.w * inv);
       if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-    } else if (push && prank > 0) {
-      const uint32_t ro = cluster_map(smem_u32(land_o + ((prank - 1) * rows + r) * D + d), 0);
-      asm volatile("st.shared::cluster.v4.f32 [%0], {%1,%2,%3,%4};\n" ::"r"(ro), "f"(o.x), "f"(o.y), "f"(o.z),
-                   "f"(o.w)
-                   : "memory");
-      if (d == 0) {
-        const uint32_t rm = cluster_map(smem_u32(land_ml + (prank - 1) * rows + r), 0);
-        asm volatile("st.shared::cluster.v2.f32 [%0], {%1,%2};\n" ::"r"(rm), "f"(M), "f"(L) : "memory");
-      }
     } else if (in_cluster) {
       *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
       if (d == 0) part_ml[r] = make_float2(M, L);
@@ -670,68 +539,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   PT_TL(6);
   if (p.nsplit == 1) {
     PT_TL_END(6);
-    return;
-  }
-  if (push) {
-    if (prank > 0) {
-      // Our partial's remote stores, then one arrive on rank 0's mbarrier (release, cluster scope),
-      // then leave: nothing reads this CTA's shared memory.
-      asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
-      __syncthreads();
-      if (tid == 0) {
-        const uint32_t rb = cluster_map(smem_u32(&s_push_bar), 0);
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rb) : "memory");
-      }
-      PT_TL(7);
-      PT_TL_END(7);
-      return;
-    }
-    __syncthreads();  // our own partial (part_o, part_ml) is written
-    {
-      const uint32_t bar = smem_u32(&s_push_bar);
-      uint32_t done = 0;
-      while (!done)
-        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P, [%1], 0;\n"
-                     "selp.u32 %0, 1, 0, P;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar)
-                     : "memory");
-    }
-    PT_TL(7);
-    // Splits in rank order (deterministic): rank 0 from part_o, the others from their slots.
-    const int C = p.cluster;
-#pragma unroll 1
-    for (int it = tid; it < nitems; it += NT) {
-      const int r = it / (D / 4), d = (it % (D / 4)) * 4;
-      float M = part_ml[r].x;
-#pragma unroll 1
-      for (int s = 1; s < C; ++s) M = fmaxf(M, land_ml[(s - 1) * rows + r].x);
-      const float Mu = M == NEG_INF ? 0.f : M;
-      float w = ex2(part_ml[r].x - Mu), L = w * part_ml[r].y;
-      float4 o = *reinterpret_cast<const float4 *>(part_o + r * D + d);
-      o.x *= w;
-      o.y *= w;
-      o.z *= w;
-      o.w *= w;
-#pragma unroll 1
-      for (int s = 1; s < C; ++s) {
-        const float2 ml = land_ml[(s - 1) * rows + r];
-        w = ex2(ml.x - Mu);
-        L += w * ml.y;
-        const float4 x = *reinterpret_cast<const float4 *>(land_o + ((s - 1) * rows + r) * D + d);
-        o.x += w * x.x;
-        o.y += w * x.y;
-        o.z += w * x.z;
-        o.w += w * x.w;
-      }
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = L > 0.f ? 1.f / L : 0.f;
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
-             o.z * inv, o.w * inv);
-      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-    }
-    PT_TL(8);
-    PT_TL_END(8);
     return;
   }
   if (in_cluster) {

@@ -79,7 +79,6 @@ struct pt_attn_kparams {
   int64_t bias_bs, bias_hs, bias_rs;
   int bias_rows;         /* distinct bias rows per CTA (pt_attn_plan.bias_rows); 0: no bias */
   int pdl;               /* launched with programmatic dependent launch (pt_attn_plan_pdl) */
-  int push;              /* PT_ATTN_EXP_PUSH: cluster partials pushed to rank 0 (landing after the bias ring) */
 };
 
 /* Compile-time diagnostics of the decode kernel (tests/gpu timing builds only: ATTN_VARIANTS in
@@ -95,18 +94,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOCOMPUTE 8
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
-/* Experiments on the masked latency-bound points (bench/records/2026-12-03-decode-ring.md):
- * SPEC fetches the split's last tile while the bias scan is in flight (left padding never
- * masks it) and computes it first (splits of 4 tiles or more); LATEREFILL, in launches of at
- * most one CTA per SM, refills a stage right after its tile is computed (a second barrier per
- * tile, all NSTAGE tiles in flight while waiting); PUSH merges a cluster's splits in its rank-0
- * CTA: the others write their partials into its shared memory and leave (no second cluster
- * barrier, no DSMEM reads at the end). */
-#define PT_ATTN_EXP_SPEC 128
-#define PT_ATTN_EXP_LATEREFILL 256
-#define PT_ATTN_EXP_PUSH 1024
-/* PUSH: the most dynamic shared memory a cluster launch takes with its landing slots. */
-#define PT_ATTN_PUSH_SMEM_MAX (225u * 1024u)
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {
@@ -138,7 +125,6 @@ struct pt_attn_plan {
   int bias_rows;
   int64_t ws_ml_off, ws_o_off;
   uint64_t ws_bytes;   /* 0 when nsplit == 1 */
-  int push;            /* PT_ATTN_EXP_PUSH builds: the cluster merges in rank 0 (smem_bytes holds the landing) */
 };
 
 #ifdef __cplusplus

@@ -14,14 +14,7 @@ static unsigned plan_smem_for(int d, int bias_rows) {
   return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u +
          stages * (unsigned)bias_rows * PT_ATTN_BIAS_LD * 2u;
 }
-unsigned pt_attn_plan_smem(int d) {
-#if (PT_ATTN_EXP & PT_ATTN_EXP_PUSH) != 0
-  (void)d;
-  return PT_ATTN_PUSH_SMEM_MAX;
-#else
-  return plan_smem_for(d, PT_ATTN_MAX_ROWS);
-#endif
-}
+unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 
 /* CTAs resident per SM at that shared memory (the kernels' launch bounds
  * promise at least this many). */
@@ -197,18 +190,6 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   /* The cluster is all the splits (rounding the tiles may have left fewer
    * than planned); 1: no cluster. */
   pl->cluster = clustered ? pl->nsplit : 1;
-  pl->push = 0;
-#if (PT_ATTN_EXP & PT_ATTN_EXP_PUSH) != 0
-  if (pl->cluster > 1) {
-    /* rank 0's landing: (m, l) and O of every other rank's rows, after the bias ring */
-    const unsigned base = (unsigned)round_up(pl->smem_bytes, 16);
-    const unsigned land = (unsigned)(pl->cluster - 1) * (unsigned)pl->rows * ((unsigned)hd * 4u + 8u);
-    if (base + land <= PT_ATTN_PUSH_SMEM_MAX) {
-      pl->smem_bytes = base + land;
-      pl->push = 1;
-    }
-  }
-#endif
 
   if (pl->nsplit == 1 || pl->cluster > 1) {
     pl->ws_ml_off = pl->ws_o_off = 0;
