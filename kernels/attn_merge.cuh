@@ -194,11 +194,15 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
     for (int c0 = 0; c0 < C; c0 += CHUNK) {
       float2 ml[CHUNK];
       float4 x[CHUNK];
+      // Predicated, not clamped to the last rank: a clamped load read rank C - 1 again for every
+      // j past it, 4x the DSMEM traffic of the merge at C = 2 (G 8 at B = 8, 4k keys: the merge
+      // took 1.15 us against 0.58 at G 1; bench/records/2026-12-03-decode-ring.md).
 #pragma unroll
       for (int j = 0; j < CHUNK; ++j) {
-        const uint32_t s = static_cast<uint32_t>(min(c0 + j, C - 1));  // clamped: no branch
-        ml[j] = ld_cluster_f2(cluster_map(ml_base + r * 8, s));
-        x[j] = ld_cluster_f4(cluster_map(o_base + (r * D + d) * 4, s));
+        const bool ok = c0 + j < C;
+        const uint32_t s = static_cast<uint32_t>(ok ? c0 + j : 0);
+        ml[j] = ld_cluster_f2_if(cluster_map(ml_base + r * 8, s), ok);
+        x[j] = ld_cluster_f4_if(cluster_map(o_base + (r * D + d) * 4, s), ok);
       }
       float Mc = M;
 #pragma unroll
@@ -213,7 +217,7 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
       o.w *= a;
 #pragma unroll
       for (int j = 0; j < CHUNK; ++j) {
-        // weight; 0 for a clamped duplicate or a split that saw no key of this row
+        // weight; 0 past the last rank or for a split that saw no key of this row
         const float w = c0 + j < C ? ex2(ml[j].x - Mu) : 0.f;
         L += w * ml[j].y;
         o.x += w * x[j].x;

@@ -49,19 +49,24 @@ static __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t r
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
   return r;
 }
-static __device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr) {
+// Predicated DSMEM loads: zeros when !pred, no branch and no memory access then.
+static __device__ __forceinline__ float4 ld_cluster_f4_if(uint32_t addr, bool pred) {
   float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"
+               "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+               "@p ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n}\n"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
+               : "r"(addr), "r"((int)pred)
                : "memory");
   return v;
 }
-static __device__ __forceinline__ float2 ld_cluster_f2(uint32_t addr) {
+static __device__ __forceinline__ float2 ld_cluster_f2_if(uint32_t addr, bool pred) {
   float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];\n"
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n"
+               "mov.b32 %0, 0;\nmov.b32 %1, 0;\n"
+               "@p ld.shared::cluster.v2.f32 {%0,%1}, [%2];\n}\n"
                : "=f"(v.x), "=f"(v.y)
-               : "r"(addr)
+               : "r"(addr), "r"((int)pred)
                : "memory");
   return v;
 }
