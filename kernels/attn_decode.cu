@@ -170,7 +170,7 @@ __device__ __forceinline__ unsigned long long gtimer() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-#define PT_TL_N 11
+#define PT_TL_N 9
 #define PT_TL(i) do { if (threadIdx.x == 0) tl[i] = gtimer(); } while (0)
 // -DPT_ATTN_TIMELINE_ALL (with PT_ATTN_TIMELINE): every CTA also prints one "TLC" line with
 // absolute %globaltimer values (ns), its tile count, and the time its tile ntiles / 2 arrived,
@@ -179,7 +179,7 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
                                        unsigned long long mid) {
   if (threadIdx.x != 0) return;
   const unsigned long long end = gtimer();
-  for (int i = reached + 1; i < 9; ++i) tl[i] = end;
+  for (int i = reached + 1; i < PT_TL_N; ++i) tl[i] = end;
   atomicMin(&tl_min, tl[0]);
   atomicMax(&tl_max, end);
   atomicMax(&tl_smax, tl[0]);
@@ -190,13 +190,6 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
 #ifdef PT_ATTN_TIMELINE_ALL
   printf("TLC %u,%u,%u tiles %d start %llu tile0 %llu mid %llu loopend %llu end %llu\n", blockIdx.x, blockIdx.y,
          blockIdx.z, ntiles, tl[0], tl[3], mid, tl[4], end);
-#endif
-#ifdef PT_ATTN_TAIL_TWICE
-  // Diagnostic: the items loop and the split merge ran twice (same code, now warm): their
-  // second runs' durations.
-  if (first || last)
-    printf("TL2 cta %u,%u,%u%s second run ns: out %llu merge %llu\n", blockIdx.x, blockIdx.y, blockIdx.z,
-           last ? " (last to finish)" : "", tl[9] ? tl[9] - tl[6] : 0ull, tl[10] ? tl[10] - tl[8] : 0ull);
 #endif
   if (first || last)
     printf("TL cta %u,%u,%u%s ns from entry: scan %llu q %llu tile0 %llu loop %llu warpmerge %llu out %llu "
@@ -225,7 +218,7 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
 template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
-  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, tl_mid = 0;
+  unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tl_mid = 0;
 #endif
   PT_TL(0);
   using C = cfg<D>;
@@ -510,11 +503,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   float *const ws_o = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
       : nullptr;
-#ifdef PT_ATTN_TAIL_TWICE
-#pragma unroll 1
-  for (int twice = 0; twice < 2; ++twice) {
-    if (twice) PT_TL(6);
-#endif
   for (int item = tid; item < nitems; item += NT) {
     const int r = item / (D / 4), d = (item % (D / 4)) * 4;
     float M = NEG_INF;
@@ -548,13 +536,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
     }
   }
-#ifdef PT_ATTN_TAIL_TWICE
-    __syncthreads();
-  }
-  PT_TL(9);
-#else
   PT_TL(6);
-#endif
   if (p.nsplit == 1) {
     PT_TL_END(6);
     return;
@@ -562,16 +544,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   if (in_cluster) {
     cluster_sync();  // every CTA's partial is written and visible
     PT_TL(7);
-#ifdef PT_ATTN_TAIL_TWICE
-#pragma unroll 1
-    for (int twice = 0; twice < 2; ++twice) {  // one copy of the code, run twice
-      merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
-      if (twice) PT_TL(10); else PT_TL(8);
-    }
-#else
     merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
     PT_TL(8);
-#endif
     cluster_sync();  // no CTA leaves while another still reads its shared memory
     PT_TL_END(8);
     return;
@@ -590,17 +564,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     return;
   }
 
-#ifdef PT_ATTN_TAIL_TWICE
-#pragma unroll 1
-  for (int twice = 0; twice < 2; ++twice) {  // one copy of the code, run twice
-    merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
-    __syncthreads();
-    if (twice) PT_TL(10); else PT_TL(8);
-  }
-#else
   merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);
-#endif
   PT_TL_END(8);
 }
 
