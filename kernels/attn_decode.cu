@@ -503,60 +503,37 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   float *const ws_o = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
       : nullptr;
-  // Items (row, 4 columns), IPT per thread per step: every item's shared-memory reads are issued
-  // before any is written (the writes may alias them as far as the compiler knows, which kept
-  // one item's reads behind the other's writes), so at G 8 (256 items, two per thread) the
-  // second item's latency hides behind the first's (bench/records/2026-12-03-decode-ring.md).
-  constexpr int IPT = 2;
-#pragma unroll 1
-  for (int item0 = tid; item0 < nitems; item0 += IPT * NT) {
-    float Ms[IPT], Ls[IPT];
-    float4 os[IPT];
+  for (int item = tid; item < nitems; item += NT) {
+    const int r = item / (D / 4), d = (item % (D / 4)) * 4;
+    float M = NEG_INF;
 #pragma unroll
-    for (int u = 0; u < IPT; ++u) {
-      const int item = min(item0 + u * NT, nitems - 1);  // clamped: read a valid row, write only in range
-      const int r = item / (D / 4), d = (item % (D / 4)) * 4;
-      float M = NEG_INF;
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-      for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
-      const float Mu = M == NEG_INF ? 0.f : M;
-      float L = 0.f;
-      float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        L += red_l[w * 16 + r] * ex2(red_m[w * 16 + r] - Mu);
-        const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
-        o.x += x.x;
-        o.y += x.y;
-        o.z += x.z;
-        o.w += x.w;
-      }
-      Ms[u] = M;
-      Ls[u] = L;
-      os[u] = o;
+    for (int w = 0; w < 4; ++w) {
+      L += red_l[w * 16 + r] * ex2(red_m[w * 16 + r] - Mu);
+      const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
+      o.x += x.x;
+      o.y += x.y;
+      o.z += x.z;
+      o.w += x.w;
     }
-#pragma unroll
-    for (int u = 0; u < IPT; ++u) {
-      const int item = item0 + u * NT;
-      if (item >= nitems) break;
-      const int r = item / (D / 4), d = (item % (D / 4)) * 4;
-      const float M = Ms[u], L = Ls[u];
-      const float4 o = os[u];
-      if (p.nsplit == 1) {
-        // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
-        // causal), so L > 0; a row the bias masks entirely gets O = 0.
-        const int i = r / group, hh = kh * group + r % group;
-        const float inv = L > 0.f ? 1.f / L : 0.f;
-        store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-               o.y * inv, o.z * inv, o.w * inv);
-        if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-      } else if (in_cluster) {
-        *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
-        if (d == 0) part_ml[r] = make_float2(M, L);
-      } else {
-        *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * D + d) = o;
-        if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
-      }
+    if (p.nsplit == 1) {
+      // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
+      // causal), so L > 0; a row the bias masks entirely gets O = 0.
+      const int i = r / group, hh = kh * group + r % group;
+      const float inv = L > 0.f ? 1.f / L : 0.f;
+      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
+             o.y * inv, o.z * inv, o.w * inv);
+      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+    } else if (in_cluster) {
+      *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
+      if (d == 0) part_ml[r] = make_float2(M, L);
+    } else {
+      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * D + d) = o;
+      if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
     }
   }
   PT_TL(6);
