@@ -924,10 +924,11 @@ def experiments(lib, variants, out_rows):
 def timeline(lib, out_rows):
     """Where one launch's time goes (a library built with -DPT_ATTN_TIMELINE: the kernel prints
     the phases of its first CTA and of the CTA that finishes last, and the launch's span from the
-    first CTA start to the last CTA end). HF decode layout, bf16, d 128, 8 KV heads, G = 1, no
-    mask, at the latency-bound shapes and a small one; three eager launches each, synchronised,
-    the last one counts (the first loads the module). ATTN_TIMELINE_SHAPES="B:KV:G:masked ..."
-    picks other shapes (G query heads per KV head; masked 0 or 1)."""
+    first CTA start to the last CTA end). HF decode layout, bf16, d 128, 8 KV heads; by default
+    G = 1 at the latency-bound shapes and a small one, unmasked and masked as the grid; three
+    eager launches each, synchronised, the last one counts (the first loads the module).
+    ATTN_TIMELINE_SHAPES="B:KV:G:masked ..." picks other shapes (G query heads per KV head;
+    masked 0 or 1)."""
     D, dtype, Hk = 128, torch.bfloat16, 8
     shapes = [(1, 1024, 1, False), (32, 1024, 1, False), (8, 4096, 1, False), (1, 32768, 1, False),
               (1, 1024, 1, True), (8, 4096, 1, True), (32, 1024, 1, True)]
