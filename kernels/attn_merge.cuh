@@ -168,6 +168,77 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
   }
 }
 
+// The workspace merge with every partial staged in shared memory first (an experiment,
+// PT_ATTN_EXP_STAGED_MERGE): the (m, l) loads, then all of O by cp.async in one go (one L2
+// round trip for the lot, no registers held), then the weights and the sums from shared memory.
+// smem holds ns * rows * (D floats + (m, l)) + rows floats (the caller checks).
+template <typename T, int D, int NT>
+static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams &p, unsigned char *smem,
+                                                           const float2 *ws_ml, const float *ws_o, int ns,
+                                                           int bi, int kh, int rows, int group, int nitems) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  float *const so = reinterpret_cast<float *>(smem);              // [ns][rows][D]
+  float2 *const wml = reinterpret_cast<float2 *>(so + ns * rows * D);  // [ns][rows]
+  float *const inv_l = reinterpret_cast<float *>(wml + ns * rows);     // [rows]
+  const int nml = ns * rows;
+  float2 ml0 = make_float2(0.f, 0.f), ml1 = ml0;
+  if (tid < nml) ml0 = __ldcg(&ws_ml[tid]);
+  if (tid + NT < nml) ml1 = __ldcg(&ws_ml[tid + NT]);
+  const int nch = ns * rows * (D / 4);
+#pragma unroll 4
+  for (int c = tid; c < nch; c += NT) cp_async16(smem_u32(so + c * 4), ws_o + c * 4, 16);
+  cp_async_commit();
+  if (tid < nml) wml[tid] = ml0;
+  if (tid + NT < nml) wml[tid + NT] = ml1;
+#pragma unroll 1
+  for (int i = tid + 2 * NT; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
+  __syncthreads();
+#pragma unroll 1
+  for (int r = warp; r < rows; r += NT / 32) {
+    float M = NEG_INF;
+#pragma unroll 1
+    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
+    M = warp_max(M);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+#pragma unroll 1
+    for (int s = lane; s < ns; s += 32) {
+      const float2 ml = wml[s * rows + r];
+      const float w = ex2(ml.x - Mu);
+      wml[s * rows + r].x = w;
+      L += w * ml.y;
+    }
+    L = warp_sum(L);
+    if (lane == 0) {
+      inv_l[r] = L > 0.f ? 1.f / L : 0.f;
+      if (p.lse) {
+        const int i = r / group, hh = kh * group + r % group;
+        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll 1
+  for (int it = tid; it < nitems; it += NT) {
+    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < ns; ++s) {
+      const float w = wml[s * rows + r].x;
+      const float4 x = *reinterpret_cast<const float4 *>(so + (s * rows + r) * D + d);
+      o.x += w * x.x;
+      o.y += w * x.y;
+      o.z += w * x.z;
+      o.w += w * x.w;
+    }
+    const int i = r / group, hh = kh * group + r % group;
+    const float inv = inv_l[r];
+    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
+           o.z * inv, o.w * inv);
+  }
+}
+
 // Cluster merge: the p.cluster CTAs of a (batch, KV head) each hold their
 // split's partial (O unnormalised, (m, l) per row) in shared memory. Items
 // (row, 4 columns) are dealt round-robin over the cluster's CTAs and threads,
