@@ -10,8 +10,7 @@
 // mma.sync m16n8k16. At the end the 4 warps merge through shared memory; with
 // one split the CTA writes O/LSE directly. With a few splits that form one
 // thread-block cluster (p.cluster > 1) each CTA keeps its partial in shared
-// memory and the cluster merges them through DSMEM (merge_cluster); a cluster
-// of two (p.pair) merges by the pair merge instead (below). Otherwise
+// memory and the cluster merges them through DSMEM (merge_cluster). Otherwise
 // a CTA writes an unnormalised partial (O, m, l) to the workspace and bumps a
 // per-(batch, KV head) counter: the CTA that brings it to nsplit merges all
 // partials, writes O and LSE, and resets the counter to 0 so the workspace
@@ -25,18 +24,6 @@
 // may see (bias not -inf), in one pass over the bias, 16 bytes at a time:
 // leading and trailing fully-masked keys (left or right padding) are never
 // read from K/V. A row that sees no key at all gets O = 0 and LSE = -inf.
-//
-// The pair merge (p.pair, clusters of 2 CTAs): the CTA whose loop ends first
-// pushes its partial (O, m, l) into a landing zone in the other's shared
-// memory (st.async, counted on the other's mbarrier) and leaves; the other,
-// the last to finish, merges its own partial with the landed one and writes O.
-// The launch ends when its slowest streamer ends, so that CTA's tail is what
-// counts: its warp merge and one merge from local shared memory, without the
-// two cluster barriers and the DSMEM reads of merge_cluster. Who is first is
-// an atomic on a counter in rank 0's shared memory; the merge is in rank
-// order whoever does it (deterministic). No CTA leaves while another may still
-// touch its shared memory: rank 1 touches rank 0's counter, so rank 0, when
-// first, waits for rank 1's arrival (rank 1 is then the one still streaming).
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
@@ -93,14 +80,10 @@ __device__ __forceinline__ const T *bias_src(const pt_attn_kparams &p, const T *
 // bias row may be seen: its bias is not -inf (NaN counts as seen: torch's
 // kernels propagate it). Keys at or past key_end are left out.
 template <typename T>
-__device__ __forceinline__ bool chunk_visible(const T *row, int key, int key_end, uint64_t pol) {
+__device__ __forceinline__ bool chunk_visible(const T *row, int key, int key_end) {
   constexpr uint32_t NI = dt<T>::NEG_INF_BITS;
   if (key + 8 <= key_end) {
-#if PT_ATTN_EXP & PT_ATTN_EXP_BIAS_KEEP
-    const uint4 v = ld_global_v4_policy(row + key, pol);
-#else
     const uint4 v = *reinterpret_cast<const uint4 *>(row + key);
-#endif
     return (v.x & 0xffffu) != NI || (v.x >> 16) != NI || (v.y & 0xffffu) != NI || (v.y >> 16) != NI ||
            (v.z & 0xffffu) != NI || (v.z >> 16) != NI || (v.w & 0xffffu) != NI || (v.w >> 16) != NI;
   }
@@ -134,7 +117,6 @@ __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, cons
   __shared__ int s_vis_lo[NT / 32], s_vis_hi[NT / 32];
   const int tid = threadIdx.x, nb = p.bias_rows;
   const int c0 = key_begin >> 3, c1 = (key_end + 7) >> 3;  // chunks [c0, c1)
-  const uint64_t pol = (PT_ATTN_EXP & PT_ATTN_EXP_BIAS_KEEP) ? l2_evict_last() : 0;
   int first = key_end, last = -1;                          // keys
 #pragma unroll 1
   for (int cb = c0; cb < c1; cb += NT * SCAN_CPT) {
@@ -147,7 +129,7 @@ __device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, cons
 #pragma unroll
       for (int j = 0; j < SCAN_CPT; ++j) {
         const int c = cb + j * NT + tid;
-        if (c < c1) vis[j] |= chunk_visible(row, c * 8, key_end, pol);
+        if (c < c1) vis[j] |= chunk_visible(row, c * 8, key_end);
       }
     }
 #pragma unroll
@@ -243,12 +225,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int s_last;
-  // Pair merge: [0] the partner's partial has landed (bytes counted), [1] rank 1 is done with
-  // rank 0's shared memory; the order counter (rank 0's is the one used).
-  __shared__ __align__(8) uint64_t s_pair_bar[2];
-  __shared__ unsigned s_pair_order;
-  constexpr bool ROWSTAT = (PT_ATTN_EXP & PT_ATTN_EXP_ROWSTAT) != 0;
-  __shared__ float2 s_rowml[ROWSTAT ? 16 : 1];  // ROWSTAT: (M, L) per row after the warp merge
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
   T *const sQ = sKV + NST * 2 * TILE;                  // [16][D]
 
@@ -261,21 +237,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, kh = blockIdx.y, bi = blockIdx.z;
   const int group = p.group, rows = p.rows;
-
-  // Pair merge: the barriers and the counter are set up before the cluster barrier's arrive,
-  // which every CTA waits on at the end of its loop, before its first remote access. Barrier 0
-  // expects the partner's partial: rows x (D floats + (m, l)) bytes.
-  const bool pair = p.pair != 0;
-  if (pair) {
-    if (tid == 0) {
-      s_pair_order = 0;
-      mbar_init(smem_u32(&s_pair_bar[0]), 1);
-      mbar_init(smem_u32(&s_pair_bar[1]), 1);
-      fence_mbar_init_cluster();
-      mbar_arrive_expect_tx(smem_u32(&s_pair_bar[0]), static_cast<uint32_t>(rows * (D * 4 + 8)));
-    }
-    cluster_arrive_release();
-  }
 
   // Q's rows first, into registers: issued after the K/V prologue they would queue behind it
   // (at B = 32, 1k keys, 16 MiB of prologue held Q back 4.5 us and the first tile with it), and
@@ -298,9 +259,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // K/V are read once: copied with an L2 evict_first policy, so that the stream does not push
   // out what is read again (the bias, the workspace partials, the merge's code).
   const uint64_t kv_policy = l2_evict_first();
-#if PT_ATTN_EXP & PT_ATTN_EXP_BIAS_KEEP
-  const uint64_t bias_policy = l2_evict_last();
-#endif
 
   int key_begin = split * p.tiles_per_split * BK;
   int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
@@ -345,11 +303,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       const int n = key < p.sk ? min(8, p.sk - key) : 0;
       T *const dst = db + i * PT_ATTN_BIAS_LD + ch * 8;
       if (n == 8) {
-#if PT_ATTN_EXP & PT_ATTN_EXP_BIAS_KEEP
-        cp_async16_policy(smem_u32(dst), bias_src(p, bb, kh, group, i) + key, 16, bias_policy);
-#else
         cp_async16(smem_u32(dst), bias_src(p, bb, kh, group, i) + key, 16);
-#endif
       } else {
         const uint16_t *const src = reinterpret_cast<const uint16_t *>(bias_src(p, bb, kh, group, i) + key);
         uint16_t *const d16 = reinterpret_cast<uint16_t *>(dst);
@@ -498,21 +452,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   PT_TL(4);
   if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;  // diagnostic: no epilogue
 
-  // Pair merge: which CTA of the pair ended its loop first. The atomic's round trip overlaps the
-  // warp merge; its result is read before that merge's second barrier.
-  uint32_t pair_old = 0;
-  if (pair) {
-    cluster_wait_acquire();
-    if (tid == 0) pair_old = atom_add1_cluster(cluster_map(smem_u32(&s_pair_order), 0));
-  }
-  // EARLY_COUNT (experiment): the workspace path counts its arrival now (acquire: when every
-  // other partial is already written, the last one reads them without another round trip).
-  constexpr bool EARLY = (PT_ATTN_EXP & PT_ATTN_EXP_EARLY_COUNT) != 0;
-  const bool ws_path = p.nsplit > 1 && p.cluster <= 1;
-  unsigned int *const ws_cnt = reinterpret_cast<unsigned int *>(p.ws) + bi * p.h_k + kh;
-  uint32_t early_old = 0;
-  if (EARLY && ws_path && tid == 0) early_old = atom_add1_acquire_gpu(ws_cnt);
-
   // Row sums were kept per thread: add the 4 lanes of each row.
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -537,27 +476,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       M0 = fmaxf(M0, red_m[w * 16 + g]);
       M1 = fmaxf(M1, red_m[w * 16 + g + 8]);
     }
-    float sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
-    float sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
-    if constexpr (ROWSTAT) {
-      // Each row's (M, L) once here (every warp has the 4 warps' (m, l)), not in every item of
-      // the row below; with one split O is normalised before the sum.
-      const float Mu0 = M0 == NEG_INF ? 0.f : M0, Mu1 = M1 == NEG_INF ? 0.f : M1;
-      float L0 = 0.f, L1 = 0.f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        L0 += red_l[w * 16 + g] * ex2(red_m[w * 16 + g] - Mu0);
-        L1 += red_l[w * 16 + g + 8] * ex2(red_m[w * 16 + g + 8] - Mu1);
-      }
-      if (warp == 0 && t == 0) {
-        s_rowml[g] = make_float2(M0, L0);
-        s_rowml[g + 8] = make_float2(M1, L1);
-      }
-      if (p.nsplit == 1) {
-        sc0 *= L0 > 0.f ? 1.f / L0 : 0.f;
-        sc1 *= L1 > 0.f ? 1.f / L1 : 0.f;
-      }
-    }
+    const float sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
+    const float sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
     float *const r0 = red_o + (warp * 16 + g) * LD + 2 * t;
     float *const r1 = r0 + 8 * LD;
 #pragma unroll
@@ -565,15 +485,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       *reinterpret_cast<float2 *>(r0 + n * 8) = make_float2(acc[n][0] * sc0, acc[n][1] * sc0);
       *reinterpret_cast<float2 *>(r1 + n * 8) = make_float2(acc[n][2] * sc1, acc[n][3] * sc1);
     }
-  }
-  if (EARLY && ws_path && tid == 0) {
-    const uint32_t last = static_cast<uint32_t>(p.nsplit - 1);
-    s_last = (early_old & 0xffffu) != last ? 0 : (early_old >> 16) == last ? 1 : 2;
-  }
-  if (pair && tid == 0) {
-    s_last = static_cast<int>(pair_old);  // 1: this CTA is the last of the pair and merges
-    // The last one, when it is rank 1, is done with rank 0's shared memory: rank 0 may leave.
-    if (pair_old == 1 && cluster_rank() == 1) mbar_arrive_remote(cluster_map(smem_u32(&s_pair_bar[1]), 0));
   }
   __syncthreads();
   PT_TL(5);
@@ -592,75 +503,31 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   float *const ws_o = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
       : nullptr;
-  // Pair merge: the landing zone after the bias ring (16-byte aligned: the ring's rows are 144
-  // or 576 bytes per stage), [rows][D] floats then [rows] (m, l).
-  float *const land_o = reinterpret_cast<float *>(sB + NST * nb * PT_ATTN_BIAS_LD);
-  float2 *const land_ml = reinterpret_cast<float2 *>(land_o + rows * D);
-  const bool pair_last = pair && s_last != 0;
-  const uint32_t pair_rank = pair ? cluster_rank() : 0;
-  if (pair_last) mbar_wait_cluster(smem_u32(&s_pair_bar[0]), 0);  // the partner's partial landed
-  if (pair) PT_TL(7);
   for (int item = tid; item < nitems; item += NT) {
     const int r = item / (D / 4), d = (item % (D / 4)) * 4;
-    float M = NEG_INF, L = 0.f;
+    float M = NEG_INF;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (ROWSTAT) {
-      const float2 ml = s_rowml[r];
-      M = ml.x;
-      L = ml.y;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
-        o.x += x.x;
-        o.y += x.y;
-        o.z += x.z;
-        o.w += x.w;
-      }
-    } else {
-#pragma unroll
-      for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
-      const float Mu = M == NEG_INF ? 0.f : M;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        L += red_l[w * 16 + r] * ex2(red_m[w * 16 + r] - Mu);
-        const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
-        o.x += x.x;
-        o.y += x.y;
-        o.z += x.z;
-        o.w += x.w;
-      }
+    for (int w = 0; w < 4; ++w) {
+      L += red_l[w * 16 + r] * ex2(red_m[w * 16 + r] - Mu);
+      const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
+      o.x += x.x;
+      o.y += x.y;
+      o.z += x.z;
+      o.w += x.w;
     }
     if (p.nsplit == 1) {
       // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
       // causal), so L > 0; a row the bias masks entirely gets O = 0.
       const int i = r / group, hh = kh * group + r % group;
-      const float inv = ROWSTAT ? 1.f : L > 0.f ? 1.f / L : 0.f;  // ROWSTAT: normalised above
+      const float inv = L > 0.f ? 1.f / L : 0.f;
       store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
              o.y * inv, o.z * inv, o.w * inv);
       if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-    } else if (pair && !pair_last) {
-      // First of the pair: the partial goes into the partner's landing zone.
-      const uint32_t bar = cluster_map(smem_u32(&s_pair_bar[0]), pair_rank ^ 1u);
-      st_async_f4(cluster_map(smem_u32(land_o + r * D + d), pair_rank ^ 1u), o, bar);
-      if (d == 0) st_async_f2(cluster_map(smem_u32(land_ml + r), pair_rank ^ 1u), make_float2(M, L), bar);
-    } else if (pair) {
-      // Last of the pair: merge with the landed partial, rank 0's first (the same arithmetic
-      // whichever rank merges).
-      const float2 ml_x = land_ml[r];
-      const float4 o_x = *reinterpret_cast<const float4 *>(land_o + r * D + d);
-      const bool mine0 = pair_rank == 0;
-      const float Ma = mine0 ? M : ml_x.x, La = mine0 ? L : ml_x.y;
-      const float Mb = mine0 ? ml_x.x : M, Lb = mine0 ? ml_x.y : L;
-      const float4 oa = mine0 ? o : o_x, ob = mine0 ? o_x : o;
-      const float Mx = fmaxf(Ma, Mb), Mxu = Mx == NEG_INF ? 0.f : Mx;
-      const float wa = ex2(Ma - Mxu), wb = ex2(Mb - Mxu);  // 0 for a partial that saw no key
-      const float Lt = wa * La + wb * Lb;
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = Lt > 0.f ? 1.f / Lt : 0.f;  // 0: a row its bias masks entirely
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d,
-             (wa * oa.x + wb * ob.x) * inv, (wa * oa.y + wb * ob.y) * inv, (wa * oa.z + wb * ob.z) * inv,
-             (wa * oa.w + wb * ob.w) * inv);
-      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(Mx, Lt);
     } else if (in_cluster) {
       *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
       if (d == 0) part_ml[r] = make_float2(M, L);
@@ -672,14 +539,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   PT_TL(6);
   if (p.nsplit == 1) {
     PT_TL_END(6);
-    return;
-  }
-  if (pair) {
-    // Rank 0, first of the pair, stays until rank 1 (still streaming then) has counted on rank
-    // 0's counter; the other cases leave at once (nothing else touches their shared memory).
-    if (!pair_last && pair_rank == 0 && tid == 0) mbar_wait_cluster(smem_u32(&s_pair_bar[1]), 0);
-    PT_TL(8);
-    PT_TL_END(8);
     return;
   }
   if (in_cluster) {
@@ -696,42 +555,16 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // One thread publishes the CTA's partial and counts it with a single
   // acq_rel atomic (release for our stores, which the barrier orders before
   // it; acquire for the other CTAs' partials when we are last).
-  if constexpr (EARLY) {
-    // Not last: publish the partial (the barrier orders every thread's stores before thread 0's
-    // release) and leave. Last: every other CTA has arrived, so their writes come; wait for any
-    // not yet counted, then reset the counter (nothing else touches it in this launch).
-    __syncthreads();
-    const int st = s_last;
-    if (!st) {
-      if (tid == 0) red_add_release_gpu(ws_cnt, 1u << 16);
-      PT_TL_END(6);
-      return;
-    }
-    if (tid == 0) {
-      if (st == 2)
-        while ((ld_acquire_gpu(ws_cnt) >> 16) != static_cast<uint32_t>(p.nsplit - 1)) {
-        }
-      st0_relaxed_gpu(ws_cnt);
-    }
-    __syncthreads();
-  } else {
-    __syncthreads();
-    if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
-    __syncthreads();
-    if (!s_last) {
-      PT_TL(7);
-      PT_TL_END(7);
-      return;
-    }
-  }
+  __syncthreads();
+  if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
+  __syncthreads();
   PT_TL(7);
+  if (!s_last) {
+    PT_TL_END(7);
+    return;
+  }
 
-  constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
-  if ((PT_ATTN_EXP & PT_ATTN_EXP_STAGED_MERGE) &&
-      p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
-    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
-  else
-    merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);
   PT_TL_END(8);
 }

@@ -35,11 +35,6 @@ extern "C" {
 #define PT_ATTN_MAX_CLUSTER 16
 #define PT_ATTN_PORTABLE_CLUSTER 8
 #define PT_ATTN_PLAN_CLUSTER 8
-/* Clusters of two merge by the pair merge (kernels/attn_decode.cu); 0 (a timing build:
- * -DPT_ATTN_PLAN_PAIR=0) starts with the general cluster merge for them (pt_attn_plan_pair). */
-#ifndef PT_ATTN_PLAN_PAIR
-#define PT_ATTN_PLAN_PAIR 1
-#endif
 /* Splits of at most this many tiles are short: a cluster plan is taken for them even when it
  * covers few SMs (kernels/attn_plan.c). */
 #define PT_ATTN_PLAN_SHORT_TILES 8
@@ -84,7 +79,6 @@ struct pt_attn_kparams {
   int64_t bias_bs, bias_hs, bias_rs;
   int bias_rows;         /* distinct bias rows per CTA (pt_attn_plan.bias_rows); 0: no bias */
   int pdl;               /* launched with programmatic dependent launch (pt_attn_plan_pdl) */
-  int pair;              /* cluster of 2 that merges by the pair merge (pt_attn_plan.pair) */
 };
 
 /* Compile-time diagnostics of the decode kernel (tests/gpu timing builds only: ATTN_VARIANTS in
@@ -100,16 +94,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOCOMPUTE 8
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
-/* Experiment: the bias read with an L2 evict_last policy (the scan and the tiles' copies), so
- * that it stays in L2 from launch to launch while K/V stream past. */
-#define PT_ATTN_EXP_BIAS_KEEP 64
-/* Experiment: each row's (M, L) computed once in the warp merge, not in every output item. */
-#define PT_ATTN_EXP_ROWSTAT 128
-/* Experiment: the workspace path counts arrivals at the end of the loop (the last to arrive
- * merges; the partials' writes are counted apart), not after its partial is written. */
-#define PT_ATTN_EXP_EARLY_COUNT 256
-/* Experiment: the workspace merge stages every partial in shared memory with cp.async at once. */
-#define PT_ATTN_EXP_STAGED_MERGE 512
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {
@@ -135,10 +119,6 @@ struct pt_attn_plan {
   int group, rows;
   int tiles, nsplit, tiles_per_split;
   int cluster;         /* 1, or nsplit when the splits merge in one cluster */
-  /* 1: a cluster of 2 that merges by the pair merge (the CTA that finishes
-   * first pushes its partial into the other's shared memory, which merges
-   * alone); smem_bytes then includes the landing zone. */
-  int pair;
   unsigned smem_bytes; /* dynamic shared memory per CTA */
   /* Distinct bias rows a CTA stages per tile: seqlen_q when the bias is
    * broadcast over heads (head stride 0), else rows; 0 without a bias. */

@@ -390,7 +390,6 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   p.causal = d->causal != 0;
   p.scale_log2 = d->scale * 1.4426950408889634f;
   p.cluster = pl.cluster;
-  p.pair = pl.pair;
   p.bias = d->bias;
   p.bias_bs = d->bias_batch_stride;
   p.bias_hs = d->bias_head_stride;

@@ -14,12 +14,7 @@ static unsigned plan_smem_for(int d, int bias_rows) {
   return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u +
          stages * (unsigned)bias_rows * PT_ATTN_BIAS_LD * 2u;
 }
-/* The pair merge's landing zone, after the bias ring: the partner's partial,
- * rows x (d floats + (m, l)). Must match attn_decode.cu. */
-static unsigned plan_landing(int d, int rows) { return (unsigned)rows * ((unsigned)d * 4u + 8u); }
-unsigned pt_attn_plan_smem(int d) {
-  return plan_smem_for(d, PT_ATTN_MAX_ROWS) + plan_landing(d, PT_ATTN_MAX_ROWS);
-}
+unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 
 /* CTAs resident per SM at that shared memory (the kernels' launch bounds
  * promise at least this many). */
@@ -31,7 +26,6 @@ int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_pdl = 0;
 int pt_attn_plan_masked_short = 1;
 int pt_attn_plan_clusters_off = 0;
-int pt_attn_plan_pair = PT_ATTN_PLAN_PAIR;
 
 
 const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
@@ -196,12 +190,6 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   /* The cluster is all the splits (rounding the tiles may have left fewer
    * than planned); 1: no cluster. */
   pl->cluster = clustered ? pl->nsplit : 1;
-  /* A cluster of two merges by the pair merge (kernels/attn_decode.cu): the CTA that finishes
-   * first hands its partial to the other, so the last one to finish, which sets the launch's
-   * end, merges from its own shared memory without the cluster barriers and DSMEM reads of the
-   * general cluster merge. */
-  pl->pair = pl->cluster == 2 && pt_attn_plan_pair;
-  if (pl->pair) pl->smem_bytes += plan_landing(hd, pl->rows);
 
   if (pl->nsplit == 1 || pl->cluster > 1) {
     pl->ws_ml_off = pl->ws_o_off = 0;

@@ -46,11 +46,6 @@ extern int pt_attn_plan_pdl;
  * so that the plan it replaces can be timed beside it. */
 extern int pt_attn_plan_masked_short;
 
-/* Test-only knob (tests/gpu timing, default 1): 0 makes clusters of two merge like larger
- * clusters (merge_cluster) instead of by the pair merge, so that the two can be timed side by
- * side. */
-extern int pt_attn_plan_pair;
-
 /* Set (once, never cleared) when a cluster launch was refused by the GPU
  * (kernels/attn_launch.c): from then on every plan takes the workspace path.
  * Read with relaxed atomics; a plan made just before the change may find its

@@ -10,9 +10,6 @@
 //    (.aligned); addresses passed to cluster_map / ld_cluster_* are shared
 //    addresses (smem_u32) of a variable at the same offset in every CTA, and
 //    that CTA has not left (bracket the reads with cluster_sync).
-//  - mbar_* / st_async_* / atom_add1_cluster: 8-byte aligned barriers initialised (mbar_init,
-//    fence_mbar_init_cluster) before a cluster barrier that every CTA passes before its first
-//    remote access; the target CTA has not left; st_async_f4 / _f2 addresses 16 / 8-byte aligned.
 //  - cp_async16 / cp_async16_policy: dst 16-byte aligned shared address, src 16-byte aligned and
 //    valid even when src_bytes is 0 (then the 16 bytes are zero-filled).
 //  - ldsm_x4 / ldsm_x4_t / dt<T>::mma: all 32 lanes of the warp, converged;
@@ -74,80 +71,10 @@ static __device__ __forceinline__ float2 ld_cluster_f2_if(uint32_t addr, bool pr
   return v;
 }
 
-// The pair merge of the decode kernel (two CTAs per cluster; kernels/attn_decode.cu): the first
-// CTA to finish pushes its partial into its partner's shared memory with st.async, which counts
-// the bytes on the partner's mbarrier; the partner waits on that barrier and merges alone.
-// The cluster barrier split in two: arrive early (after the barriers are initialised), wait just
-// before the first access to another CTA's shared memory.
-static __device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void cluster_wait_acquire() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// Makes the mbarrier inits visible to the cluster (before the barrier.cluster arrive).
-static __device__ __forceinline__ void fence_mbar_init_cluster() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// One arrival on a local barrier that also expects `bytes` of st.async / async copies.
-static __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar),
-               "r"(bytes)
-               : "memory");
-}
-// One arrival on a barrier of another CTA of the cluster (a shared::cluster address).
-static __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Waits until phase `parity` of a local barrier has completed; acquires at cluster scope what
-// the arrivals and the counted bytes released.
-static __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"
-               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-// Asynchronous stores into another CTA's shared memory, counted (bytes) on its barrier `bar`;
-// both are shared::cluster addresses (cluster_map).
-static __device__ __forceinline__ void st_async_f4(uint32_t addr, float4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1,%2,%3,%4}, [%5];\n" ::"r"(
-                   addr),
-               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-               : "memory");
-}
-static __device__ __forceinline__ void st_async_f2(uint32_t addr, float2 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1,%2}, [%3];\n" ::"r"(addr),
-               "f"(v.x), "f"(v.y), "r"(bar)
-               : "memory");
-}
-// atomicAdd(1) on a shared::cluster address (any CTA of the cluster); returns the old value.
-static __device__ __forceinline__ uint32_t atom_add1_cluster(uint32_t addr) {
-  uint32_t old;
-  asm volatile("atom.shared::cluster.add.u32 %0, [%1], 1;\n" : "=r"(old) : "r"(addr) : "memory");
-  return old;
-}
-
 static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
   // .cg: stream through L2 only; src_bytes 0 zero-fills (keys past the split).
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes));
-}
-// An L2 policy that keeps the lines it tags over others (data every launch reads again).
-static __device__ __forceinline__ uint64_t l2_evict_last() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-static __device__ __forceinline__ uint4 ld_global_v4_policy(const void *src, uint64_t pol) {
-  uint4 v;
-  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(src), "l"(pol));
-  return v;
 }
 // An L2 policy that evicts the lines it tags first (data read once), and cp_async16 with it.
 static __device__ __forceinline__ uint64_t l2_evict_first() {
@@ -256,21 +183,6 @@ static __device__ __forceinline__ unsigned int atom_add1_acq_rel_gpu(unsigned in
                : "l"(addr)
                : "memory");
   return old;
-}
-// The early count of the workspace merge (an experiment): arrivals in the low 16 bits of a
-// unit's counter, written partials in the high 16.
-static __device__ __forceinline__ unsigned int atom_add1_acquire_gpu(unsigned int *addr) {
-  unsigned int old;
-  asm volatile("atom.acquire.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(addr) : "memory");
-  return old;
-}
-static __device__ __forceinline__ void red_add_release_gpu(unsigned int *addr, unsigned int v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
-}
-static __device__ __forceinline__ unsigned int ld_acquire_gpu(const unsigned int *addr) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
-  return v;
 }
 static __device__ __forceinline__ void st0_relaxed_gpu(unsigned int *addr) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(addr) : "memory");

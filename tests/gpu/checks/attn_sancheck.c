@@ -167,8 +167,6 @@ int main(void) {
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);  /* many units, one split */
   run(PT_DTYPE_BF16, 1, 1, 1, 1, 2000, 128, 0);  /* 8 splits in one cluster */
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);  /* 5 long splits: workspace merge */
-  run(PT_DTYPE_BF16, 8, 8, 8, 1, 2000, 128, 0);  /* 64 units x 2: the pair merge */
-  run(PT_DTYPE_FP16, 8, 16, 8, 1, 1000, 64, 0);  /* the pair merge, d 64, 2 rows */
   /* The small-split shapes above merged in a cluster; again through the workspace. */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 128, 0);
@@ -181,7 +179,6 @@ int main(void) {
   run(PT_DTYPE_FP16, 2, 4, 4, 4, 130, 64, 1);
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);
   run(PT_DTYPE_BF16, 1, 8, 8, 1, 3000, 128, 0);  /* cluster splits of 6 tiles: workspace (short rule) */
-  run(PT_DTYPE_BF16, 8, 64, 8, 1, 4100, 128, 0); /* the pair merge, 8 rows */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;

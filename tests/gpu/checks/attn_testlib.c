@@ -186,12 +186,6 @@ __attribute__((visibility("default"))) void pt_test_set_pdl(int on) {
   pt_attn_plan_pdl = on;
 }
 
-/* Correctness and timing: clusters of two merge by the pair merge (1, default) or like larger
- * clusters (0). */
-__attribute__((visibility("default"))) void pt_test_set_pair(int on) {
-  pt_attn_plan_pair = on;
-}
-
 /* Timing experiments only: the masked short-split rule of the planner on (1, default) or off. */
 __attribute__((visibility("default"))) void pt_test_set_masked_short(int on) {
   pt_attn_plan_masked_short = on;

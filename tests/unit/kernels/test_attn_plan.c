@@ -184,10 +184,6 @@ static void test_plan_sweep(void **state) {
              * workspace. */
             assert_true(pl.cluster == 1 || pl.cluster == pl.nsplit);
             assert_true(pl.cluster <= PT_ATTN_PLAN_CLUSTER);
-            /* Clusters of two, and only they, merge by the pair merge; the
-             * kernels' shared-memory attribute covers its landing zone. */
-            assert_int_equal(pl.pair, pl.cluster == 2);
-            assert_true(pl.smem_bytes <= pt_attn_plan_smem(dims[id]));
             if (pl.cluster > 1) assert_true(units * pl.nsplit <= PT_ATTN_PLAN_SMS);
             if (pl.nsplit == 1 || pl.cluster > 1) {
               assert_int_equal(ws, 0);
@@ -294,43 +290,6 @@ static void test_plan_masked_short(void **state) {
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   assert_int_equal(pl.nsplit, 32);
 }
-/* A cluster of two merges by the pair merge: the same plan with a landing zone
- * for the partner's partial (rows x (d floats + (m, l))) after the bias ring;
- * the knob gives the general cluster merge back, nothing else changes. */
-static void test_plan_pair(void **state) {
-  (void)state;
-  struct pt_attn_plan a, b;
-  memset(&a, 0, sizeof a);  /* the padding too: the plans are compared bytewise */
-  memset(&b, 0, sizeof b);
-  struct pt_attn_desc d = masked(hf_desc(8, 64, 8, 4096, 128));  /* 64 units x 2, 8 rows */
-  pt_attn_plan_make(&d, &a);
-  assert_int_equal(a.cluster, 2);
-  assert_int_equal(a.pair, 1);
-  assert_int_equal(a.ws_bytes, 0);
-  pt_attn_plan_pair = 0;
-  pt_attn_plan_make(&d, &b);
-  pt_attn_plan_pair = 1;
-  assert_int_equal(b.cluster, 2);
-  assert_int_equal(b.pair, 0);
-  assert_int_equal(a.smem_bytes, b.smem_bytes + 8u * (128u * 4u + 8u));
-  assert_true(a.smem_bytes <= pt_attn_plan_smem(128));
-  b.pair = 1;
-  b.smem_bytes = a.smem_bytes;
-  assert_memory_equal(&a, &b, sizeof a);
-  d = hf_desc(8, 16, 4, 4100, 128);  /* a cluster of 4: the general merge */
-  pt_attn_plan_make(&d, &a);
-  assert_int_equal(a.cluster, 4);
-  assert_int_equal(a.pair, 0);
-  d = hf_desc(32, 32, 8, 4096, 128);  /* one split: no merge */
-  pt_attn_plan_make(&d, &a);
-  assert_int_equal(a.nsplit, 1);
-  assert_int_equal(a.pair, 0);
-  d = hf_desc(8, 32, 8, 4096, 256);  /* d = 256, 16 rows at most: still within 227 KiB */
-  pt_attn_plan_make(&d, &a);
-  assert_int_equal(a.pair, a.cluster == 2);
-  assert_true(pt_attn_plan_smem(256) <= 227u * 1024u);
-}
-
 static void test_plan_masked_long(void **state) {
   (void)state;
   struct pt_attn_plan pl;
@@ -458,7 +417,6 @@ int main(void) {
     cmocka_unit_test(test_plan_sweep),
     cmocka_unit_test(test_plan_fills_gpu),
     cmocka_unit_test(test_plan_cluster_knob),
-    cmocka_unit_test(test_plan_pair),
     cmocka_unit_test(test_plan_masked_long),
     cmocka_unit_test(test_plan_masked_short),
 #ifdef PT_ATTN_HAVE_FATBIN
