@@ -564,7 +564,13 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     return;
   }
 
-  merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  // The partials staged in the K/V ring when they fit (most launches: 64 KiB at 16 splits of 8
+  // rows and d = 128), else loaded in batches.
+  constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
+  if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
+    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  else
+    merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);
   PT_TL_END(8);
 }

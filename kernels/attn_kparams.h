@@ -34,7 +34,9 @@ extern "C" {
  * 16). The plan uses clusters of up to PT_ATTN_PLAN_CLUSTER. */
 #define PT_ATTN_MAX_CLUSTER 16
 #define PT_ATTN_PORTABLE_CLUSTER 8
+#ifndef PT_ATTN_PLAN_CLUSTER /* a timing build may raise it: -DPT_ATTN_PLAN_CLUSTER=16 */
 #define PT_ATTN_PLAN_CLUSTER 8
+#endif
 /* Splits of at most this many tiles are short: a cluster plan is taken for them even when it
  * covers few SMs (kernels/attn_plan.c). */
 #define PT_ATTN_PLAN_SHORT_TILES 8

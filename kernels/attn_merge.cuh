@@ -25,6 +25,8 @@
 //    PT_ATTN_MAX_ROWS float2, PT_ATTN_MAX_ROWS floats and NT float4, and may
 //    be overwritten; ns <= PT_ATTN_MAX_SPLITS, rows <= PT_ATTN_MAX_ROWS; the
 //    other splits' partials are visible (split_count_last's acquire).
+//    merge_splits_staged: the same, smem holding ns * rows * (D floats +
+//    float2) + rows floats instead; no cp.async group of the caller pending.
 //  - split_count_last: one thread of the CTA, after a __syncthreads that
 //    orders the CTA's partial stores before it; the counter starts at 0.
 //  - O 8-byte aligned per 4 columns (store4). A row that saw no key in any
@@ -165,6 +167,79 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
     item = tid % pi;
     grp = tid / pi;
     issue(grp);
+  }
+}
+
+// merge_splits when every partial fits in the K/V ring's shared memory (the caller checks:
+// ns * rows * (D floats + (m, l)) + rows floats): the (m, l) loads first, then all of O by
+// cp.async in one go (one L2 round trip for the lot, no registers held while it flies), then
+// the weights and the sums from shared memory. Same weights and order as merge_splits, one
+// split after another. B = 1, 32k keys, G 8 (16 splits of 8 rows, 64 KiB):
+// -0.3 to -0.6 us per launch (bench/records/2026-12-03-decode-pair.md).
+template <typename T, int D, int NT>
+static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams &p, unsigned char *smem,
+                                                           const float2 *ws_ml, const float *ws_o, int ns,
+                                                           int bi, int kh, int rows, int group, int nitems) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  float *const so = reinterpret_cast<float *>(smem);              // [ns][rows][D]
+  float2 *const wml = reinterpret_cast<float2 *>(so + ns * rows * D);  // [ns][rows]
+  float *const inv_l = reinterpret_cast<float *>(wml + ns * rows);     // [rows]
+  const int nml = ns * rows;
+  float2 ml0 = make_float2(0.f, 0.f), ml1 = ml0;
+  if (tid < nml) ml0 = __ldcg(&ws_ml[tid]);
+  if (tid + NT < nml) ml1 = __ldcg(&ws_ml[tid + NT]);
+  const int nch = ns * rows * (D / 4);
+#pragma unroll 4
+  for (int c = tid; c < nch; c += NT) cp_async16(smem_u32(so + c * 4), ws_o + c * 4, 16);
+  cp_async_commit();
+  if (tid < nml) wml[tid] = ml0;
+  if (tid + NT < nml) wml[tid + NT] = ml1;
+#pragma unroll 1
+  for (int i = tid + 2 * NT; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
+  __syncthreads();
+#pragma unroll 1
+  for (int r = warp; r < rows; r += NT / 32) {
+    float M = NEG_INF;
+#pragma unroll 1
+    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
+    M = warp_max(M);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+#pragma unroll 1
+    for (int s = lane; s < ns; s += 32) {
+      const float2 ml = wml[s * rows + r];
+      const float w = ex2(ml.x - Mu);
+      wml[s * rows + r].x = w;
+      L += w * ml.y;
+    }
+    L = warp_sum(L);
+    if (lane == 0) {
+      inv_l[r] = L > 0.f ? 1.f / L : 0.f;
+      if (p.lse) {
+        const int i = r / group, hh = kh * group + r % group;
+        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll 1
+  for (int it = tid; it < nitems; it += NT) {
+    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < ns; ++s) {
+      const float w = wml[s * rows + r].x;
+      const float4 x = *reinterpret_cast<const float4 *>(so + (s * rows + r) * D + d);
+      o.x += w * x.x;
+      o.y += w * x.y;
+      o.z += w * x.z;
+      o.w += w * x.w;
+    }
+    const int i = r / group, hh = kh * group + r % group;
+    const float inv = inv_l[r];
+    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
+           o.z * inv, o.w * inv);
   }
 }
 
