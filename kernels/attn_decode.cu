@@ -27,7 +27,7 @@
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
-// split merges (merge_cluster, merge_splits, split_count_last) in
+// split merges (merge_cluster, merge_splits(_staged), split_count_last) in
 // kernels/attn_merge.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -564,8 +564,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     return;
   }
 
-  // The partials staged in the K/V ring when they fit (most launches: 64 KiB at 16 splits of 8
-  // rows and d = 128), else loaded in batches.
+  // The partials staged in the K/V ring when they fit (e.g. 64 KiB at 16 splits of 8 rows and
+  // d = 128, of its 96 KiB), else loaded in batches.
   constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
   if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
     merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
