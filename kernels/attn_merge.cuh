@@ -173,14 +173,23 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
 // merge_splits when every partial fits in the K/V ring's shared memory (the caller checks:
 // ns * rows * (D floats + (m, l)) + rows floats): the (m, l) loads first, then all of O by
 // cp.async in one go (one L2 round trip for the lot, no registers held while it flies), then
-// the weights and the sums from shared memory. Same weights and order as merge_splits, one
-// split after another. B = 1, 32k keys, G 8 (16 splits of 8 rows, 64 KiB):
-// -0.3 to -0.6 us per launch (bench/records/2026-12-03-decode-pair.md).
+// the weights and the sums from shared memory. Same weights as merge_splits, the splits summed
+// one after another. B = 1, 32k keys, G 8 (16 splits of 8 rows, 64 KiB): -0.6 to -0.7 us per
+// launch, and -0.3 more with the weights one lane per (split, row); the merge then takes about
+// 2 us, mostly the weights and the sums, not the copy (bench/records/2026-12-03-decode-pair.md).
 template <typename T, int D, int NT>
 static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams &p, unsigned char *smem,
                                                            const float2 *ws_ml, const float *ws_o, int ns,
                                                            int bi, int kh, int rows, int group, int nitems) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+#ifdef PT_ATTN_TIMELINE
+  // Timeline builds only: the phases of this merge in unit (0, 0) (bench/records/2026-12-03-decode-pair.md).
+  unsigned long long tm[5];
+#define PT_TLM(i) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tm[i]))
+#else
+#define PT_TLM(i) do { } while (0)
+#endif
+  PT_TLM(0);
   float *const so = reinterpret_cast<float *>(smem);              // [ns][rows][D]
   float2 *const wml = reinterpret_cast<float2 *>(so + ns * rows * D);  // [ns][rows]
   float *const inv_l = reinterpret_cast<float *>(wml + ns * rows);     // [rows]
@@ -197,32 +206,69 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
 #pragma unroll 1
   for (int i = tid + 2 * NT; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
   __syncthreads();
+  PT_TLM(1);
+  // The weights, one lane per (split, row): a row's ns splits take P lanes (the power of two
+  // >= ns, at most 32), a warp 32 / P rows at once, every row in one pass at 16 splits of 8 rows.
+  // A warp per row, one after the other, took 0.55 us per row; this 0.8 us for all 8 rows (calls
+  // 4 and 5 of bench/records/2026-12-03-decode-pair.md). The sums' order is fixed (butterfly):
+  // deterministic.
+  if (ns <= 32) {
+    const int P = ns <= 2 ? 2 : ns <= 4 ? 4 : ns <= 8 ? 8 : ns <= 16 ? 16 : 32;
+    const int sub = lane / P, s = lane % P, per_warp = 32 / P;
 #pragma unroll 1
-  for (int r = warp; r < rows; r += NT / 32) {
-    float M = NEG_INF;
-#pragma unroll 1
-    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
-    M = warp_max(M);
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-#pragma unroll 1
-    for (int s = lane; s < ns; s += 32) {
-      const float2 ml = wml[s * rows + r];
-      const float w = ex2(ml.x - Mu);
-      wml[s * rows + r].x = w;
-      L += w * ml.y;
+    for (int r0 = warp * per_warp; r0 < rows; r0 += (NT / 32) * per_warp) {  // warp-uniform
+      const int r = r0 + sub;
+      const bool ok = r < rows && s < ns;
+      const float2 ml = ok ? wml[s * rows + r] : make_float2(NEG_INF, 0.f);
+      float M = ml.x;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        if (o < P) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+      const float Mu = M == NEG_INF ? 0.f : M;
+      const float w = ok ? ex2(ml.x - Mu) : 0.f;
+      if (ok) wml[s * rows + r].x = w;
+      float L = w * ml.y;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        if (o < P) L += __shfl_xor_sync(0xffffffffu, L, o);
+      if (s == 0 && r < rows) {
+        inv_l[r] = L > 0.f ? 1.f / L : 0.f;
+        if (p.lse) {
+          const int i = r / group, hh = kh * group + r % group;
+          p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+        }
+      }
     }
-    L = warp_sum(L);
-    if (lane == 0) {
-      inv_l[r] = L > 0.f ? 1.f / L : 0.f;
-      if (p.lse) {
-        const int i = r / group, hh = kh * group + r % group;
-        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+  } else {
+#pragma unroll 1
+    for (int r = warp; r < rows; r += NT / 32) {
+      float M = NEG_INF;
+#pragma unroll 1
+      for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
+      M = warp_max(M);
+      const float Mu = M == NEG_INF ? 0.f : M;
+      float L = 0.f;
+#pragma unroll 1
+      for (int s = lane; s < ns; s += 32) {
+        const float2 ml = wml[s * rows + r];
+        const float w = ex2(ml.x - Mu);
+        wml[s * rows + r].x = w;
+        L += w * ml.y;
+      }
+      L = warp_sum(L);
+      if (lane == 0) {
+        inv_l[r] = L > 0.f ? 1.f / L : 0.f;
+        if (p.lse) {
+          const int i = r / group, hh = kh * group + r % group;
+          p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+        }
       }
     }
   }
+  PT_TLM(2);
   cp_async_wait<0>();
   __syncthreads();
+  PT_TLM(3);
 #pragma unroll 1
   for (int it = tid; it < nitems; it += NT) {
     const int r = it / (D / 4), d = (it % (D / 4)) * 4;
@@ -241,6 +287,14 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
     store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
            o.z * inv, o.w * inv);
   }
+  PT_TLM(4);
+#ifdef PT_ATTN_TIMELINE
+  if (tid == 0 && bi == 0 && kh == 0)
+    printf("TLM staged merge, unit 0 (%d splits x %d rows): (m, l) in %llu, weights %llu, copy waited %llu, "
+           "sums %llu, total %llu ns\n",
+           ns, rows, tm[1] - tm[0], tm[2] - tm[1], tm[3] - tm[2], tm[4] - tm[3], tm[4] - tm[0]);
+#endif
+#undef PT_TLM
 }
 
 // Cluster merge: the p.cluster CTAs of a (batch, KV head) each hold their

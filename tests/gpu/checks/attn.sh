@@ -133,12 +133,12 @@ for st in $STAGES; do
     timed_stage "$st"
     ;;
   timeline)
-    # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases; never timed).
+    # Needs ATTN_DEFS=-DPT_ATTN_TIMELINE (the kernel then prints its phases, TLM the staged merge's; never timed).
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" timeline \
       >"$OUT/timeline.log" 2>&1
     rc=$?
     [ "$rc" = 0 ] || status=1
-    grep -E "^TL " "$OUT/timeline.log"
+    grep -E "^TLM? " "$OUT/timeline.log"
     # -DPT_ATTN_TIMELINE_ALL: one line per CTA; summarised per tile count (timeline_ctas.py)
     if grep -q "^TLC" "$OUT/timeline.log"; then
       $PY tests/gpu/checks/timeline_ctas.py "$OUT/timeline.log" | tee "$OUT/timeline_ctas.txt"
