@@ -41,6 +41,43 @@
 
 namespace pt_attn {
 
+// A row's merge constants once its weights are known: 1 / L into inv_l (0: a row its bias
+// masks entirely) and its LSE. One thread per row.
+static __device__ __forceinline__ void split_row_done(const pt_attn_kparams &p, float *inv_l, int r, float M,
+                                                      float L, int bi, int kh, int group) {
+  inv_l[r] = L > 0.f ? 1.f / L : 0.f;
+  if (p.lse) {
+    const int i = r / group, hh = kh * group + r % group;
+    p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+  }
+}
+
+// The per-split weights of every row, a warp per row: wml[s][r] = (m, l) -> (w, l) with
+// w = 2^(m - M), then split_row_done. Every thread of the CTA calls it (warp-uniform loops).
+template <int NT>
+static __device__ __forceinline__ void split_weights_warp(const pt_attn_kparams &p, float2 *wml, float *inv_l,
+                                                          int ns, int rows, int bi, int kh, int group) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll 1
+  for (int r = warp; r < rows; r += NT / 32) {
+    float M = NEG_INF;
+#pragma unroll 1
+    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
+    M = warp_max(M);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+#pragma unroll 1
+    for (int s = lane; s < ns; s += 32) {
+      const float2 ml = wml[s * rows + r];
+      const float w = ex2(ml.x - Mu);
+      wml[s * rows + r].x = w;
+      L += w * ml.y;
+    }
+    L = warp_sum(L);
+    if (lane == 0) split_row_done(p, inv_l, r, M, L, bi, kh, group);
+  }
+}
+
 // The last CTA of a (batch, KV head): O = sum_s w_s O_s / L with
 // w_s = 2^(m_s - M), M = max_s m_s, L = sum_s w_s l_s. The partials were just
 // written by other SMs, so they are read from L2 (ld.cg). The merge is
@@ -63,7 +100,7 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
                                                     int ns, int bi, int kh, int rows, int group,
                                                     int nitems) {
   constexpr int NB = 16;  // float4 loads in flight per thread
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x;
   float2 *const wml = reinterpret_cast<float2 *>(smem);                 // [ns][rows]: (m, l) -> (w, l)
   float *const inv_l = reinterpret_cast<float *>(wml + PT_ATTN_MAX_SPLITS * PT_ATTN_MAX_ROWS);
   float4 *const gsum = reinterpret_cast<float4 *>(inv_l + PT_ATTN_MAX_ROWS);  // [NT]
@@ -90,30 +127,7 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
 #pragma unroll 4  // 4 loads in flight: ns * rows reaches 4096 (256 splits x 16 rows)
   for (int i = tid; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
   __syncthreads();
-#pragma unroll 1
-  for (int r = warp; r < rows; r += NT / 32) {
-    float M = NEG_INF;
-#pragma unroll 1
-    for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
-    M = warp_max(M);
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-#pragma unroll 1
-    for (int s = lane; s < ns; s += 32) {
-      const float2 ml = wml[s * rows + r];
-      const float w = ex2(ml.x - Mu);
-      wml[s * rows + r].x = w;
-      L += w * ml.y;
-    }
-    L = warp_sum(L);
-    if (lane == 0) {
-      inv_l[r] = L > 0.f ? 1.f / L : 0.f;  // 0: a row its bias masks entirely
-      if (p.lse) {
-        const int i = r / group, hh = kh * group + r % group;
-        p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-      }
-    }
-  }
+  split_weights_warp<NT>(p, wml, inv_l, ns, rows, bi, kh, group);
   __syncthreads();
 
 #pragma unroll 1
@@ -231,39 +245,10 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1)
         if (o < P) L += __shfl_xor_sync(0xffffffffu, L, o);
-      if (s == 0 && r < rows) {
-        inv_l[r] = L > 0.f ? 1.f / L : 0.f;
-        if (p.lse) {
-          const int i = r / group, hh = kh * group + r % group;
-          p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-        }
-      }
+      if (s == 0 && r < rows) split_row_done(p, inv_l, r, M, L, bi, kh, group);
     }
   } else {
-#pragma unroll 1
-    for (int r = warp; r < rows; r += NT / 32) {
-      float M = NEG_INF;
-#pragma unroll 1
-      for (int s = lane; s < ns; s += 32) M = fmaxf(M, wml[s * rows + r].x);
-      M = warp_max(M);
-      const float Mu = M == NEG_INF ? 0.f : M;
-      float L = 0.f;
-#pragma unroll 1
-      for (int s = lane; s < ns; s += 32) {
-        const float2 ml = wml[s * rows + r];
-        const float w = ex2(ml.x - Mu);
-        wml[s * rows + r].x = w;
-        L += w * ml.y;
-      }
-      L = warp_sum(L);
-      if (lane == 0) {
-        inv_l[r] = L > 0.f ? 1.f / L : 0.f;
-        if (p.lse) {
-          const int i = r / group, hh = kh * group + r % group;
-          p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-        }
-      }
-    }
+    split_weights_warp<NT>(p, wml, inv_l, ns, rows, bi, kh, group);
   }
   PT_TLM(2);
   cp_async_wait<0>();
