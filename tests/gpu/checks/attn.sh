@@ -17,7 +17,9 @@
 #                                          # compile-time variants (kernels/attn_kparams.h), each its
 #                                          # own test library, timed interleaved with the default;
 #                                          # ATTN_VARIANT_CHECK=1 runs correctness on each first
-#                                          # (not on name@DIR builds of another tree)
+#                                          # (not on name@DIR builds of another tree); a list of
+#                                          # names instead of 1 checks only those (diagnostic
+#                                          # builds with wrong results are timed unchecked)
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail
@@ -90,7 +92,8 @@ for name in "${vnames[@]}"; do
   # shellcheck disable=SC2086
   testlib "$src" "$B/v_$name.c" "$B/libattn_test_$name.so" $defs || { status=1; continue; }
   # (a variant built from another tree, name@DIR, is that tree's kernel, checked at its commit)
-  if [ -n "${ATTN_VARIANT_CHECK:-}" ] && [ "$src" = . ]; then
+  if [ -n "${ATTN_VARIANT_CHECK:-}" ] && [ "$src" = . ] &&
+    { [ "$ATTN_VARIANT_CHECK" = 1 ] || [[ " $ATTN_VARIANT_CHECK " == *" $name "* ]]; }; then
     $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test_$name.so" correctness >"$B/c_$name.log" 2>&1
     rc=$?
     summary+=("variant $name correctness: $(tail -n 1 "$B/c_$name.log") (rc $rc)")

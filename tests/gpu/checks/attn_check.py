@@ -65,10 +65,14 @@ class Lib:
         self.l.pt_test_set_bias.restype = None
         self.l.pt_test_set_pdl.argtypes = [I]
         self.l.pt_test_set_pdl.restype = None
-        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I)]
+        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I), ctypes.POINTER(I)]
         self.l.pt_test_plan.restype = None
         self.l.pt_test_set_masked_short.argtypes = [I]
         self.l.pt_test_set_masked_short.restype = None
+        self.l.pt_test_set_dsplit.argtypes = [I]
+        self.l.pt_test_set_dsplit.restype = I
+        self.dsplit_default = self.l.pt_test_set_dsplit(0)
+        self.l.pt_test_set_dsplit(self.dsplit_default)
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
         self.ws = None
@@ -115,10 +119,11 @@ class Lib:
             self.l.pt_test_set_masked_short(1)
 
     def plan(self, a):
-        """(split count, cluster size) the planner picks for these arguments (and the bias set)."""
-        ns, cl = ctypes.c_int(0), ctypes.c_int(0)
-        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl))
-        return ns.value, cl.value
+        """(split count, cluster size, D-split pair) the planner picks for these arguments (and
+        the bias set)."""
+        ns, cl, ds = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl), ctypes.byref(ds))
+        return ns.value, cl.value, ds.value
 
     def decode(self, a):
         why = self.l.pt_test_supported(*a).decode()
@@ -387,6 +392,79 @@ def masked_nan_edges(c):
                      extra)
 
 
+def pair_edges(c, dtype, S):
+    """A launch planned as a pair (B 8 x Hk 8 units, d 128): row 0 left-padded by 200 keys, row 1
+    right-padded from key 3304, row 2 fully masked, the rest with a random bias. K/V hold NaN
+    where masked (narrowed away, never read); row 2 must get O = 0 and LSE = -inf, the others
+    the reference with the masked keys dropped. Reports the plan, and fails when it is not a
+    cluster of two (the shapes this group is for)."""
+    B, Hk, G, D = 8, 8, 2, 128
+    torch.manual_seed(11 + S)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
+    H = Hk * G
+    bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
+    kz, vz = k.clone(), v.clone()
+    for b, sl in ((0, slice(0, 200)), (1, slice(3304, S)), (2, slice(0, S))):
+        bias[b, ..., sl] = float("-inf")
+        k[b, sl] = float("nan")
+        v[b, sl] = float("nan")
+        kz[b, sl] = 0
+        vz[b, sl] = 0
+    keep = [b for b in range(B) if b != 2]
+    ref_o, ref_lse = reference(q[keep], kz[keep], vz[keep], 1.0 / math.sqrt(D), False, bias[keep])
+    a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
+    c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+    try:
+        plan = c.lib.plan(a)
+        c.poison(o_full, lse)
+        c.lib.decode(a)
+        torch.cuda.synchronize()
+    finally:
+        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+    eo, el = rel_err(o[keep], ref_o), rel_err(lse[keep], ref_lse)
+    empty = bool((o[2] == 0).all()) and bool(torch.isinf(lse[2]).all() and (lse[2] < 0).all())
+    if not empty or plan[1] != 2 or plan[2] != getattr(c, "pair_ds", plan[2]):
+        eo = float("inf")  # wrong output, or not the plan this case is for
+    c.record("pair: NaN K/V where masked, a fully masked row, S%d %s" % (
+        S, "bf16" if dtype == torch.bfloat16 else "fp16"), eo, el,
+        "  plan %d splits, cluster %d%s%s" % (plan[0], plan[1], ", D-split" if plan[2] else "",
+                                               "" if empty else ", row 2 not O 0 / LSE -inf"))
+
+
+def pair_cases(c):
+    """Launches the planner gives clusters of two (64 units of d 128: B 8 x Hk 8, B 16 x Hk 4,
+    B 64 x Hk 1), through the cluster merge and through the D-split pair
+    (kernels/attn_decode_ds.cu, pt_test_set_dsplit). Odd and even tile counts (3, 65: the
+    rank-1 CTA owns one tile fewer), every query-row count up to 16, masks, causal rows, graph
+    replay and bitwise repeats."""
+    for ds in (0, 1):
+        c.lib.l.pt_test_set_dsplit(ds)
+        c.pair_ds = ds
+        c.rows.append("pair cases, %s:" % ("the D-split pair" if ds else "the cluster merge"))
+        try:
+            pair_group(c)
+        finally:
+            c.lib.l.pt_test_set_dsplit(c.lib.dsplit_default)
+
+
+def pair_group(c):
+    for dtype in (torch.bfloat16, torch.float16):
+        for S in (130, 1000, 4100):
+            for G in (1, 8):
+                c.case(8, S, 8, G, 128, dtype)
+                masked_case(c, 8, S, 8, G, 128, dtype)
+        pair_edges(c, dtype, 4000)
+    c.case(8, 4096, 8, 16, 128, torch.bfloat16)
+    c.case(16, 4100, 4, 8, 128, torch.bfloat16, layout="fa")
+    c.case(64, 2000, 1, 8, 128, torch.float16)
+    c.case(8, 1000, 8, 2, 128, torch.bfloat16, sq=4, causal=True)
+    c.case(8, 4100, 8, 4, 128, torch.bfloat16, repeat=True, graph=True)
+    masked_case(c, 8, 4100, 8, 4, 128, torch.bfloat16, per_head=True)
+    masked_case(c, 8, 4100, 8, 4, 128, torch.bfloat16, right=True)
+    masked_case(c, 8, 4100, 8, 2, 128, torch.bfloat16, sq=4, causal=True)
+    masked_case(c, 8, 4100, 8, 4, 128, torch.float16, pad_frac=0.9, graph=True)
+
+
 def masked_correctness(c):
     """Issue 17's grid for the masked kernel: left padding 0-75% of the keys per row, random
     additive bias, broadcast and per head, GQA, several query rows, causal, splits through the
@@ -410,6 +488,7 @@ def masked_correctness(c):
         masked_case(c, 1, 1000, 4, 4, 64, torch.float16, cluster_max=cm, pad_frac=0.9)
     masked_empty_row(c)
     masked_nan_edges(c)
+    pair_cases(c)
 
 
 def correctness(lib):
@@ -863,7 +942,7 @@ def masked_plans(lib, out_rows):
             plans = []
             for cm, rule in settings.values():
                 with lib.knobs(cluster_max=cm, masked_short=rule):
-                    ns, cl = lib.plan(a)
+                    ns, cl, _ = lib.plan(a)
                 plans.append("%d%s" % (ns, "c" if cl > 1 else "w"))
         finally:
             lib.l.pt_test_set_bias(None, 0, 0, 0)
@@ -894,7 +973,7 @@ def experiments(lib, variants, out_rows):
     points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 4, 1), (8, 4096, 8, 1),
               (32, 1024, 1, 1),
               (32, 1024, 8, 1), (8, 32768, 1, 1), (32, 4096, 1, 1), (1, 32768, 1, 0), (8, 4096, 1, 0),
-              (32, 1024, 1, 0), (1, 1024, 1, 1)]
+              (32, 1024, 1, 0), (1, 1024, 1, 1), (8, 4096, 8, 0), (8, 32768, 1, 0), (8, 1024, 8, 1)]
     for B, S, G, masked in points:
         H = Hk * G
         q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
