@@ -2,6 +2,5 @@
 // loaded with cuModuleLoadData holds one cubin (or one PTX), so every kernel
 // the loader looks up must come from a single compilation.
 #include "kernels/attn_decode.cu"
-#include "kernels/attn_decode_ds.cu"
 #include "kernels/attn_compare.cu"
 #include "kernels/attn_fault.cu"

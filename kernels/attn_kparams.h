@@ -46,17 +46,6 @@ extern "C" {
 /* A masked launch takes twice the workspace path's splits when each split
  * still holds at least this many tiles (4096 keys; kernels/attn_plan.c). */
 #define PT_ATTN_MASKED_LONG_TILES 64
-/* The D-split pair (kernels/attn_decode_ds.cu, d = 128 only): ring steps of two tiles each (K of
- * the CTA's own tile and both tiles' V halves, 32 KiB), one CTA per SM. Planned where the split
- * plan would take clusters of two, when PT_ATTN_PLAN_DSPLIT (pt_attn_plan_dsplit) is 1: an
- * experiment of issue 17, off by default. */
-#ifndef PT_ATTN_DS_LAG /* steps between a record's push and its fold (kernels/attn_decode_ds.cu) */
-#define PT_ATTN_DS_LAG 1
-#endif
-#define PT_ATTN_DS_NSTAGE (PT_ATTN_DS_LAG + 3)
-#ifndef PT_ATTN_PLAN_DSPLIT
-#define PT_ATTN_PLAN_DSPLIT 0
-#endif
 /* Multiprocessors the split heuristic plans for (H100/H200). Only speed
  * depends on it; a fixed value keeps the workspace size a pure function of
  * the descriptor. */
@@ -132,7 +121,6 @@ struct pt_attn_plan {
   int group, rows;
   int tiles, nsplit, tiles_per_split;
   int cluster;         /* 1, or nsplit when the splits merge in one cluster */
-  int dsplit;          /* 1: the D-split pair (cluster 2, each CTA every key, half of head_dim) */
   unsigned smem_bytes; /* dynamic shared memory per CTA */
   /* Distinct bias rows a CTA stages per tile: seqlen_q when the bias is
    * broadcast over heads (head stride 0), else rows; 0 without a bias. */

@@ -68,7 +68,6 @@ enum {
   PT_FN_FP16_D64, PT_FN_FP16_D128, PT_FN_FP16_D256,
   PT_FN_CMP_BF16, PT_FN_CMP_FP16,
   PT_FN_FAULT_BF16, PT_FN_FAULT_FP16,
-  PT_FN_DS_BF16, PT_FN_DS_FP16,
   PT_FN_COUNT
 };
 
@@ -77,7 +76,6 @@ static const char *const pt_attn_fn_names[PT_FN_COUNT] = {
   "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
   "pt_attn_compare_bf16",    "pt_attn_compare_fp16",
   "pt_attn_fault_bf16",      "pt_attn_fault_fp16",
-  "pt_attn_decode_ds_bf16_d128", "pt_attn_decode_ds_fp16_d128",
 };
 
 #define PT_ATTN_MAX_CTX 64
@@ -126,11 +124,6 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
     if (pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                                         1) != CUDA_SUCCESS)
       m->big_clusters = 0;
-  }
-  for (int i = PT_FN_DS_BF16; i <= PT_FN_DS_FP16; ++i) {
-    r = pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        (int)pt_attn_plan_smem_ds());
-    if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
 }
@@ -403,8 +396,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
   p.bias_rs = d->bias_row_stride;
   p.bias_rows = pl.bias_rows;
 
-  const int fi = pl.dsplit ? (d->dtype == PT_DTYPE_BF16 ? PT_FN_DS_BF16 : PT_FN_DS_FP16)
-                           : (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
+  const int fi = (d->dtype == PT_DTYPE_BF16 ? PT_FN_BF16_D64 : PT_FN_FP16_D64) + pl.dkind;
   void *args[1] = {&p};
   CUlaunchAttribute at[2];
   unsigned nat = 0;

@@ -16,14 +16,6 @@ static unsigned plan_smem_for(int d, int bias_rows) {
 }
 unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 
-/* The D-split pair (d = 128): PT_ATTN_DS_NSTAGE steps of a K tile and two V half tiles, the 16
- * query rows, a bias ring of bias_rows rows per step. Must match kernels/attn_decode_ds.cu. */
-static unsigned plan_smem_ds_for(int bias_rows) {
-  return PT_ATTN_DS_NSTAGE * (PT_ATTN_BK * 128u * 2u + 2u * PT_ATTN_BK * 64u * 2u) + PT_ATTN_MAX_ROWS * 128u * 2u +
-         PT_ATTN_DS_NSTAGE * (unsigned)bias_rows * PT_ATTN_BIAS_LD * 2u;
-}
-unsigned pt_attn_plan_smem_ds(void) { return plan_smem_ds_for(PT_ATTN_MAX_ROWS); }
-
 /* CTAs resident per SM at that shared memory (the kernels' launch bounds
  * promise at least this many). */
 static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? PT_ATTN_OCC_D128 : 1); }
@@ -34,7 +26,6 @@ int pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
 int pt_attn_plan_pdl = 0;
 int pt_attn_plan_masked_short = 1;
 int pt_attn_plan_clusters_off = 0;
-int pt_attn_plan_dsplit = PT_ATTN_PLAN_DSPLIT;
 
 
 const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
@@ -199,14 +190,6 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   /* The cluster is all the splits (rounding the tiles may have left fewer
    * than planned); 1: no cluster. */
   pl->cluster = clustered ? pl->nsplit : 1;
-  pl->dsplit = 0;
-  /* The D-split pair where the cluster is two CTAs (an experiment, kernels/attn_decode_ds.cu):
-   * the grid and the cluster stay (2, h_k, b), each CTA walks every tile. */
-  if (pl->cluster == 2 && hd == 128 && __atomic_load_n(&pt_attn_plan_dsplit, __ATOMIC_RELAXED)) {
-    pl->dsplit = 1;
-    pl->tiles_per_split = pl->tiles;
-    pl->smem_bytes = plan_smem_ds_for(pl->bias_rows);
-  }
 
   if (pl->nsplit == 1 || pl->cluster > 1) {
     pl->ws_ml_off = pl->ws_o_off = 0;

@@ -22,13 +22,6 @@ const char *pt_attn_plan_check(const struct pt_attn_desc *d);
  * asks for (a bias of 16 distinct rows); the kernels' attribute. */
 unsigned pt_attn_plan_smem(int d);
 
-/* The dynamic shared memory of the D-split pair's kernels (d = 128, a bias of 16 rows). */
-unsigned pt_attn_plan_smem_ds(void);
-
-/* Test-only knob (default PT_ATTN_PLAN_DSPLIT, 0): 1 launches the D-split pair
- * (kernels/attn_decode_ds.cu) where the plan takes clusters of two at d = 128. */
-extern int pt_attn_plan_dsplit;
-
 /* Test-only tuning knob (tests/gpu timing): divides the split count the
  * heuristic picks (fewer, longer splits). Leave at 1 elsewhere. */
 extern int pt_attn_plan_split_div;

@@ -10,9 +10,6 @@
 //    (.aligned); addresses passed to cluster_map / ld_cluster_* are shared
 //    addresses (smem_u32) of a variable at the same offset in every CTA, and
 //    that CTA has not left (bracket the reads with cluster_sync).
-//  - mbar_* / st_async_v4: 8-byte aligned barriers initialised (mbar_init, then
-//    fence_mbar_init_cluster) before a cluster barrier that every CTA passes before its first
-//    remote access; the target CTA has not left; st_async_v4 addresses 16-byte aligned.
 //  - cp_async16 / cp_async16_policy: dst 16-byte aligned shared address, src 16-byte aligned and
 //    valid even when src_bytes is 0 (then the 16 bytes are zero-filled).
 //  - ldsm_x4 / ldsm_x4_t / dt<T>::mma: all 32 lanes of the warp, converged;
@@ -72,55 +69,6 @@ static __device__ __forceinline__ float2 ld_cluster_f2_if(uint32_t addr, bool pr
                : "r"(addr), "r"((int)pred)
                : "memory");
   return v;
-}
-
-// The D-split pair of the decode kernel (kernels/attn_decode_ds.cu): each CTA pushes its
-// tiles' softmax records into its partner's shared memory with st.async, counted in bytes on the
-// partner's mbarrier. The cluster barrier split in two: arrive after the barriers are
-// initialised, wait just before the first remote access.
-static __device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void cluster_wait_acquire() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// Makes the mbarrier inits visible to the cluster (before the barrier.cluster arrive).
-static __device__ __forceinline__ void fence_mbar_init_cluster() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// One arrival on a local barrier that also expects `bytes` of st.async.
-static __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar),
-               "r"(bytes)
-               : "memory");
-}
-// Waits until phase `parity` of a local barrier has completed; acquires at cluster scope what
-// the counted bytes released.
-static __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"
-               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-// The same wait with the default (CTA-scope) acquire, as CUTLASS waits on its multicast loads.
-static __device__ __forceinline__ void mbar_wait_cta(uint32_t bar, uint32_t parity) {
-  asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-// 16 bytes into another CTA's shared memory, counted on its barrier `bar` (both shared::cluster
-// addresses, cluster_map).
-static __device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1,%2,%3,%4}, [%5];\n" ::"r"(
-                   addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
-               : "memory");
 }
 
 static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {

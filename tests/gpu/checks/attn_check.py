@@ -65,14 +65,10 @@ class Lib:
         self.l.pt_test_set_bias.restype = None
         self.l.pt_test_set_pdl.argtypes = [I]
         self.l.pt_test_set_pdl.restype = None
-        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I), ctypes.POINTER(I)]
+        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I)]
         self.l.pt_test_plan.restype = None
         self.l.pt_test_set_masked_short.argtypes = [I]
         self.l.pt_test_set_masked_short.restype = None
-        self.l.pt_test_set_dsplit.argtypes = [I]
-        self.l.pt_test_set_dsplit.restype = I
-        self.dsplit_default = self.l.pt_test_set_dsplit(0)
-        self.l.pt_test_set_dsplit(self.dsplit_default)
         if self.l.pt_test_init() != 0:
             raise RuntimeError("pt_test_init failed (no driver?)")
         self.ws = None
@@ -119,11 +115,10 @@ class Lib:
             self.l.pt_test_set_masked_short(1)
 
     def plan(self, a):
-        """(split count, cluster size, D-split pair) the planner picks for these arguments (and
-        the bias set)."""
-        ns, cl, ds = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
-        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl), ctypes.byref(ds))
-        return ns.value, cl.value, ds.value
+        """(split count, cluster size) the planner picks for these arguments (and the bias set)."""
+        ns, cl = ctypes.c_int(0), ctypes.c_int(0)
+        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl))
+        return ns.value, cl.value
 
     def decode(self, a):
         why = self.l.pt_test_supported(*a).decode()
@@ -423,31 +418,20 @@ def pair_edges(c, dtype, S):
         c.lib.l.pt_test_set_bias(None, 0, 0, 0)
     eo, el = rel_err(o[keep], ref_o), rel_err(lse[keep], ref_lse)
     empty = bool((o[2] == 0).all()) and bool(torch.isinf(lse[2]).all() and (lse[2] < 0).all())
-    if not empty or plan[1] != 2 or plan[2] != getattr(c, "pair_ds", plan[2]):
+    if not empty or plan[1] != 2:
         eo = float("inf")  # wrong output, or not the plan this case is for
     c.record("pair: NaN K/V where masked, a fully masked row, S%d %s" % (
         S, "bf16" if dtype == torch.bfloat16 else "fp16"), eo, el,
-        "  plan %d splits, cluster %d%s%s" % (plan[0], plan[1], ", D-split" if plan[2] else "",
-                                               "" if empty else ", row 2 not O 0 / LSE -inf"))
+        "  plan %d splits, cluster %d%s" % (plan[0], plan[1], "" if empty else ", row 2 not O 0 / LSE -inf"))
 
 
 def pair_cases(c):
     """Launches the planner gives clusters of two (64 units of d 128: B 8 x Hk 8, B 16 x Hk 4,
-    B 64 x Hk 1), through the cluster merge and through the D-split pair
-    (kernels/attn_decode_ds.cu, pt_test_set_dsplit). Odd and even tile counts (3, 65: the
-    rank-1 CTA owns one tile fewer), every query-row count up to 16, masks, causal rows, graph
-    replay and bitwise repeats."""
-    for ds in (0, 1):
-        c.lib.l.pt_test_set_dsplit(ds)
-        c.pair_ds = ds
-        c.rows.append("pair cases, %s:" % ("the D-split pair" if ds else "the cluster merge"))
-        try:
-            pair_group(c)
-        finally:
-            c.lib.l.pt_test_set_dsplit(c.lib.dsplit_default)
-
-
-def pair_group(c):
+    B 64 x Hk 1; issue 17's B8 KV4k points), which no other case planned: odd and even tile
+    counts (3, 65), every query-row count up to 16, masks (left, right, per head, NaN where
+    masked, a fully masked row), causal rows, graph replay and bitwise repeats. They served the
+    D-split pair experiment (bench/records/2026-12-03-decode-dsplit.md) and stay for the cluster
+    merge."""
     for dtype in (torch.bfloat16, torch.float16):
         for S in (130, 1000, 4100):
             for G in (1, 8):
@@ -942,7 +926,7 @@ def masked_plans(lib, out_rows):
             plans = []
             for cm, rule in settings.values():
                 with lib.knobs(cluster_max=cm, masked_short=rule):
-                    ns, cl, _ = lib.plan(a)
+                    ns, cl = lib.plan(a)
                 plans.append("%d%s" % (ns, "c" if cl > 1 else "w"))
         finally:
             lib.l.pt_test_set_bias(None, 0, 0, 0)

@@ -167,13 +167,8 @@ int main(void) {
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);  /* many units, one split */
   run(PT_DTYPE_BF16, 1, 1, 1, 1, 2000, 128, 0);  /* 8 splits in one cluster */
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);  /* 5 long splits: workspace merge */
-  /* 64 units: clusters of two, merged, then as D-split pairs (kernels/attn_decode_ds.cu). */
-  for (int ds = 0; ds < 2; ++ds) {
-    pt_attn_plan_dsplit = ds;
-    run(PT_DTYPE_BF16, 8, 8, 8, 1, 130, 128, 0);   /* 3 tiles: rank 1 owns one */
-    run(PT_DTYPE_FP16, 8, 16, 8, 2, 1000, 128, 1); /* causal, sq 2 */
-  }
-  pt_attn_plan_dsplit = PT_ATTN_PLAN_DSPLIT;
+  run(PT_DTYPE_BF16, 8, 8, 8, 1, 130, 128, 0);   /* 64 units: clusters of two (3 tiles) */
+  run(PT_DTYPE_FP16, 8, 16, 8, 2, 1000, 128, 1); /* clusters of two, causal, sq 2 */
   /* The small-split shapes above merged in a cluster; again through the workspace. */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 128, 0);
@@ -186,11 +181,7 @@ int main(void) {
   run(PT_DTYPE_FP16, 2, 4, 4, 4, 130, 64, 1);
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);
   run(PT_DTYPE_BF16, 1, 8, 8, 1, 3000, 128, 0);  /* cluster splits of 6 tiles: workspace (short rule) */
-  for (int ds = 0; ds < 2; ++ds) { /* pairs, merged and D-split */
-    pt_attn_plan_dsplit = ds;
-    run(PT_DTYPE_BF16, 8, 16, 8, 1, 4100, 128, 0);
-  }
-  pt_attn_plan_dsplit = PT_ATTN_PLAN_DSPLIT;
+  run(PT_DTYPE_BF16, 8, 16, 8, 1, 4100, 128, 0); /* clusters of two */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;

@@ -133,16 +133,15 @@ pt_test_decode(const void *q, const void *k, const void *v, void *o, float *lse,
 __attribute__((visibility("default"))) void
 pt_test_plan(const void *q, const void *k, const void *v, void *o, float *lse, int dtype, int b, int h,
              int h_k, int sq, int sk, int hd, const int64_t *st, float scale, int causal, int *nsplit,
-             int *cluster, int *dsplit) {
+             int *cluster) {
   struct pt_attn_desc d;
   fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal);
-  *nsplit = *cluster = *dsplit = 0;
+  *nsplit = *cluster = 0;
   if (pt_attn_plan_check(&d)) return;
   struct pt_attn_plan pl;
   pt_attn_plan_make(&d, &pl);
   *nsplit = pl.nsplit;
   *cluster = pl.cluster;
-  *dsplit = pl.dsplit;
 }
 
 /* ref O strides in st[9..11] as for decode; test O contiguous [b, sq, h, d]. */
@@ -190,11 +189,4 @@ __attribute__((visibility("default"))) void pt_test_set_pdl(int on) {
 /* Timing experiments only: the masked short-split rule of the planner on (1, default) or off. */
 __attribute__((visibility("default"))) void pt_test_set_masked_short(int on) {
   pt_attn_plan_masked_short = on;
-}
-
-/* Correctness and timing: the D-split pair where the plan takes clusters of two (1), or the
- * cluster merge (0); returns the build's default (PT_ATTN_PLAN_DSPLIT) for a reset. */
-__attribute__((visibility("default"))) int pt_test_set_dsplit(int on) {
-  pt_attn_plan_dsplit = on;
-  return PT_ATTN_PLAN_DSPLIT;
 }

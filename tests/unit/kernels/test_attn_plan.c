@@ -381,43 +381,6 @@ static void test_plan_cluster_knob(void **state) {
   assert_int_equal(pl.ws_bytes, 0);
 }
 
-/* The D-split pair knob: only where the plan is a cluster of two at d = 128; the grid and the
- * cluster stay, each CTA walks every tile (no workspace), with the pair's shared memory. */
-static void test_plan_dsplit(void **state) {
-  (void)state;
-  struct pt_attn_plan pl;
-  struct pt_attn_desc d = hf_desc(8, 8, 8, 4096, 128);
-  pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.cluster, 2);
-  assert_int_equal(pl.dsplit, PT_ATTN_PLAN_DSPLIT);
-  pt_attn_plan_dsplit = 1;
-  pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.dsplit, 1);
-  assert_int_equal(pl.nsplit, 2);
-  assert_int_equal(pl.cluster, 2);
-  assert_int_equal(pl.tiles_per_split, pl.tiles);
-  assert_int_equal(pl.ws_bytes, 0);
-  assert_true(pl.smem_bytes <= pt_attn_plan_smem_ds());
-  assert_true(pt_attn_plan_smem_ds() + 17u * 1024u <= 227u * 1024u); /* + its static records */
-  d = masked(d);                                   /* masked: still a pair, with a bias ring */
-  pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.dsplit, 1);
-  d = hf_desc(8, 8, 8, 4096, 64);                  /* d = 64: the cluster merge */
-  pt_attn_plan_make(&d, &pl);
-  assert_int_equal(pl.cluster, 2);
-  assert_int_equal(pl.dsplit, 0);
-  d = hf_desc(4, 32, 8, 4096, 128);                /* 32 units, clusters of 4: not a pair */
-  pt_attn_plan_make(&d, &pl);
-  assert_true(pl.cluster > 2);
-  assert_int_equal(pl.dsplit, 0);
-  d = hf_desc(1, 64, 8, 1024, 128);                /* no cluster */
-  pt_attn_plan_cluster_max = 1;
-  pt_attn_plan_make(&d, &pl);
-  pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
-  assert_int_equal(pl.dsplit, 0);
-  pt_attn_plan_dsplit = PT_ATTN_PLAN_DSPLIT;
-}
-
 #ifdef PT_ATTN_HAVE_FATBIN
 extern const unsigned char pt_attn_fatbin[];
 extern const size_t pt_attn_fatbin_size;
@@ -434,8 +397,7 @@ static void test_fatbin_embedded(void **state) {
    * symbol table and the PTX) */
   static const char *names[] = {"pt_attn_decode_bf16_d64", "pt_attn_decode_fp16_d256",
                                 "pt_attn_compare_bf16", "pt_attn_compare_fp16",
-                                "pt_attn_fault_bf16",   "pt_attn_fault_fp16",
-                                "pt_attn_decode_ds_bf16_d128", "pt_attn_decode_ds_fp16_d128"};
+                                "pt_attn_fault_bf16",   "pt_attn_fault_fp16"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
     const size_t n = strlen(names[i]);
     int found = 0;
@@ -457,7 +419,6 @@ int main(void) {
     cmocka_unit_test(test_plan_cluster_knob),
     cmocka_unit_test(test_plan_masked_long),
     cmocka_unit_test(test_plan_masked_short),
-    cmocka_unit_test(test_plan_dsplit),
 #ifdef PT_ATTN_HAVE_FATBIN
     cmocka_unit_test(test_fatbin_embedded),
 #endif
