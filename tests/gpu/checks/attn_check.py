@@ -343,6 +343,19 @@ def masked_empty_row(c):
     c.failures += not ok
 
 
+def mask_with_nan(bias, k, v, spans):
+    """Masks keys (batch row b, key slice sl) for each (b, sl) in spans: bias -inf there, and K/V
+    NaN, which a kernel must never read; returns the reference's K/V, with those keys zero."""
+    kz, vz = k.clone(), v.clone()
+    for b, sl in spans:
+        bias[b, ..., sl] = float("-inf")
+        k[b, sl] = float("nan")
+        v[b, sl] = float("nan")
+        kz[b, sl] = 0
+        vz[b, sl] = 0
+    return kz, vz
+
+
 def masked_nan_edges(c):
     """Keys the mask narrows away are never used: K/V hold NaN there (left padding of row 0,
     right padding of row 1, ends that fall inside a 64-key tile and past a split's end), and O
@@ -358,13 +371,7 @@ def masked_nan_edges(c):
             q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
             H = Hk * G
             bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
-            kz, vz = k.clone(), v.clone()  # the reference's: masked keys zero
-            for b, sl in ((0, slice(0, 200)), (1, slice(3304, S))):
-                bias[b, ..., sl] = float("-inf")
-                k[b, sl] = float("nan")
-                v[b, sl] = float("nan")
-                kz[b, sl] = 0
-                vz[b, sl] = 0
+            kz, vz = mask_with_nan(bias, k, v, ((0, slice(0, 200)), (1, slice(3304, S))))
             ref_o, ref_lse = reference(q, kz, vz, 1.0 / math.sqrt(D), False, bias)
             a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
             c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
@@ -398,13 +405,7 @@ def pair_edges(c, dtype, S):
     q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
     H = Hk * G
     bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
-    kz, vz = k.clone(), v.clone()
-    for b, sl in ((0, slice(0, 200)), (1, slice(3304, S)), (2, slice(0, S))):
-        bias[b, ..., sl] = float("-inf")
-        k[b, sl] = float("nan")
-        v[b, sl] = float("nan")
-        kz[b, sl] = 0
-        vz[b, sl] = 0
+    kz, vz = mask_with_nan(bias, k, v, ((0, slice(0, 200)), (1, slice(3304, S)), (2, slice(0, S))))
     keep = [b for b in range(B) if b != 2]
     ref_o, ref_lse = reference(q[keep], kz[keep], vz[keep], 1.0 / math.sqrt(D), False, bias[keep])
     a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
