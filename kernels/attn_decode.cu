@@ -329,161 +329,331 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   PT_TL(2);
 
-  constexpr bool Q_IN_REGS = D <= 128;
-  constexpr int QF = Q_IN_REGS ? D / 16 : 1;
-  uint32_t qf[QF][4];
-  const int mi = lane >> 3;
-  if constexpr (Q_IN_REGS) {
-#pragma unroll
-    for (int ks = 0; ks < QF; ++ks)
-      ldsm_x4(qf[ks], smem_u32(sQ + swz<D>((mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
-  }
-
-  // Offsets of the staged bias rows of this thread's two mma rows (g, g + 8).
-  const int bslot0 = (p.bias_hs == 0 ? g / group : g) * PT_ATTN_BIAS_LD;
-  const int bslot1 = (p.bias_hs == 0 ? (g + 8) / group : g + 8) * PT_ATTN_BIAS_LD;
-
-  // Last key each of this thread's two rows (g, g+8) may see in this split.
-  int lim0 = key_end - 1, lim1 = key_end - 1;
-  if (p.causal) {
-    lim0 = min(lim0, g / group + p.sk - p.sq);
-    lim1 = min(lim1, (g + 8) / group + p.sk - p.sq);
-  }
-
-  float acc[D / 8][4];
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
-  const float sl2 = p.scale_log2;
-
-  for (int it = 0; it < ntiles; ++it) {
-    cp_async_wait<NST - 2>();
-    __syncthreads();  // tile `it` visible to all; stage (it-1) % NST free to refill
-#ifdef PT_ATTN_TIMELINE
-    if (it == 0) PT_TL(3);
-    if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
-#endif
-    {
-      const int nt = it + NST - 1;
-      if (nt < ntiles) load_tile(nt, nt % NST);
-      cp_async_commit();
-    }
-    const int kw0 = key_begin + it * BK + warp * 16;
-    if (kw0 >= key_end) continue;  // warp-uniform: this warp's 16 keys are all past the split
-    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;  // diagnostic: the stream alone
-    const T *const tK = sKV + (it % NST) * 2 * TILE;
-    const T *const tV = tK + TILE;
-
-    // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
-    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t a[4];
-      if constexpr (Q_IN_REGS) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) a[j] = qf[ks][j];
-      } else {
-        ldsm_x4(a, smem_u32(sQ + swz<D>((mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
-      }
-      uint32_t b[4];
-      ldsm_x4(b, smem_u32(tK + swz<D>(warp * 16 + (mi >> 1) * 8 + (lane & 7), ks * 2 + (mi & 1))));
-      dt<T>::mma(s[0], a, b[0], b[1]);
-      dt<T>::mma(s[1], a, b[2], b[3]);
-    }
-
-    // Bias of this thread's keys (kw0 + n*8 + 2t, + 1) for rows g and g + 8,
-    // in the log2 domain; 0 without a bias.
-    float bs[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    if (nb) {
-      const T *const tb = sB + (it % NST) * nb * PT_ATTN_BIAS_LD + warp * 16 + 2 * t;
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const float2 b0 = g < rows ? dt<T>::unpack(*reinterpret_cast<const uint32_t *>(tb + bslot0 + n * 8))
-                                   : make_float2(0.f, 0.f);
-        const float2 b1 = g + 8 < rows
-                              ? dt<T>::unpack(*reinterpret_cast<const uint32_t *>(tb + bslot1 + n * 8))
-                              : make_float2(0.f, 0.f);
-        bs[n][0] = b0.x * LOG2E;
-        bs[n][1] = b0.y * LOG2E;
-        bs[n][2] = b1.x * LOG2E;
-        bs[n][3] = b1.y * LOG2E;
-      }
-    }
-
-    // Mask (split end, causal), scale into the log2 domain, add the bias.
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int key = kw0 + n * 8 + 2 * t + (j & 1);
-        const int lim = j < 2 ? lim0 : lim1;
-        s[n][j] = key <= lim ? fmaf(s[n][j], sl2, bs[n][j]) : NEG_INF;
-      }
-    }
-
-    // Online softmax (kernels/softmax.cuh); a row the split never lets see a key keeps
-    // m = -inf.
-    float al0, al1;
-    online_softmax(s, m0, m1, l0, l1, al0, al1);
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc[n][0] *= al0;
-      acc[n][1] *= al0;
-      acc[n][2] *= al1;
-      acc[n][3] *= al1;
-    }
-
-    // O += P V: the two S accumulator tiles are exactly one k16 A fragment.
-    uint32_t pa[4];
-    pa[0] = dt<T>::pack(s[0][0], s[0][1]);
-    pa[1] = dt<T>::pack(s[0][2], s[0][3]);
-    pa[2] = dt<T>::pack(s[1][0], s[1][1]);
-    pa[3] = dt<T>::pack(s[1][2], s[1][3]);
-#pragma unroll
-    for (int dn = 0; dn < D / 16; ++dn) {
-      uint32_t b[4];
-      ldsm_x4_t(b, smem_u32(tV + swz<D>(warp * 16 + (mi & 1) * 8 + (lane & 7), dn * 2 + (mi >> 1))));
-      dt<T>::mma(acc[2 * dn], pa, b[0], b[1]);
-      dt<T>::mma(acc[2 * dn + 1], pa, b[2], b[3]);
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the K/V ring is reused below
-  PT_TL(4);
-  if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;  // diagnostic: no epilogue
-
-  // Row sums were kept per thread: add the 4 lanes of each row.
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-
-  // ---- merge the 4 warps through shared memory ---------------------------
+  // The warp merge's buffers (the K/V ring is free once the loop is done).
   float *const red_o = reinterpret_cast<float *>(smem);  // [4][16][LD]
   float *const red_m = red_o + 4 * 16 * LD;              // [4][16]
   float *const red_l = red_m + 64;                       // [4][16]
-  if (t == 0) {
-    red_m[warp * 16 + g] = m0;
-    red_m[warp * 16 + g + 8] = m1;
-    red_l[warp * 16 + g] = l0;
-    red_l[warp * 16 + g + 8] = l1;
-  }
-  __syncthreads();
-  {
+  const int mi = lane >> 3;
+  constexpr bool KT = (PT_ATTN_EXP & PT_ATTN_EXP_KT) != 0;
+  // Rows <= 8 (decode with G <= 8): keys as the mma's M, query rows as its N (S^T = K Q^T,
+  // O^T += V^T P^T), so an m16n8k16 carries 16 keys x 8 rows and no padded rows: half the
+  // mma.sync and half the output accumulators of the layout below (16 rows, at most 8 real).
+  // P^T's fragments come from the score accumulators by movmatrix (an 8x8 transpose in
+  // registers). Each thread holds keys g, g + 8 of its warp's 16 and rows 2t, 2t + 1.
+  if (KT && rows <= 8) {
+    // Q^T as the B operand: two registers per 16 dims (rows g, dims 2t.. and 2t + 8..).
+    uint32_t qb[D / 16][2];
+#pragma unroll
+    for (int p2 = 0; p2 < D / 32; ++p2) {
+      uint32_t r[4];
+      ldsm_x4(r, smem_u32(sQ + swz<D>(lane & 7, p2 * 4 + mi)));
+      qb[2 * p2][0] = r[0];
+      qb[2 * p2][1] = r[1];
+      qb[2 * p2 + 1][0] = r[2];
+      qb[2 * p2 + 1][1] = r[3];
+    }
+    const int q0 = 2 * t, q1 = 2 * t + 1;
+    const int bq0 = (p.bias_hs == 0 ? q0 / group : q0) * PT_ATTN_BIAS_LD;
+    const int bq1 = (p.bias_hs == 0 ? q1 / group : q1) * PT_ATTN_BIAS_LD;
+    int lq0 = key_end - 1, lq1 = key_end - 1;
+    if (p.causal) {
+      lq0 = min(lq0, q0 / group + p.sk - p.sq);
+      lq1 = min(lq1, q1 / group + p.sk - p.sq);
+    }
+    float acc[D / 16][4];
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;  // rows q0, q1
+    const float sl2 = p.scale_log2;
+    for (int it = 0; it < ntiles; ++it) {
+      cp_async_wait<NST - 2>();
+      __syncthreads();
+#ifdef PT_ATTN_TIMELINE
+      if (it == 0) PT_TL(3);
+      if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
+#endif
+      {
+        const int nt = it + NST - 1;
+        if (nt < ntiles && !(PT_ATTN_EXP & PT_ATTN_EXP_NOLOAD)) load_tile(nt, nt % NST);
+        cp_async_commit();
+      }
+      const int kw0 = key_begin + it * BK + warp * 16;
+      if (kw0 >= key_end) continue;
+      if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;
+      const T *const tK = sKV + (it % NST) * 2 * TILE;
+      const T *const tV = tK + TILE;
+      // S^T: two independent chains over the head dims, added at the end.
+      float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t a[4];
+        ldsm_x4(a, smem_u32(tK + swz<D>(warp * 16 + (mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
+        if (ks & 1)
+          dt<T>::mma(sb, a, qb[ks][0], qb[ks][1]);
+        else
+          dt<T>::mma(sa, a, qb[ks][0], qb[ks][1]);
+      }
+      // s[0]: key g row q0, s[1]: key g row q1, s[2]: key g + 8 row q0, s[3]: key g + 8 row q1.
+      float s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[j] = sa[j] + sb[j];
+      float bs[4] = {0.f, 0.f, 0.f, 0.f};
+      if (nb) {
+        const T *const tb = sB + (it % NST) * nb * PT_ATTN_BIAS_LD + warp * 16 + g;
+        if (q0 < rows) {
+          bs[0] = dt<T>::to_float(tb[bq0]) * LOG2E;
+          bs[2] = dt<T>::to_float(tb[bq0 + 8]) * LOG2E;
+        }
+        if (q1 < rows) {
+          bs[1] = dt<T>::to_float(tb[bq1]) * LOG2E;
+          bs[3] = dt<T>::to_float(tb[bq1 + 8]) * LOG2E;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int key = kw0 + g + (j >> 1) * 8;
+        const int lim = (j & 1) ? lq1 : lq0;
+        s[j] = key <= lim ? fmaf(s[j], sl2, bs[j]) : NEG_INF;
+      }
+      // Online softmax per row (column of S^T): the row's 16 keys are on the 8 lanes of one t.
+      float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+      }
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      const float mu0 = mn0 == NEG_INF ? 0.f : mn0, mu1 = mn1 == NEG_INF ? 0.f : mn1;
+      const float al0 = ex2(m0 - mu0), al1 = ex2(m1 - mu1);
+      m0 = mn0;
+      m1 = mn1;
+      s[0] = ex2(s[0] - mu0);
+      s[2] = ex2(s[2] - mu0);
+      s[1] = ex2(s[1] - mu1);
+      s[3] = ex2(s[3] - mu1);
+      l0 = l0 * al0 + s[0] + s[2];
+      l1 = l1 * al1 + s[1] + s[3];
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        acc[n][0] *= al0;
+        acc[n][1] *= al1;
+        acc[n][2] *= al0;
+        acc[n][3] *= al1;
+      }
+      // P^T as the B operand: keys 2t, 2t + 1 (and + 8) of row g.
+      const uint32_t pb0 = movmatrix_trans(dt<T>::pack(s[0], s[1]));
+      const uint32_t pb1 = movmatrix_trans(dt<T>::pack(s[2], s[3]));
+#pragma unroll
+      for (int dm = 0; dm < D / 16; ++dm) {
+        uint32_t a[4];
+        ldsm_x4_t(a, smem_u32(tV + swz<D>(warp * 16 + (mi >> 1) * 8 + (lane & 7), dm * 2 + (mi & 1))));
+        dt<T>::mma(acc[dm], a, pb0, pb1);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the K/V ring is reused below
+    PT_TL(4);
+    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+    }
+    if (g == 0) {
+      red_m[warp * 16 + q0] = m0;
+      red_m[warp * 16 + q1] = m1;
+      red_l[warp * 16 + q0] = l0;
+      red_l[warp * 16 + q1] = l1;
+    }
+    __syncthreads();
     float M0 = NEG_INF, M1 = NEG_INF;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      M0 = fmaxf(M0, red_m[w * 16 + g]);
-      M1 = fmaxf(M1, red_m[w * 16 + g + 8]);
+      M0 = fmaxf(M0, red_m[w * 16 + q0]);
+      M1 = fmaxf(M1, red_m[w * 16 + q1]);
     }
     const float sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
     const float sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
-    float *const r0 = red_o + (warp * 16 + g) * LD + 2 * t;
-    float *const r1 = r0 + 8 * LD;
+    float *const r0 = red_o + (warp * 16 + q0) * LD + g;
+    float *const r1 = r0 + LD;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<float2 *>(r0 + n * 8) = make_float2(acc[n][0] * sc0, acc[n][1] * sc0);
-      *reinterpret_cast<float2 *>(r1 + n * 8) = make_float2(acc[n][2] * sc1, acc[n][3] * sc1);
+    for (int dm = 0; dm < D / 16; ++dm) {
+      r0[dm * 16] = acc[dm][0] * sc0;
+      r1[dm * 16] = acc[dm][1] * sc1;
+      r0[dm * 16 + 8] = acc[dm][2] * sc0;
+      r1[dm * 16 + 8] = acc[dm][3] * sc1;
+    }
+  } else {
+
+    constexpr bool Q_IN_REGS = D <= 128;
+    constexpr int QF = Q_IN_REGS ? D / 16 : 1;
+    uint32_t qf[QF][4];
+    if constexpr (Q_IN_REGS) {
+#pragma unroll
+      for (int ks = 0; ks < QF; ++ks)
+        ldsm_x4(qf[ks], smem_u32(sQ + swz<D>((mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
+    }
+
+    // Offsets of the staged bias rows of this thread's two mma rows (g, g + 8).
+    const int bslot0 = (p.bias_hs == 0 ? g / group : g) * PT_ATTN_BIAS_LD;
+    const int bslot1 = (p.bias_hs == 0 ? (g + 8) / group : g + 8) * PT_ATTN_BIAS_LD;
+
+    // Last key each of this thread's two rows (g, g+8) may see in this split.
+    int lim0 = key_end - 1, lim1 = key_end - 1;
+    if (p.causal) {
+      lim0 = min(lim0, g / group + p.sk - p.sq);
+      lim1 = min(lim1, (g + 8) / group + p.sk - p.sq);
+    }
+
+    float acc[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+    const float sl2 = p.scale_log2;
+
+    for (int it = 0; it < ntiles; ++it) {
+      cp_async_wait<NST - 2>();
+      __syncthreads();  // tile `it` visible to all; stage (it-1) % NST free to refill
+#ifdef PT_ATTN_TIMELINE
+      if (it == 0) PT_TL(3);
+      if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
+#endif
+      {
+        const int nt = it + NST - 1;
+        if (nt < ntiles && !(PT_ATTN_EXP & PT_ATTN_EXP_NOLOAD)) load_tile(nt, nt % NST);
+        cp_async_commit();
+      }
+      const int kw0 = key_begin + it * BK + warp * 16;
+      if (kw0 >= key_end) continue;  // warp-uniform: this warp's 16 keys are all past the split
+      if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;  // diagnostic: the stream alone
+      const T *const tK = sKV + (it % NST) * 2 * TILE;
+      const T *const tV = tK + TILE;
+
+      // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
+      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t a[4];
+        if constexpr (Q_IN_REGS) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) a[j] = qf[ks][j];
+        } else {
+          ldsm_x4(a, smem_u32(sQ + swz<D>((mi & 1) * 8 + (lane & 7), ks * 2 + (mi >> 1))));
+        }
+        uint32_t b[4];
+        ldsm_x4(b, smem_u32(tK + swz<D>(warp * 16 + (mi >> 1) * 8 + (lane & 7), ks * 2 + (mi & 1))));
+        if ((PT_ATTN_EXP & PT_ATTN_EXP_KCHAIN) && (ks & 1)) {
+          dt<T>::mma(s2[0], a, b[0], b[1]);
+          dt<T>::mma(s2[1], a, b[2], b[3]);
+        } else {
+          dt<T>::mma(s[0], a, b[0], b[1]);
+          dt<T>::mma(s[1], a, b[2], b[3]);
+        }
+      }
+      if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_KCHAIN) != 0) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) s[n][j] += s2[n][j];
+      }
+
+      // Bias of this thread's keys (kw0 + n*8 + 2t, + 1) for rows g and g + 8,
+      // in the log2 domain; 0 without a bias.
+      float bs[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      if (nb) {
+        const T *const tb = sB + (it % NST) * nb * PT_ATTN_BIAS_LD + warp * 16 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const float2 b0 = g < rows ? dt<T>::unpack(*reinterpret_cast<const uint32_t *>(tb + bslot0 + n * 8))
+                                     : make_float2(0.f, 0.f);
+          const float2 b1 = g + 8 < rows
+                                ? dt<T>::unpack(*reinterpret_cast<const uint32_t *>(tb + bslot1 + n * 8))
+                                : make_float2(0.f, 0.f);
+          bs[n][0] = b0.x * LOG2E;
+          bs[n][1] = b0.y * LOG2E;
+          bs[n][2] = b1.x * LOG2E;
+          bs[n][3] = b1.y * LOG2E;
+        }
+      }
+
+      // Mask (split end, causal), scale into the log2 domain, add the bias.
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int key = kw0 + n * 8 + 2 * t + (j & 1);
+          const int lim = j < 2 ? lim0 : lim1;
+          s[n][j] = key <= lim ? fmaf(s[n][j], sl2, bs[n][j]) : NEG_INF;
+        }
+      }
+
+      // Online softmax (kernels/softmax.cuh); a row the split never lets see a key keeps
+      // m = -inf.
+      float al0, al1;
+      if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_LAZY) != 0)
+        online_softmax_scaled<8>(s, 1.f, m0, m1, l0, l1, al0, al1);
+      else
+        online_softmax(s, m0, m1, l0, l1, al0, al1);
+      if (!(PT_ATTN_EXP & PT_ATTN_EXP_LAZY) || __any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          acc[n][0] *= al0;
+          acc[n][1] *= al0;
+          acc[n][2] *= al1;
+          acc[n][3] *= al1;
+        }
+      }
+
+      // O += P V: the two S accumulator tiles are exactly one k16 A fragment.
+      uint32_t pa[4];
+      pa[0] = dt<T>::pack(s[0][0], s[0][1]);
+      pa[1] = dt<T>::pack(s[0][2], s[0][3]);
+      pa[2] = dt<T>::pack(s[1][0], s[1][1]);
+      pa[3] = dt<T>::pack(s[1][2], s[1][3]);
+#pragma unroll
+      for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t b[4];
+        ldsm_x4_t(b, smem_u32(tV + swz<D>(warp * 16 + (mi & 1) * 8 + (lane & 7), dn * 2 + (mi >> 1))));
+        dt<T>::mma(acc[2 * dn], pa, b[0], b[1]);
+        dt<T>::mma(acc[2 * dn + 1], pa, b[2], b[3]);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the K/V ring is reused below
+    PT_TL(4);
+    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;  // diagnostic: no epilogue
+
+    // Row sums were kept per thread: add the 4 lanes of each row.
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+    // ---- merge the 4 warps through shared memory ---------------------------
+    if (t == 0) {
+      red_m[warp * 16 + g] = m0;
+      red_m[warp * 16 + g + 8] = m1;
+      red_l[warp * 16 + g] = l0;
+      red_l[warp * 16 + g + 8] = l1;
+    }
+    __syncthreads();
+    {
+      float M0 = NEG_INF, M1 = NEG_INF;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        M0 = fmaxf(M0, red_m[w * 16 + g]);
+        M1 = fmaxf(M1, red_m[w * 16 + g + 8]);
+      }
+      const float sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
+      const float sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
+      float *const r0 = red_o + (warp * 16 + g) * LD + 2 * t;
+      float *const r1 = r0 + 8 * LD;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        *reinterpret_cast<float2 *>(r0 + n * 8) = make_float2(acc[n][0] * sc0, acc[n][1] * sc0);
+        *reinterpret_cast<float2 *>(r1 + n * 8) = make_float2(acc[n][2] * sc1, acc[n][3] * sc1);
+      }
     }
   }
   __syncthreads();

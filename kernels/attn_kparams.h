@@ -96,6 +96,10 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOCOMPUTE 8
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
+#define PT_ATTN_EXP_NOLOAD 64   /* diagnostic: the loop loads no tile past the prologue */
+#define PT_ATTN_EXP_KCHAIN 128  /* S over two independent mma chains */
+#define PT_ATTN_EXP_LAZY 256    /* lazy running max, rescale skipped when no row's max moved */
+#define PT_ATTN_EXP_KT 512      /* rows <= 8: keys as the mma's M (S^T = K Q^T) */
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

@@ -105,6 +105,14 @@ static __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr
                : "r"(addr));
 }
 
+// Transposes an 8x8 matrix of 16-bit elements held one register per lane (lane 4r + c: row r,
+// columns 2c and 2c + 1) across the warp; all 32 lanes, converged.
+static __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 static __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
