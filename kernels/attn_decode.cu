@@ -3,11 +3,13 @@
 //
 // Grid (nsplit, h_k, b), 128 threads (4 warps). A CTA owns one KV split of
 // one (batch, KV head) and ALL query rows that share that KV head (rows =
-// seqlen_q * h/h_k <= 16, padded to the 16 rows of one mma tile), so each K/V
-// byte leaves HBM once. K/V tiles of 64 keys stream through a cp.async ring
-// (3-4 stages) in shared memory; each warp takes 16 keys of a tile and keeps
-// its own online-softmax state (m, l, O in fp32 registers), QK^T and PV run on
-// mma.sync m16n8k16. At the end the 4 warps merge through shared memory; with
+// seqlen_q * h/h_k <= 16), so each K/V byte leaves HBM once. K/V tiles of 64
+// keys stream through a cp.async ring (3-4 stages) in shared memory; each warp
+// takes 16 keys of a tile and keeps its own online-softmax state (m, l, O in
+// fp32 registers); QK^T and PV run on mma.sync m16n8k16. With at most 8 rows
+// (decode with G <= 8) the keys are the mma's M and the rows its N (S^T = K
+// Q^T, O^T += V^T P^T): no padded rows. With 9-16 rows the rows are M, padded
+// to 16. At the end the 4 warps merge through shared memory; with
 // one split the CTA writes O/LSE directly. With a few splits that form one
 // thread-block cluster (p.cluster > 1) each CTA keeps its partial in shared
 // memory and the cluster merges them through DSMEM (merge_cluster). Otherwise
@@ -334,13 +336,15 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   float *const red_m = red_o + 4 * 16 * LD;              // [4][16]
   float *const red_l = red_m + 64;                       // [4][16]
   const int mi = lane >> 3;
-  constexpr bool KT = (PT_ATTN_EXP & PT_ATTN_EXP_KT) != 0;
   // Rows <= 8 (decode with G <= 8): keys as the mma's M, query rows as its N (S^T = K Q^T,
   // O^T += V^T P^T), so an m16n8k16 carries 16 keys x 8 rows and no padded rows: half the
   // mma.sync and half the output accumulators of the layout below (16 rows, at most 8 real).
   // P^T's fragments come from the score accumulators by movmatrix (an 8x8 transpose in
-  // registers). Each thread holds keys g, g + 8 of its warp's 16 and rows 2t, 2t + 1.
-  if (KT && rows <= 8) {
+  // registers). Each thread holds keys g, g + 8 of its warp's 16 and rows 2t, 2t + 1; rows
+  // past `rows` are zero Q rows whose results are never read. Measured on H200: 1.6-1.9 us
+  // off B = 8 at 4k keys masked (34.1-34.8 -> 32.2-33.0), 3 us off B = 32 at 4k keys
+  // (bench/records/2026-12-03-decode-kt.md).
+  if (rows <= 8) {
     // Q^T as the B operand: two registers per 16 dims (rows g, dims 2t.. and 2t + 8..).
     uint32_t qb[D / 16][2];
 #pragma unroll
@@ -531,7 +535,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
       // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
       float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t a[4];
@@ -543,19 +546,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
         }
         uint32_t b[4];
         ldsm_x4(b, smem_u32(tK + swz<D>(warp * 16 + (mi >> 1) * 8 + (lane & 7), ks * 2 + (mi & 1))));
-        if ((PT_ATTN_EXP & PT_ATTN_EXP_KCHAIN) && (ks & 1)) {
-          dt<T>::mma(s2[0], a, b[0], b[1]);
-          dt<T>::mma(s2[1], a, b[2], b[3]);
-        } else {
-          dt<T>::mma(s[0], a, b[0], b[1]);
-          dt<T>::mma(s[1], a, b[2], b[3]);
-        }
-      }
-      if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_KCHAIN) != 0) {
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) s[n][j] += s2[n][j];
+        dt<T>::mma(s[0], a, b[0], b[1]);
+        dt<T>::mma(s[1], a, b[2], b[3]);
       }
 
       // Bias of this thread's keys (kw0 + n*8 + 2t, + 1) for rows g and g + 8,
@@ -591,18 +583,13 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       // Online softmax (kernels/softmax.cuh); a row the split never lets see a key keeps
       // m = -inf.
       float al0, al1;
-      if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_LAZY) != 0)
-        online_softmax_scaled<8>(s, 1.f, m0, m1, l0, l1, al0, al1);
-      else
-        online_softmax(s, m0, m1, l0, l1, al0, al1);
-      if (!(PT_ATTN_EXP & PT_ATTN_EXP_LAZY) || __any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+      online_softmax(s, m0, m1, l0, l1, al0, al1);
 #pragma unroll
-        for (int n = 0; n < D / 8; ++n) {
-          acc[n][0] *= al0;
-          acc[n][1] *= al0;
-          acc[n][2] *= al1;
-          acc[n][3] *= al1;
-        }
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][0] *= al0;
+        acc[n][1] *= al0;
+        acc[n][2] *= al1;
+        acc[n][3] *= al1;
       }
 
       // O += P V: the two S accumulator tiles are exactly one k16 A fragment.

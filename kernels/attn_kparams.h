@@ -87,8 +87,9 @@ struct pt_attn_kparams {
  * tests/gpu/checks/attn.sh, e.g. -DPT_ATTN_EXP=8). Production builds leave PT_ATTN_EXP at 0 and
  * compile none of them. NOCOMPUTE streams the tiles through the ring and computes nothing;
  * NOMERGE leaves after the loop (no warp merge, no split merge, no output; ptxas then drops the
- * loop's math as well, so it times the stream and the ring alone); both give wrong results and
- * say where the time goes. NOSCAN skips the key-range narrowing under a bias (every key read, the
+ * loop's math as well, so it times the stream and the ring alone); NOLOAD loads no tile past the
+ * prologue (the loop's compute alone, over stale tiles); all three give wrong results and say
+ * where the time goes. NOSCAN skips the key-range narrowing under a bias (every key read, the
  * bias still applied: same results). */
 #ifndef PT_ATTN_EXP
 #define PT_ATTN_EXP 0
@@ -96,10 +97,7 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOCOMPUTE 8
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
-#define PT_ATTN_EXP_NOLOAD 64   /* diagnostic: the loop loads no tile past the prologue */
-#define PT_ATTN_EXP_KCHAIN 128  /* S over two independent mma chains */
-#define PT_ATTN_EXP_LAZY 256    /* lazy running max, rescale skipped when no row's max moved */
-#define PT_ATTN_EXP_KT 512      /* rows <= 8: keys as the mma's M (S^T = K Q^T) */
+#define PT_ATTN_EXP_NOLOAD 64
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

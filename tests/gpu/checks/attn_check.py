@@ -450,6 +450,24 @@ def pair_cases(c):
     masked_case(c, 8, 4100, 8, 4, 128, torch.float16, pad_frac=0.9, graph=True)
 
 
+def kt_cases(c):
+    """The keys-as-M layout (launches with at most 8 query rows per KV head,
+    bench/records/2026-12-03-decode-kt.md): each thread holds two query rows (2t, 2t + 1), so
+    odd row counts leave a lane's second row past the real ones; rows are (query position,
+    head) pairs, so G and sq mix in them; every head_dim; per-head and broadcast biases (their
+    staged row per query row differs); causal rows that see different key counts; 8 rows
+    exactly, and 9 (the 16-row layout) beside it."""
+    for D in (64, 128, 256):
+        for G, sq, causal in ((3, 1, False), (5, 1, False), (7, 1, False), (8, 1, False),
+                              (1, 3, True), (2, 3, True), (3, 2, True), (2, 4, False)):
+            c.case(2, 1000, 2, G, D, torch.bfloat16, sq=sq, causal=causal)
+            masked_case(c, 2, 1000, 2, G, D, torch.float16, sq=sq, causal=causal,
+                        per_head=G % 2 == 1)
+    c.case(2, 1000, 2, 9, 128, torch.bfloat16)
+    c.case(1, 4100, 1, 3, 128, torch.float16, sq=3, causal=True)
+    masked_case(c, 4, 4100, 2, 3, 128, torch.bfloat16, sq=3, causal=True, per_head=True)
+
+
 def masked_correctness(c):
     """Issue 17's grid for the masked kernel: left padding 0-75% of the keys per row, random
     additive bias, broadcast and per head, GQA, several query rows, causal, splits through the
@@ -474,6 +492,7 @@ def masked_correctness(c):
     masked_empty_row(c)
     masked_nan_edges(c)
     pair_cases(c)
+    kt_cases(c)
 
 
 def correctness(lib):

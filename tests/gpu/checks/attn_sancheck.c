@@ -182,6 +182,9 @@ int main(void) {
   run(PT_DTYPE_BF16, 40, 8, 8, 1, 100, 128, 0);
   run(PT_DTYPE_BF16, 1, 8, 8, 1, 3000, 128, 0);  /* cluster splits of 6 tiles: workspace (short rule) */
   run(PT_DTYPE_BF16, 8, 16, 8, 1, 4100, 128, 0); /* clusters of two */
+  run(PT_DTYPE_FP16, 2, 16, 2, 1, 700, 64, 0);    /* 8 rows: keys as the mma's M, d 64 */
+  run(PT_DTYPE_BF16, 2, 16, 1, 1, 700, 128, 0);   /* 16 rows: rows as the mma's M */
+  run(PT_DTYPE_BF16, 2, 6, 2, 1, 700, 256, 0);    /* 3 rows, d 256 */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
