@@ -726,6 +726,12 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
   if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
     merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+#ifdef PT_ATTN_TLM_TWICE  // timeline diagnostic: the same merge again, its code now warm
+  if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES) {
+    __syncthreads();
+    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  }
+#endif
   else
     merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);
