@@ -269,6 +269,22 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int nb = p.bias_rows;
   T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
+  if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_PREF) != 0) {
+    if (nb) {
+      // The prologue's tiles of the split as planned, into L2 while the scan's round trip runs:
+      // the prologue then reads them from L2 when the scan keeps the split's start.
+      constexpr int LPR = D * 2 / 128;  // 128-byte lines per key row
+      const int nkeys = min(key_end - key_begin, ((PT_ATTN_EXP & PT_ATTN_EXP_PREF1) ? 1 : NST - 1) * BK);
+      const T *const kb = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs;
+      const T *const vb = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs;
+      for (int j = tid; j < nkeys * LPR; j += NT) {
+        const int64_t key = key_begin + j / LPR;
+        const int off = (j % LPR) * 64;
+        prefetch_l2(kb + key * p.k_rs + off);
+        prefetch_l2(vb + key * p.v_rs + off);
+      }
+    }
+  }
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
   PT_TL(1);
   const int ntiles = key_end > key_begin ? (key_end - key_begin + BK - 1) / BK : 0;

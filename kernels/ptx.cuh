@@ -105,6 +105,11 @@ static __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr
                : "r"(addr));
 }
 
+// A hint: the 128-byte line at `p` into L2 (no register, no shared memory, nothing to wait on).
+static __device__ __forceinline__ void prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 // Transposes an 8x8 matrix of 16-bit elements held one register per lane (lane 4r + c: row r,
 // columns 2c and 2c + 1) across the warp; all 32 lanes, converged.
 static __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
