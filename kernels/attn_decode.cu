@@ -269,20 +269,23 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int nb = p.bias_rows;
   T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
-  if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_PREF) != 0) {
-    if (nb) {
-      // The prologue's tiles of the split as planned, into L2 while the scan's round trip runs:
-      // the prologue then reads them from L2 when the scan keeps the split's start.
-      constexpr int LPR = D * 2 / 128;  // 128-byte lines per key row
-      const int nkeys = min(key_end - key_begin, ((PT_ATTN_EXP & PT_ATTN_EXP_PREF1) ? 1 : NST - 1) * BK);
-      const T *const kb = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs;
-      const T *const vb = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs;
-      for (int j = tid; j < nkeys * LPR; j += NT) {
-        const int64_t key = key_begin + j / LPR;
-        const int off = (j % LPR) * 64;
-        prefetch_l2(kb + key * p.k_rs + off);
-        prefetch_l2(vb + key * p.v_rs + off);
-      }
+  // Under a mask the first tile's K/V wait for the scan's round trip. Its lines (the split's
+  // first tile as planned) are hinted into L2 before the scan, so that when the scan keeps the
+  // split's start the prologue reads them from L2. Where the scan moves the start (a split that
+  // begins in padding) the hint wastes one tile's bytes, early in the launch. Measured on H200:
+  // B1 KV32k G 1 / 8 masked 36.7 / 37.9 -> 35.8 / 37.3 us, B8 KV4k -0.3 to -0.5, B32 KV1k
+  // -0.8 to -0.9; two tiles helped B1 KV32k more and B8 KV4k not at all
+  // (bench/records/2026-12-03-decode-kt.md).
+  if (nb) {
+    constexpr int LPR = D * 2 / 128;  // 128-byte lines per key row
+    const int nkeys = min(key_end - key_begin, BK);
+    const T *const kb = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs;
+    const T *const vb = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs;
+    for (int j = tid; j < nkeys * LPR; j += NT) {
+      const int64_t key = key_begin + j / LPR;
+      const int off = (j % LPR) * 64;
+      prefetch_l2(kb + key * p.k_rs + off);
+      prefetch_l2(vb + key * p.v_rs + off);
     }
   }
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
@@ -742,12 +745,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
   if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
     merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
-#ifdef PT_ATTN_TLM_TWICE  // timeline diagnostic: the same merge again, its code now warm
-  if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES) {
-    __syncthreads();
-    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
-  }
-#endif
   else
     merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);

@@ -98,9 +98,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
 #define PT_ATTN_EXP_NOLOAD 64
-#define PT_ATTN_EXP_SUM2 128 /* experiment: the staged merge sums a thread's two items at once */
-#define PT_ATTN_EXP_PREF 256 /* experiment: the first tiles' K/V prefetched into L2 during the scan */
-#define PT_ATTN_EXP_PREF1 1024 /* with PREF: the first tile only */
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

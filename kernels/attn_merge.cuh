@@ -254,43 +254,6 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
   cp_async_wait<0>();
   __syncthreads();
   PT_TLM(3);
-#if (PT_ATTN_EXP & PT_ATTN_EXP_SUM2)
-  // Experiment: a thread's two items (it, it + NT) summed in one pass over the splits.
-#pragma unroll 1
-  for (int it = tid; it < nitems; it += 2 * NT) {
-    const bool two = it + NT < nitems;
-    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
-    const int it2 = two ? it + NT : it, r2 = it2 / (D / 4), d2 = (it2 % (D / 4)) * 4;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f), o2 = o;
-#pragma unroll 4
-    for (int s = 0; s < ns; ++s) {
-      const float w = wml[s * rows + r].x, w2 = wml[s * rows + r2].x;
-      const float4 x = *reinterpret_cast<const float4 *>(so + (s * rows + r) * D + d);
-      const float4 x2 = *reinterpret_cast<const float4 *>(so + (s * rows + r2) * D + d2);
-      o.x += w * x.x;
-      o.y += w * x.y;
-      o.z += w * x.z;
-      o.w += w * x.w;
-      o2.x += w2 * x2.x;
-      o2.y += w2 * x2.y;
-      o2.z += w2 * x2.z;
-      o2.w += w2 * x2.w;
-    }
-    {
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = inv_l[r];
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
-             o.z * inv, o.w * inv);
-    }
-    if (two) {
-      const int i = r2 / group, hh = kh * group + r2 % group;
-      const float inv = inv_l[r2];
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d2, o2.x * inv, o2.y * inv,
-             o2.z * inv, o2.w * inv);
-    }
-  }
-  if (false)
-#endif
 #pragma unroll 1
   for (int it = tid; it < nitems; it += NT) {
     const int r = it / (D / 4), d = (it % (D / 4)) * 4;
