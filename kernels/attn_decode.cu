@@ -350,6 +350,25 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   PT_TL(2);
 
+  // Both loops below (the two mma layouts) step the ring the same way. Start of step `it`: tile
+  // `it` landed and visible to all, stage (it - 1) % NST free, so tile it + NST - 1 goes into it.
+  auto tile_begin = [&](int it) {
+    cp_async_wait<NST - 2>();
+    __syncthreads();
+#ifdef PT_ATTN_TIMELINE
+    if (it == 0) PT_TL(3);
+    if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
+#endif
+    const int nt = it + NST - 1;
+    if (nt < ntiles && !(PT_ATTN_EXP & PT_ATTN_EXP_NOLOAD)) load_tile(nt, nt % NST);
+    cp_async_commit();
+  };
+  // After the last step: nothing in flight, and the K/V ring is free for the merges below.
+  auto loop_end = [&]() {
+    cp_async_wait<0>();
+    __syncthreads();
+    PT_TL(4);
+  };
   // The warp merge's buffers (the K/V ring is free once the loop is done).
   float *const red_o = reinterpret_cast<float *>(smem);  // [4][16][LD]
   float *const red_m = red_o + 4 * 16 * LD;              // [4][16]
@@ -389,17 +408,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;  // rows q0, q1
     const float sl2 = p.scale_log2;
     for (int it = 0; it < ntiles; ++it) {
-      cp_async_wait<NST - 2>();
-      __syncthreads();
-#ifdef PT_ATTN_TIMELINE
-      if (it == 0) PT_TL(3);
-      if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
-#endif
-      {
-        const int nt = it + NST - 1;
-        if (nt < ntiles && !(PT_ATTN_EXP & PT_ATTN_EXP_NOLOAD)) load_tile(nt, nt % NST);
-        cp_async_commit();
-      }
+      tile_begin(it);
       const int kw0 = key_begin + it * BK + warp * 16;
       if (kw0 >= key_end) continue;
       if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;
@@ -473,10 +482,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
         dt<T>::mma(acc[dm], a, pb0, pb1);
       }
     }
-    cp_async_wait<0>();
-    __syncthreads();  // the K/V ring is reused below
-    PT_TL(4);
-    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;
+    loop_end();
+    if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;  // diagnostic: no epilogue
 #pragma unroll
     for (int o = 4; o < 32; o <<= 1) {
       l0 += __shfl_xor_sync(0xffffffffu, l0, o);
@@ -535,17 +542,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     const float sl2 = p.scale_log2;
 
     for (int it = 0; it < ntiles; ++it) {
-      cp_async_wait<NST - 2>();
-      __syncthreads();  // tile `it` visible to all; stage (it-1) % NST free to refill
-#ifdef PT_ATTN_TIMELINE
-      if (it == 0) PT_TL(3);
-      if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
-#endif
-      {
-        const int nt = it + NST - 1;
-        if (nt < ntiles && !(PT_ATTN_EXP & PT_ATTN_EXP_NOLOAD)) load_tile(nt, nt % NST);
-        cp_async_commit();
-      }
+      tile_begin(it);
       const int kw0 = key_begin + it * BK + warp * 16;
       if (kw0 >= key_end) continue;  // warp-uniform: this warp's 16 keys are all past the split
       if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOCOMPUTE) != 0) continue;  // diagnostic: the stream alone
@@ -625,9 +622,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
         dt<T>::mma(acc[2 * dn + 1], pa, b[2], b[3]);
       }
     }
-    cp_async_wait<0>();
-    __syncthreads();  // the K/V ring is reused below
-    PT_TL(4);
+    loop_end();
     if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_NOMERGE) != 0) return;  // diagnostic: no epilogue
 
     // Row sums were kept per thread: add the 4 lanes of each row.
