@@ -319,6 +319,25 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
     return ok
 
 
+def decode_masked(c, a, bias, o_full, lse):
+    """One eager launch of `a` with `bias` set in the lib, its outputs poisoned first; the bias is
+    unset again whatever happens. Returns the plan (split count, cluster size) it was given."""
+    c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+    try:
+        plan = c.lib.plan(a)
+        c.poison(o_full, lse)
+        c.lib.decode(a)
+        torch.cuda.synchronize()
+    finally:
+        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+    return plan
+
+
+def row_empty(o, lse, b):
+    """Batch row b of a launch whose keys were all masked: O exactly 0 and LSE -inf (no NaN)."""
+    return bool((o[b] == 0).all()) and bool(torch.isinf(lse[b]).all() and (lse[b] < 0).all())
+
+
 def masked_empty_row(c):
     """A row whose keys are all masked: O = 0 and LSE = -inf (no NaN), the other rows exact."""
     B, S, Hk, G, D, dtype = 2, 1000, 2, 2, 128, torch.bfloat16
@@ -327,15 +346,9 @@ def masked_empty_row(c):
     bias = torch.zeros(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
     bias[0] = float("-inf")
     a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
-    c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-    try:
-        c.poison(o_full, lse)
-        c.lib.decode(a)
-        torch.cuda.synchronize()
-    finally:
-        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+    decode_masked(c, a, bias, o_full, lse)
     ref_o, ref_lse = reference(q[1:], k[1:], v[1:], 1.0 / math.sqrt(D), False)
-    ok = bool((o[0] == 0).all()) and bool(torch.isinf(lse[0]).all() and (lse[0] < 0).all())
+    ok = row_empty(o, lse, 0)
     eo, el = rel_err(o[1:], ref_o), rel_err(lse[1:], ref_lse)
     ok = ok and eo <= O_TOL and el <= LSE_TOL
     c.rows.append("masked: a fully masked row -> O 0, LSE -inf; other row O %.2e LSE %.2e  %s" % (
@@ -374,17 +387,10 @@ def masked_nan_edges(c):
             kz, vz = mask_with_nan(bias, k, v, ((0, slice(0, 200)), (1, slice(3304, S))))
             ref_o, ref_lse = reference(q, kz, vz, 1.0 / math.sqrt(D), False, bias)
             a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
-            c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
             # 16 units of 63 tiles: a cluster of 8-tile splits, which the masked short-split
             # rule would send to the workspace; off here so the cluster merge is the one tested
-            try:
-                with c.lib.knobs(cluster_max=cm, masked_short=0):
-                    plan = c.lib.plan(a)
-                    c.poison(o_full, lse)
-                    c.lib.decode(a)
-                    torch.cuda.synchronize()
-            finally:
-                c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+            with c.lib.knobs(cluster_max=cm, masked_short=0):
+                plan = decode_masked(c, a, bias, o_full, lse)
             eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
             extra = "  plan %d splits, %s" % (plan[0], "cluster" if plan[1] > 1 else "workspace")
             if (plan[1] > 1) != (cm > 1):
@@ -409,16 +415,9 @@ def pair_edges(c, dtype, S):
     keep = [b for b in range(B) if b != 2]
     ref_o, ref_lse = reference(q[keep], kz[keep], vz[keep], 1.0 / math.sqrt(D), False, bias[keep])
     a = c.lib.args(q, k, v, o, lse, H, Hk, 1, 1.0 / math.sqrt(D), False)
-    c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-    try:
-        plan = c.lib.plan(a)
-        c.poison(o_full, lse)
-        c.lib.decode(a)
-        torch.cuda.synchronize()
-    finally:
-        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
+    plan = decode_masked(c, a, bias, o_full, lse)
     eo, el = rel_err(o[keep], ref_o), rel_err(lse[keep], ref_lse)
-    empty = bool((o[2] == 0).all()) and bool(torch.isinf(lse[2]).all() and (lse[2] < 0).all())
+    empty = row_empty(o, lse, 2)
     if not empty or plan[1] != 2:
         eo = float("inf")  # wrong output, or not the plan this case is for
     c.record("pair: NaN K/V where masked, a fully masked row, S%d %s" % (
