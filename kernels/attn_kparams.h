@@ -98,7 +98,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
 #define PT_ATTN_EXP_NOLOAD 64
-#define PT_ATTN_EXP_FUSEDW 128 /* experiment: the staged merge without its weights phase */
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

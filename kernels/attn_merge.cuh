@@ -219,45 +219,6 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
   if (tid + NT < nml) wml[tid + NT] = ml1;
 #pragma unroll 1
   for (int i = tid + 2 * NT; i < nml; i += NT) wml[i] = __ldcg(&ws_ml[i]);
-#if (PT_ATTN_EXP & PT_ATTN_EXP_FUSEDW) != 0
-  // Experiment: no weights phase. Once the copy has landed, each item's thread takes its row's
-  // max, weights and sum from the (m, l) in shared memory itself (the row's 32 items repeat
-  // that work, with no shuffles and no barrier between weights and sums), then its sums.
-  cp_async_wait<0>();
-  __syncthreads();
-  PT_TLM(1);
-  PT_TLM(2);
-  PT_TLM(3);
-#pragma unroll 1
-  for (int it = tid; it < nitems; it += NT) {
-    const int r = it / (D / 4), d = (it % (D / 4)) * 4;
-    float M = NEG_INF;
-#pragma unroll 4
-    for (int s = 0; s < ns; ++s) M = fmaxf(M, wml[s * rows + r].x);
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int s = 0; s < ns; ++s) {
-      const float2 ml = wml[s * rows + r];
-      const float w = ex2(ml.x - Mu);
-      L += w * ml.y;
-      const float4 x = *reinterpret_cast<const float4 *>(so + (s * rows + r) * D + d);
-      o.x += w * x.x;
-      o.y += w * x.y;
-      o.z += w * x.z;
-      o.w += w * x.w;
-    }
-    const int i = r / group, hh = kh * group + r % group;
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
-           o.z * inv, o.w * inv);
-    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-  }
-  (void)inv_l;
-  (void)lane;
-  (void)warp;
-#else
   __syncthreads();
   PT_TLM(1);
   // The weights, one lane per (split, row): a row's ns splits take P lanes (the power of two
@@ -311,7 +272,6 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
     store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
            o.z * inv, o.w * inv);
   }
-#endif
   PT_TLM(4);
 #ifdef PT_ATTN_TIMELINE
   if (tid == 0 && bi == 0 && kh == 0)
