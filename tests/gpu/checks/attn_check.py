@@ -957,6 +957,25 @@ def masked_plans(lib, out_rows):
         torch.cuda.empty_cache()
 
 
+def bitwise_same(fns, o, lse, reps=3):
+    """Runs each launch reps times into poisoned O and LSE and compares every output, bit for bit,
+    with base's first: "=" when all are the same, else the names whose outputs differ (a variant
+    meant to change no arithmetic, such as who merges the splits, must print "=")."""
+    ref, bad = None, []
+    for name, f in fns.items():
+        for _ in range(reps):
+            o.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            f(0)
+            torch.cuda.synchronize()
+            if ref is None:
+                ref = (o.clone(), lse.clone())
+            elif not (torch.equal(o, ref[0]) and torch.equal(lse, ref[1])):
+                if name not in bad:
+                    bad.append(name)
+    return "=" if not bad else "differ: " + " ".join(bad)
+
+
 def experiments(lib, variants, out_rows):
     """Compile-time variants of the kernel (tests/gpu/checks/attn.sh ATTN_VARIANTS: each its own
     test library, e.g. -DPT_ATTN_EXP=1, kernels/attn_kparams.h) against the default build (base)
@@ -971,6 +990,7 @@ def experiments(lib, variants, out_rows):
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(
         " %8s" % n[:8] for n in libs) + " %7s" % "read"
+    hdr += "  bitwise"
     out_rows.append(hdr)
     print(hdr, flush=True)
     points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 4, 1), (8, 4096, 8, 1),
@@ -989,15 +1009,14 @@ def experiments(lib, variants, out_rows):
                         1.0 / math.sqrt(D), False)
             fns[name] = (lambda lb, a: lambda i: lb.decode(a))(lb, a)
         try:
-            for f in fns.values():
-                f(0)
+            same = bitwise_same(fns, o, lse)
             res = graph_times(fns)
         finally:
             for lb in libs.values():
                 lb.l.pt_test_set_bias(None, 0, 0, 0)
         res["read"] = read_time(2 * Hk * keys * D * 2, 1)
         row = "%3d %6d %2d %6s %8.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
-            " %8.1f" % res[n] for n in libs) + " %7.1f" % res["read"]
+            " %8.1f" % res[n] for n in libs) + " %7.1f" % res["read"] + "  " + same
         out_rows.append(row)
         print(row, flush=True)
         del q, k, v, o, lse, keep, bias
