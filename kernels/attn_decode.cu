@@ -239,12 +239,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, kh = blockIdx.y, bi = blockIdx.z;
   const int group = p.group, rows = p.rows;
-  // Split merge by ticket (experiment, PT_ATTN_EXP_TICKET): the unit's counter, tid 0's ticket.
-  constexpr bool TICKET = (PT_ATTN_EXP & PT_ATTN_EXP_TICKET) != 0;
-  unsigned int *const cnt = TICKET && p.nsplit > 1 && p.cluster <= 1
-                                ? reinterpret_cast<unsigned int *>(p.ws) + (bi * p.h_k + kh)
-                                : nullptr;
-  unsigned int ticket = 0;
 
   // Q's rows first, into registers: issued after the K/V prologue they would queue behind it
   // (at B = 32, 1k keys, 16 MiB of prologue held Q back 4.5 us and the first tile with it), and
@@ -365,16 +359,12 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     if (it == 0) PT_TL(3);
     if (it == ntiles / 2 && threadIdx.x == 0) tl_mid = gtimer();
 #endif
-    if constexpr (TICKET)
-      if (it == ntiles - 1 && tid == 0 && cnt) ticket = atom_add_relaxed_gpu(cnt, 1u);
     const int nt = it + NST - 1;
     if (nt < ntiles && !(PT_ATTN_EXP & PT_ATTN_EXP_NOLOAD)) load_tile(nt, nt % NST);
     cp_async_commit();
   };
   // After the last step: nothing in flight, and the K/V ring is free for the merges below.
   auto loop_end = [&]() {
-    if constexpr (TICKET)
-      if (ntiles == 0 && tid == 0 && cnt) ticket = atom_add_relaxed_gpu(cnt, 1u);
     cp_async_wait<0>();
     __syncthreads();
     PT_TL(4);
@@ -667,18 +657,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       }
     }
   }
-  if constexpr (TICKET)
-    if (tid == 0) s_last = cnt != nullptr && (ticket & 0xffffu) == static_cast<unsigned int>(p.nsplit - 1);
   __syncthreads();
   PT_TL(5);
-  if constexpr (TICKET) {
-    // The ticket's holder waits for the other splits' partials while its threads write its own.
-    if (s_last && tid == 0) {
-      const unsigned int want = static_cast<unsigned int>(p.nsplit - 1) << 16;
-      while ((ld_acquire_gpu(cnt) & 0xffff0000u) != want) __nanosleep(32);
-      st0_relaxed_gpu(cnt);  // every split has taken its ticket and published: reset for the next launch
-    }
-  }
 
   const int unit = bi * p.h_k + kh;
   const int nitems = rows * (D / 4);
@@ -747,22 +727,12 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // acq_rel atomic (release for our stores, which the barrier orders before
   // it; acquire for the other CTAs' partials when we are last).
   __syncthreads();
-  if constexpr (TICKET) {
-    if (!s_last) {
-      if (tid == 0) atom_add_release_gpu(cnt, 1u << 16);
-      PT_TL(7);
-      PT_TL_END(7);
-      return;
-    }
-    PT_TL(7);
-  } else {
-    if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
-    __syncthreads();
-    PT_TL(7);
-    if (!s_last) {
-      PT_TL_END(7);
-      return;
-    }
+  if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
+  __syncthreads();
+  PT_TL(7);
+  if (!s_last) {
+    PT_TL_END(7);
+    return;
   }
 
   // The partials staged in the K/V ring when they fit (e.g. 64 KiB at 16 splits of 8 rows and

@@ -98,11 +98,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
 #define PT_ATTN_EXP_NOLOAD 64
-/* TICKET: the split merge's last CTA is chosen by a ticket taken as a CTA starts its last tile
- * (low 16 bits of the unit's counter); the others publish their partial with a release add to
- * the high 16 bits, and the ticket's holder polls those instead of publishing its own (same
- * results, bit for bit). */
-#define PT_ATTN_EXP_TICKET 128
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

@@ -16,8 +16,7 @@
 //    ldmatrix row addresses 16-byte aligned.
 //  - warp_max / warp_sum: all 32 lanes of the warp (full mask).
 //  - store4: dst 8-byte aligned.
-//  - atom_add1_acq_rel_gpu / st0_relaxed_gpu / atom_add_relaxed_gpu / atom_add_release_gpu /
-//    ld_acquire_gpu: a global address.
+//  - atom_add1_acq_rel_gpu / st0_relaxed_gpu: a global address.
 #ifndef PT_KERNELS_PTX_CUH
 #define PT_KERNELS_PTX_CUH
 #include <cuda_bf16.h>
@@ -200,22 +199,6 @@ static __device__ __forceinline__ unsigned int atom_add1_acq_rel_gpu(unsigned in
 }
 static __device__ __forceinline__ void st0_relaxed_gpu(unsigned int *addr) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(addr) : "memory");
-}
-// The arrival counter's other accesses: a relaxed add (returns the old value; orders nothing),
-// a release add (publishes the stores before it, with the CTA barrier that precedes it) and an
-// acquire load (the polling side).
-static __device__ __forceinline__ unsigned int atom_add_relaxed_gpu(unsigned int *addr, unsigned int v) {
-  unsigned int old;
-  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(addr), "r"(v) : "memory");
-  return old;
-}
-static __device__ __forceinline__ void atom_add_release_gpu(unsigned int *addr, unsigned int v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
-}
-static __device__ __forceinline__ unsigned int ld_acquire_gpu(const unsigned int *addr) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
-  return v;
 }
 
 }  // namespace pt_attn
