@@ -177,7 +177,7 @@ __device__ __forceinline__ unsigned long long gtimer() {
 // -DPT_ATTN_TIMELINE_ALL (with PT_ATTN_TIMELINE): every CTA also prints one "TLC" line with
 // absolute %globaltimer values (ns), its tile count, and the time its tile ntiles / 2 arrived,
 // so that the CTAs of one launch can be laid side by side (which ones stream while others idle).
-__device__ __noinline__ void tl_finish(unsigned long long *tl, int reached, int ntiles,
+__device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int reached, int ntiles,
                                        unsigned long long mid) {
   if (threadIdx.x != 0) return;
   const unsigned long long end = gtimer();
@@ -212,130 +212,10 @@ __device__ __noinline__ void tl_finish(unsigned long long *tl, int reached, int 
   }
 }
 #define PT_TL_END(i) tl_finish(tl, i, ntiles, tl_mid)
-// The epilogue's timeline arguments.
-#define PT_TL_PARAMS , unsigned long long *tl, int ntiles, unsigned long long tl_mid
-#define PT_TL_ARGS , tl, ntiles, tl_mid
 #else
 #define PT_TL(i) do { } while (0)
 #define PT_TL_END(i) do { } while (0)
-#define PT_TL_PARAMS
-#define PT_TL_ARGS
 #endif
-
-// The launch's tail after the warp merge (red_o, red_m, red_l in smem hold the 4 warps' O, m, l):
-// the CTA's partial -> O directly (one split), its shared memory and the cluster merge, or the
-// workspace, the counter and, in the last CTA, the split merge. Every thread of the CTA calls it.
-//
-// dry (experiment PT_ATTN_EXP_WARM): the same code run before the K/V loop with nothing written
-// outside the CTA, one row and one split, in the ring's last stage (smem; the prologue fills
-// stages 0 .. NST-2 only) -- so that its instructions are in the SM's caches when the real tail
-// runs: at the end of the launch they come cold, a cache line at a time.
-template <typename T, int D>
-#if (PT_ATTN_EXP & (PT_ATTN_EXP_EPI_CALL | PT_ATTN_EXP_WARM)) != 0  // one copy of its code: a call
-__device__ __noinline__
-#else
-__device__ __forceinline__
-#endif
-void epilogue(const pt_attn_kparams &p, unsigned char *smem, int split, int kh, int bi,
-              int rows, bool dry PT_TL_PARAMS) {
-  using C = cfg<D>;
-  constexpr int NST = C::NSTAGE, TILE = C::TILE, LD = C::RED_LD;
-  __shared__ int s_last;
-  const int tid = threadIdx.x, group = p.group;
-  float *const red_o = reinterpret_cast<float *>(smem);  // [4][16][LD]
-  float *const red_m = dry ? red_o : red_o + 4 * 16 * LD;  // [4][16]
-  float *const red_l = dry ? red_o : red_m + 64;           // [4][16]
-#define PT_TLD(i) do { if (!dry) PT_TL(i); } while (0)
-  const int unit = bi * p.h_k + kh;
-  const int nitems = rows * (D / 4);
-  const bool in_cluster = p.cluster > 1;
-  // Cluster mode: this CTA's partial stays in its own shared memory, after
-  // the warp-merge buffers (16-byte aligned: red_o + red_m + red_l).
-  float *const part_o = dry ? red_o : red_l + 64;                                   // [rows][D]
-  float2 *const part_ml = reinterpret_cast<float2 *>(dry ? red_o : part_o + 16 * D);  // [rows]
-  // Workspace partials of this unit (split path only).
-  float2 *const ws_ml = p.nsplit > 1 && !in_cluster
-      ? reinterpret_cast<float2 *>(p.ws + p.ws_ml_off) + (int64_t)unit * p.nsplit * rows
-      : nullptr;
-  float *const ws_o = p.nsplit > 1 && !in_cluster
-      ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
-      : nullptr;
-  for (int item = tid; item < nitems; item += NT) {
-    const int r = item / (D / 4), d = (item % (D / 4)) * 4;
-    float M = NEG_INF;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
-    const float Mu = M == NEG_INF ? 0.f : M;
-    float L = 0.f;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      L += red_l[w * 16 + r] * ex2(red_m[w * 16 + r] - Mu);
-      const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
-      o.x += x.x;
-      o.y += x.y;
-      o.z += x.z;
-      o.w += x.w;
-    }
-    if (dry) continue;
-    if (p.nsplit == 1) {
-      // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
-      // causal), so L > 0; a row the bias masks entirely gets O = 0.
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = L > 0.f ? 1.f / L : 0.f;
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-             o.y * inv, o.z * inv, o.w * inv);
-      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-    } else if (in_cluster) {
-      *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
-      if (d == 0) part_ml[r] = make_float2(M, L);
-    } else {
-      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * D + d) = o;
-      if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
-    }
-  }
-  PT_TLD(6);
-  if (p.nsplit == 1) {
-    if (!dry) PT_TL_END(6);
-    return;
-  }
-  if (in_cluster) {
-    if (!dry) cluster_sync();  // every CTA's partial is written and visible
-    PT_TLD(7);
-    merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems, dry);
-    PT_TLD(8);
-    if (!dry) {
-      cluster_sync();  // no CTA leaves while another still reads its shared memory
-      PT_TL_END(8);
-    }
-    return;
-  }
-
-  // ---- the last CTA of this (batch, KV head) merges the splits ------------
-  // One thread publishes the CTA's partial and counts it with a single
-  // acq_rel atomic (release for our stores, which the barrier orders before
-  // it; acquire for the other CTAs' partials when we are last).
-  __syncthreads();
-  if (tid == 0) s_last = dry ? 1 : split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
-  __syncthreads();
-  PT_TLD(7);
-  if (!s_last) {
-    if (!dry) PT_TL_END(7);
-    return;
-  }
-
-  // The partials staged in the K/V ring when they fit (e.g. 64 KiB at 16 splits of 8 rows and
-  // d = 128, of its 96 KiB), else loaded in batches.
-  constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
-  const int real_rows = dry ? p.rows : rows;  // the staged test of the real tail, dry or not
-  if (p.nsplit * real_rows * (D * 4 + 8) + real_rows * 4 <= RING_BYTES)
-    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, dry ? 1 : p.nsplit, bi, kh, rows, group, nitems, dry);
-  else if (!dry)
-    merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
-  PT_TLD(8);
-  if (!dry) PT_TL_END(8);
-#undef PT_TLD
-}
 
 template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
@@ -346,6 +226,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   using C = cfg<D>;
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
   extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int s_last;
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
   T *const sQ = sKV + NST * 2 * TILE;                  // [16][D]
 
@@ -468,9 +349,6 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   }
   __syncthreads();
   PT_TL(2);
-  if constexpr ((PT_ATTN_EXP & PT_ATTN_EXP_WARM) != 0)
-    epilogue<T, D>(p, reinterpret_cast<unsigned char *>(sKV + (NST - 1) * 2 * TILE), split, kh, bi,
-                   1, true PT_TL_ARGS);
 
   // Both loops below (the two mma layouts) step the ring the same way. Start of step `it`: tile
   // `it` landed and visible to all, stage (it - 1) % NST free, so tile it + NST - 1 goes into it.
@@ -782,7 +660,90 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   PT_TL(5);
 
-  epilogue<T, D>(p, smem, split, kh, bi, rows, false PT_TL_ARGS);
+  const int unit = bi * p.h_k + kh;
+  const int nitems = rows * (D / 4);
+  const bool in_cluster = p.cluster > 1;
+  // Cluster mode: this CTA's partial stays in its own shared memory, after
+  // the warp-merge buffers (16-byte aligned: red_o + red_m + red_l).
+  float *const part_o = red_l + 64;                                   // [rows][D]
+  float2 *const part_ml = reinterpret_cast<float2 *>(part_o + 16 * D);  // [rows]
+  // Workspace partials of this unit (split path only).
+  float2 *const ws_ml = p.nsplit > 1 && !in_cluster
+      ? reinterpret_cast<float2 *>(p.ws + p.ws_ml_off) + (int64_t)unit * p.nsplit * rows
+      : nullptr;
+  float *const ws_o = p.nsplit > 1 && !in_cluster
+      ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
+      : nullptr;
+  for (int item = tid; item < nitems; item += NT) {
+    const int r = item / (D / 4), d = (item % (D / 4)) * 4;
+    float M = NEG_INF;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
+    const float Mu = M == NEG_INF ? 0.f : M;
+    float L = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      L += red_l[w * 16 + r] * ex2(red_m[w * 16 + r] - Mu);
+      const float4 x = *reinterpret_cast<const float4 *>(red_o + (w * 16 + r) * LD + d);
+      o.x += x.x;
+      o.y += x.y;
+      o.z += x.z;
+      o.w += x.w;
+    }
+    if (p.nsplit == 1) {
+      // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
+      // causal), so L > 0; a row the bias masks entirely gets O = 0.
+      const int i = r / group, hh = kh * group + r % group;
+      const float inv = L > 0.f ? 1.f / L : 0.f;
+      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
+             o.y * inv, o.z * inv, o.w * inv);
+      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+    } else if (in_cluster) {
+      *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
+      if (d == 0) part_ml[r] = make_float2(M, L);
+    } else {
+      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * D + d) = o;
+      if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
+    }
+  }
+  PT_TL(6);
+  if (p.nsplit == 1) {
+    PT_TL_END(6);
+    return;
+  }
+  if (in_cluster) {
+    cluster_sync();  // every CTA's partial is written and visible
+    PT_TL(7);
+    merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
+    PT_TL(8);
+    cluster_sync();  // no CTA leaves while another still reads its shared memory
+    PT_TL_END(8);
+    return;
+  }
+
+  // ---- the last CTA of this (batch, KV head) merges the splits ------------
+  // One thread publishes the CTA's partial and counts it with a single
+  // acq_rel atomic (release for our stores, which the barrier orders before
+  // it; acquire for the other CTAs' partials when we are last).
+  __syncthreads();
+  if (tid == 0) s_last = split_count_last(reinterpret_cast<unsigned int *>(p.ws) + unit, p.nsplit);
+  __syncthreads();
+  PT_TL(7);
+  if (!s_last) {
+    PT_TL_END(7);
+    return;
+  }
+
+  // The partials staged in the K/V ring when they fit (e.g. 64 KiB at 16 splits of 8 rows and
+  // d = 128, of its 96 KiB), else loaded in batches.
+  constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
+  if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
+    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  else
+    merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  PT_TL(8);
+  PT_TL_END(8);
 }
 
 }  // namespace pt_attn

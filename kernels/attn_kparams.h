@@ -98,11 +98,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
 #define PT_ATTN_EXP_NOLOAD 64
-/* EPI_CALL: the decode kernel's tail after the warp merge (epilogue in kernels/attn_decode.cu) is
- * a call, not inlined; WARM (implies EPI_CALL): the same code also runs dry before the K/V loop,
- * so that its instructions are cached when the tail runs (same results, bit for bit). */
-#define PT_ATTN_EXP_EPI_CALL 256
-#define PT_ATTN_EXP_WARM 512
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

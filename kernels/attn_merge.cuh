@@ -44,9 +44,9 @@ namespace pt_attn {
 // A row's merge constants once its weights are known: 1 / L into inv_l (0: a row its bias
 // masks entirely) and its LSE. One thread per row.
 static __device__ __forceinline__ void split_row_done(const pt_attn_kparams &p, float *inv_l, int r, float M,
-                                                      float L, int bi, int kh, int group, bool dry = false) {
+                                                      float L, int bi, int kh, int group) {
   inv_l[r] = L > 0.f ? 1.f / L : 0.f;
-  if (p.lse && !dry) {
+  if (p.lse) {
     const int i = r / group, hh = kh * group + r % group;
     p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
   }
@@ -194,8 +194,7 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
 template <typename T, int D, int NT>
 static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams &p, unsigned char *smem,
                                                            const float2 *ws_ml, const float *ws_o, int ns,
-                                                           int bi, int kh, int rows, int group, int nitems,
-                                                           bool dry = false) {
+                                                           int bi, int kh, int rows, int group, int nitems) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #ifdef PT_ATTN_TIMELINE
   // Timeline builds only: the phases of this merge in unit (0, 0) (bench/records/2026-12-03-decode-pair.md).
@@ -210,14 +209,12 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
   float *const inv_l = reinterpret_cast<float *>(wml + ns * rows);     // [rows]
   const int nml = ns * rows;
   float2 ml0 = make_float2(0.f, 0.f), ml1 = ml0;
-  if (!dry) {  // dry: the code runs, nothing is read (kernels/attn_decode.cu, epilogue)
-    if (tid < nml) ml0 = __ldcg(&ws_ml[tid]);
-    if (tid + NT < nml) ml1 = __ldcg(&ws_ml[tid + NT]);
-    const int nch = ns * rows * (D / 4);
+  if (tid < nml) ml0 = __ldcg(&ws_ml[tid]);
+  if (tid + NT < nml) ml1 = __ldcg(&ws_ml[tid + NT]);
+  const int nch = ns * rows * (D / 4);
 #pragma unroll 4
-    for (int c = tid; c < nch; c += NT) cp_async16(smem_u32(so + c * 4), ws_o + c * 4, 16);
-    cp_async_commit();
-  }
+  for (int c = tid; c < nch; c += NT) cp_async16(smem_u32(so + c * 4), ws_o + c * 4, 16);
+  cp_async_commit();
   if (tid < nml) wml[tid] = ml0;
   if (tid + NT < nml) wml[tid + NT] = ml1;
 #pragma unroll 1
@@ -248,13 +245,13 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1)
         if (o < P) L += __shfl_xor_sync(0xffffffffu, L, o);
-      if (s == 0 && r < rows) split_row_done(p, inv_l, r, M, L, bi, kh, group, dry);
+      if (s == 0 && r < rows) split_row_done(p, inv_l, r, M, L, bi, kh, group);
     }
   } else {
     split_weights_warp<NT>(p, wml, inv_l, ns, rows, bi, kh, group);
   }
   PT_TLM(2);
-  if (!dry) cp_async_wait<0>();
+  cp_async_wait<0>();
   __syncthreads();
   PT_TLM(3);
 #pragma unroll 1
@@ -272,13 +269,12 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
     }
     const int i = r / group, hh = kh * group + r % group;
     const float inv = inv_l[r];
-    if (!dry)
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
-             o.z * inv, o.w * inv);
+    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
+           o.z * inv, o.w * inv);
   }
   PT_TLM(4);
 #ifdef PT_ATTN_TIMELINE
-  if (tid == 0 && bi == 0 && kh == 0 && !dry)
+  if (tid == 0 && bi == 0 && kh == 0)
     printf("TLM staged merge, unit 0 (%d splits x %d rows): (m, l) in %llu, weights %llu, copy waited %llu, "
            "sums %llu, total %llu ns\n",
            ns, rows, tm[1] - tm[0], tm[2] - tm[1], tm[3] - tm[2], tm[4] - tm[3], tm[4] - tm[0]);
@@ -298,11 +294,9 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
 template <typename T, int D, int NT>
 static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, const float *part_o,
                                                      const float2 *part_ml, int bi, int kh,
-                                                     int rows, int group, int nitems, bool dry = false) {
-  // dry: one split, this CTA's own shared memory, nothing written (kernels/attn_decode.cu, epilogue)
-  const int C = dry ? 1 : p.cluster;
+                                                     int rows, int group, int nitems) {
+  const int C = p.cluster;
   const int rank = static_cast<int>(cluster_rank());
-  const int own = dry ? rank : 0;
   const uint32_t o_base = smem_u32(part_o), ml_base = smem_u32(part_ml);
   constexpr int CHUNK = 8;  // splits per round trip
 #pragma unroll 1
@@ -320,7 +314,7 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
 #pragma unroll
       for (int j = 0; j < CHUNK; ++j) {
         const bool ok = c0 + j < C;
-        const uint32_t s = static_cast<uint32_t>((ok ? c0 + j : 0) + own);
+        const uint32_t s = static_cast<uint32_t>(ok ? c0 + j : 0);
         ml[j] = ld_cluster_f2_if(cluster_map(ml_base + r * 8, s), ok);
         x[j] = ld_cluster_f4_if(cluster_map(o_base + (r * D + d) * 4, s), ok);
       }
@@ -351,7 +345,6 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
     // masks entirely gets O = 0.
     const int i = r / group, hh = kh * group + r % group;
     const float inv = L > 0.f ? 1.f / L : 0.f;
-    if (dry) continue;
     store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
            o.y * inv, o.z * inv, o.w * inv);
     if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
