@@ -987,6 +987,12 @@ def experiments(lib, variants, out_rows):
     for spec in variants:
         name, path = spec.split("=", 1)
         libs[name] = Lib(path)
+    # ATTN_EXP_SPLIT_MUL="name:k ...": that variant plans with k times the workspace splits for the
+    # whole stage (the planner's test knob), e.g. a 4-stage build at the splits of the default.
+    for spec in os.environ.get("ATTN_EXP_SPLIT_MUL", "").split():
+        name, k = spec.split(":")
+        libs[name].l.pt_test_set_split_mul(int(k))
+        print("variant %s: split_mul %s" % (name, k), flush=True)
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(
         " %8s" % n[:8] for n in libs) + " %7s" % "read"
