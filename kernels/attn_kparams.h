@@ -98,8 +98,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
 #define PT_ATTN_EXP_NOLOAD 64
-/* IL: the staged split merge sums two items per pass, interleaved (same sums, same order). */
-#define PT_ATTN_EXP_IL 1024
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

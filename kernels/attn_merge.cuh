@@ -254,44 +254,6 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
   cp_async_wait<0>();
   __syncthreads();
   PT_TLM(3);
-#if (PT_ATTN_EXP & PT_ATTN_EXP_IL) != 0
-  // Two items per pass (it and it + NT), their sums interleaved: two independent chains.
-#pragma unroll 1
-  for (int it0 = tid; it0 < nitems; it0 += 2 * NT) {
-    const int it1 = it0 + NT;
-    const bool two = it1 < nitems;
-    const int r0 = it0 / (D / 4), d0 = (it0 % (D / 4)) * 4;
-    const int r1 = two ? it1 / (D / 4) : r0, d1 = two ? (it1 % (D / 4)) * 4 : d0;
-    float4 o0 = make_float4(0.f, 0.f, 0.f, 0.f), o1 = o0;
-#pragma unroll 4
-    for (int s = 0; s < ns; ++s) {
-      const float w0 = wml[s * rows + r0].x, w1 = wml[s * rows + r1].x;
-      const float4 x0 = *reinterpret_cast<const float4 *>(so + (s * rows + r0) * D + d0);
-      const float4 x1 = *reinterpret_cast<const float4 *>(so + (s * rows + r1) * D + d1);
-      o0.x += w0 * x0.x;
-      o0.y += w0 * x0.y;
-      o0.z += w0 * x0.z;
-      o0.w += w0 * x0.w;
-      o1.x += w1 * x1.x;
-      o1.y += w1 * x1.y;
-      o1.z += w1 * x1.z;
-      o1.w += w1 * x1.w;
-    }
-    {
-      const int i = r0 / group, hh = kh * group + r0 % group;
-      const float inv = inv_l[r0];
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d0, o0.x * inv, o0.y * inv,
-             o0.z * inv, o0.w * inv);
-    }
-    if (two) {
-      const int i = r1 / group, hh = kh * group + r1 % group;
-      const float inv = inv_l[r1];
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d1, o1.x * inv, o1.y * inv,
-             o1.z * inv, o1.w * inv);
-    }
-  }
-  if (false)
-#endif
 #pragma unroll 1
   for (int it = tid; it < nitems; it += NT) {
     const int r = it / (D / 4), d = (it % (D / 4)) * 4;
