@@ -694,11 +694,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     if (p.nsplit == 1) {
       // Without a bias every row sees key 0 (seqlen_q <= seqlen_k when
       // causal), so L > 0; a row the bias masks entirely gets O = 0.
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = L > 0.f ? 1.f / L : 0.f;
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-             o.y * inv, o.z * inv, o.w * inv);
-      if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+      store_row4<T>(p, bi, kh, group, r, d, o, L > 0.f ? 1.f / L : 0.f);
+      if (d == 0 && p.lse) store_row_lse(p, bi, kh, group, r, M, L);
     } else if (in_cluster) {
       *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
       if (d == 0) part_ml[r] = make_float2(M, L);

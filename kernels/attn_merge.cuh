@@ -41,15 +41,29 @@
 
 namespace pt_attn {
 
+// The output of row r of unit (bi, kh): query position r / group of head kh * group + r % group.
+// store_row4 writes its columns d .. d + 3 from the unnormalised o and inv = 1 / L; store_row_lse
+// its LSE (the caller checks p.lse). Every path that ends a row (one split, the three merges)
+// stores through these two.
+template <typename T>
+static __device__ __forceinline__ void store_row4(const pt_attn_kparams &p, int bi, int kh, int group, int r,
+                                                  int d, const float4 &o, float inv) {
+  const int i = r / group, hh = kh * group + r % group;
+  store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv, o.z * inv,
+         o.w * inv);
+}
+static __device__ __forceinline__ void store_row_lse(const pt_attn_kparams &p, int bi, int kh, int group, int r,
+                                                     float M, float L) {
+  const int i = r / group, hh = kh * group + r % group;
+  p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+}
+
 // A row's merge constants once its weights are known: 1 / L into inv_l (0: a row its bias
 // masks entirely) and its LSE. One thread per row.
 static __device__ __forceinline__ void split_row_done(const pt_attn_kparams &p, float *inv_l, int r, float M,
                                                       float L, int bi, int kh, int group) {
   inv_l[r] = L > 0.f ? 1.f / L : 0.f;
-  if (p.lse) {
-    const int i = r / group, hh = kh * group + r % group;
-    p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
-  }
+  if (p.lse) store_row_lse(p, bi, kh, group, r, M, L);
 }
 
 // The per-split weights of every row, a warp per row: wml[s][r] = (m, l) -> (w, l) with
@@ -167,12 +181,7 @@ static __device__ __forceinline__ void merge_splits(const pt_attn_kparams &p, un
         }
       }
     }
-    if (write) {
-      const int i = r / group, hh = kh * group + r % group;
-      const float inv = inv_l[r];
-      store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-             o.y * inv, o.z * inv, o.w * inv);
-    }
+    if (write) store_row4<T>(p, bi, kh, group, r, d, o, inv_l[r]);
     base += pi;
     if (base >= nitems) break;
     __syncthreads();  // gsum is reused by the next pass
@@ -267,10 +276,7 @@ static __device__ __forceinline__ void merge_splits_staged(const pt_attn_kparams
       o.z += w * x.z;
       o.w += w * x.w;
     }
-    const int i = r / group, hh = kh * group + r % group;
-    const float inv = inv_l[r];
-    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv,
-           o.z * inv, o.w * inv);
+    store_row4<T>(p, bi, kh, group, r, d, o, inv_l[r]);
   }
   PT_TLM(4);
 #ifdef PT_ATTN_TIMELINE
@@ -343,11 +349,8 @@ static __device__ __forceinline__ void merge_cluster(const pt_attn_kparams &p, c
     }
     // Without a bias every row sees key 0 (split 0), so L > 0; a row its bias
     // masks entirely gets O = 0.
-    const int i = r / group, hh = kh * group + r % group;
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv,
-           o.y * inv, o.z * inv, o.w * inv);
-    if (d == 0 && p.lse) p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+    store_row4<T>(p, bi, kh, group, r, d, o, L > 0.f ? 1.f / L : 0.f);
+    if (d == 0 && p.lse) store_row_lse(p, bi, kh, group, r, M, L);
   }
 }
 
