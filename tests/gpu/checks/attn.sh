@@ -19,7 +19,11 @@
 #                                          # ATTN_VARIANT_CHECK=1 runs correctness on each first
 #                                          # (not on name@DIR builds of another tree); a list of
 #                                          # names instead of 1 checks only those (diagnostic
-#                                          # builds with wrong results are timed unchecked)
+#                                          # builds with wrong results are timed unchecked); its
+#                                          # table's last column compares every build's outputs
+#                                          # bit for bit with the default's ("=" or the names
+#                                          # that differ); ATTN_EXP_SPLIT_MUL="name:k" plans that
+#                                          # variant with k times the workspace splits
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail
