@@ -995,8 +995,7 @@ def experiments(lib, variants, out_rows):
         print("variant %s: split_mul %s" % (name, k), flush=True)
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(
-        " %8s" % n[:8] for n in libs) + " %7s" % "read"
-    hdr += "  bitwise"
+        " %8s" % n[:8] for n in libs) + " %7s" % "read" + "  bitwise"
     out_rows.append(hdr)
     print(hdr, flush=True)
     points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 4, 1), (8, 4096, 8, 1),
