@@ -217,6 +217,31 @@ __device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int re
 #define PT_TL_END(i) do { } while (0)
 #endif
 
+// The 4-warp merge's first step, shared by both decode loops: the writer lanes publish this
+// warp's (m, l) for its two rows ra and rb, every thread waits for all four warps, and gets the
+// factors sc0 and sc1 that rescale its accumulators of those rows to the CTA's max. Only the rows
+// and the writer lanes differ between the loops (keys-as-M: rows q0/q1, lanes g == 0; rows-as-M:
+// rows g/g + 8, lanes t == 0).
+__device__ __forceinline__ void warp_rescale(float *red_m, float *red_l, int warp, int ra, int rb,
+                                             bool writer, float m0, float m1, float l0, float l1,
+                                             float &sc0, float &sc1) {
+  if (writer) {
+    red_m[warp * 16 + ra] = m0;
+    red_m[warp * 16 + rb] = m1;
+    red_l[warp * 16 + ra] = l0;
+    red_l[warp * 16 + rb] = l1;
+  }
+  __syncthreads();
+  float M0 = NEG_INF, M1 = NEG_INF;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    M0 = fmaxf(M0, red_m[w * 16 + ra]);
+    M1 = fmaxf(M1, red_m[w * 16 + rb]);
+  }
+  sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
+  sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
+}
+
 template <typename T, int D>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
@@ -489,21 +514,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       l0 += __shfl_xor_sync(0xffffffffu, l0, o);
       l1 += __shfl_xor_sync(0xffffffffu, l1, o);
     }
-    if (g == 0) {
-      red_m[warp * 16 + q0] = m0;
-      red_m[warp * 16 + q1] = m1;
-      red_l[warp * 16 + q0] = l0;
-      red_l[warp * 16 + q1] = l1;
-    }
-    __syncthreads();
-    float M0 = NEG_INF, M1 = NEG_INF;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      M0 = fmaxf(M0, red_m[w * 16 + q0]);
-      M1 = fmaxf(M1, red_m[w * 16 + q1]);
-    }
-    const float sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
-    const float sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
+    float sc0, sc1;
+    warp_rescale(red_m, red_l, warp, q0, q1, g == 0, m0, m1, l0, l1, sc0, sc1);
     float *const r0 = red_o + (warp * 16 + q0) * LD + g;
     float *const r1 = r0 + LD;
 #pragma unroll
@@ -632,22 +644,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 
     // ---- merge the 4 warps through shared memory ---------------------------
-    if (t == 0) {
-      red_m[warp * 16 + g] = m0;
-      red_m[warp * 16 + g + 8] = m1;
-      red_l[warp * 16 + g] = l0;
-      red_l[warp * 16 + g + 8] = l1;
-    }
-    __syncthreads();
     {
-      float M0 = NEG_INF, M1 = NEG_INF;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        M0 = fmaxf(M0, red_m[w * 16 + g]);
-        M1 = fmaxf(M1, red_m[w * 16 + g + 8]);
-      }
-      const float sc0 = ex2(m0 - (M0 == NEG_INF ? 0.f : M0));
-      const float sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
+      float sc0, sc1;
+      warp_rescale(red_m, red_l, warp, g, g + 8, t == 0, m0, m1, l0, l1, sc0, sc1);
       float *const r0 = red_o + (warp * 16 + g) * LD + 2 * t;
       float *const r1 = r0 + 8 * LD;
 #pragma unroll
