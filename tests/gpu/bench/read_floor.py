@@ -22,7 +22,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "checks"))
-from attn_check import bandwidth, graph_time  # noqa: E402
+from attn_check import bandwidth, graph_time, graph_times  # noqa: E402
 
 MIB = 1 << 20
 # Bytes of the masked grid's points (attn_check.py masked-timing: 8 KV heads, d 128, bf16, half
@@ -103,22 +103,72 @@ def sweep(lib, sms, read_bw, rows):
             torch.cuda.empty_cache()
 
 
+def chunked(lib, read_bw, rows):
+    """Does the decode kernel's access order cost bandwidth? A decode CTA streams its own
+    contiguous split (B8 KV4k: 128 CTAs of 1 MiB; B1 KV32k G 1 and B32 KV1k: 256 of 512 KiB), and
+    all CTAs move through their splits in near lockstep, at the same offset of each chunk; the
+    read_fold kernel (and torch's sum) interleave the CTAs' loads instead. Here the same bytes
+    and grid are read three ways, timed interleaved by graph replay: stride (read_fold,
+    streaming loads), chunk (read_chunk: each CTA its contiguous chunk) and rot (read_chunk with
+    each CTA starting at a different sixteenth of its chunk)."""
+    out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    hdr = "%6s %8s %5s %7s %3s | %8s | %8s %8s %8s | %s" % ("CTAs", "chunk", "MiB", "threads", "ld", "floor us",
+                                                           "stride", "chunk", "rot", "chunk x floor")
+    rows.append(hdr)
+    print(hdr, flush=True)
+    for blocks, chunk in ((128, MIB), (132, MIB), (256, MIB // 2), (264, MIB // 2)):
+        nbytes = blocks * chunk
+        buf = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+        floor = nbytes / read_bw * 1e6
+        for threads, unroll in ((128, 8), (512, 4), (512, 8)):
+            if (chunk // 16) % (16 * unroll * threads):
+                continue
+
+            def fold(i, threads=threads, unroll=unroll):
+                rc = lib.pt_read_fold(buf.data_ptr(), nbytes, blocks, threads, unroll, 1, out.data_ptr(),
+                                      torch.cuda.current_stream().cuda_stream)
+                if rc:
+                    raise RuntimeError("pt_read_fold: CUDA error %d" % rc)
+
+            def chunk_fn(rot, threads=threads, unroll=unroll):
+                def f(i):
+                    rc = lib.pt_read_chunk(buf.data_ptr(), nbytes, blocks, threads, unroll, rot, out.data_ptr(),
+                                           torch.cuda.current_stream().cuda_stream)
+                    if rc:
+                        raise RuntimeError("pt_read_chunk: CUDA error %d" % rc)
+                return f
+            t = graph_times({"stride": fold, "chunk": chunk_fn(0), "rot": chunk_fn(1)})
+            row = "%6d %8d %5d %7d %3d | %8.1f | %8.1f %8.1f %8.1f | %.3f" % (
+                blocks, chunk, nbytes // MIB, threads, unroll, floor, t["stride"], t["chunk"], t["rot"],
+                t["chunk"] / floor)
+            rows.append(row)
+            print(row, flush=True)
+        del buf
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default="")
     ap.add_argument("--per-sm", action="store_true",
                     help="instead: the read rate of one CTA per SM when only N SMs read (per_sm())")
+    ap.add_argument("--chunked", action="store_true",
+                    help="instead: each CTA its contiguous chunk, as decode CTAs read (chunked())")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.pt_read_fold.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                  ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     lib.pt_read_fold.restype = ctypes.c_int
+    lib.pt_read_chunk.argtypes = lib.pt_read_fold.argtypes
+    lib.pt_read_chunk.restype = ctypes.c_int
     rows = []
     read_bw = bandwidth(rows)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if args.per_sm:
         per_sm(lib, sms, rows)
+    elif args.chunked:
+        chunked(lib, read_bw, rows)
     else:
         sweep(lib, sms, read_bw, rows)
     if args.out:

@@ -4,6 +4,7 @@
 # sm_90 and runs the sweep (~1-2 min). Table in $OUT/read_floor.txt.
 #   bash tests/gpu/bench/read_floor.sh
 #   READ_PER_SM=1 bash tests/gpu/bench/read_floor.sh   # the read rate per SM when N SMs read
+#   READ_CHUNKED=1 bash tests/gpu/bench/read_floor.sh  # each CTA its contiguous chunk, as decode reads
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
@@ -15,4 +16,6 @@ nvcc -shared -Xcompiler -fPIC -O3 -gencode=arch=compute_90,code=sm_90 "$root/tes
 mode=() table=read_floor.txt
 # READ_PER_SM=1: one CTA per SM on N SMs (read_floor.py --per-sm)
 [ -n "${READ_PER_SM:-}" ] && mode=(--per-sm) table=read_per_sm.txt
+# READ_CHUNKED=1: contiguous chunks per CTA against the grid stride (read_floor.py --chunked)
+[ -n "${READ_CHUNKED:-}" ] && mode=(--chunked) table=read_chunked.txt
 "${PYTHON:-python3}" "$root/tests/gpu/bench/read_floor.py" --lib "$b/librf.so" "${mode[@]}" --out "$out/$table"

@@ -9,7 +9,9 @@
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
 #   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # masked B 1-8: planned, without the short rule, workspace
-#   ATTN_STAGES="masked-heat" tests/gpu/checks/attn.sh      # latency-bound points after an idle card / heavy kernels
+#   ATTN_STAGES="masked-heat masked-place" tests/gpu/checks/attn.sh   # diagnostics of the timing
+#                                          # (tests/gpu/checks/attn_diag.py): latency-bound points
+#                                          # after an idle card / heavy kernels; with K/V placed apart
 #   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
 #   ATTN_DEFS="-DPT_ATTN_TIMELINE -DPT_ATTN_TIMELINE_ALL" ...      # and every CTA, summarised
 #   ATTN_TIMELINE_SHAPES="8:4096:8:1 1:32768:8:0" ...   # timeline shapes B:KV:G:masked (default: G 1 set)
@@ -137,7 +139,7 @@ for st in $STAGES; do
       [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
     done
     ;;
-  timing | masked-timing | masked-plans | experiments | masked-heat)
+  timing | masked-timing | masked-plans | experiments | masked-heat | masked-place)
     timed_stage "$st"
     ;;
   timeline)
@@ -163,4 +165,5 @@ printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
 [ -f "$OUT/attn_masked_plans.txt" ] && cat "$OUT/attn_masked_plans.txt"
 [ -f "$OUT/attn_masked_heat.txt" ] && cat "$OUT/attn_masked_heat.txt"
+[ -f "$OUT/attn_masked_place.txt" ] && cat "$OUT/attn_masked_place.txt"
 exit $status

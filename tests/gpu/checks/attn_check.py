@@ -9,8 +9,8 @@ torch's current stream.
   attn_check.py --lib libattn_test.so correctness   # exit 1 on any failure
   attn_check.py --lib libattn_test.so timing
   attn_check.py --lib libattn_test.so masked-timing  # issue 17's grid with a padding mask
-  attn_check.py --lib libattn_test.so masked-heat    # the grid's latency-bound points after
-                                                     # an idle card and after heavy kernels
+  attn_check.py --lib libattn_test.so masked-heat    # diagnostics (tests/gpu/checks/attn_diag.py):
+  attn_check.py --lib libattn_test.so masked-place   # what ran before; where K/V lie
 
 correctness: fresh random inputs per case, outputs poisoned with NaN, fp32
 reference (torch math on upcast tensors, TF32 off); O error = max|o-ref| /
@@ -925,87 +925,6 @@ def masked_timing(lib, out_rows):
                 torch.cuda.empty_cache()
 
 
-def masked_heat(lib, out_rows):
-    """Diagnostic: does what the card ran just before move a timing? The masked grid times
-    Ponytail right after torch's mem-efficient and cuDNN kernels of the previous point (up to
-    0.4 s of them), the experiments stage after Ponytail's own; the two read the same kernel at
-    the latency-bound points 0.5-1.5 us apart, while a read of the same bytes (torch's sum) agrees.
-    At each latency-bound point of the grid (mask as masked_timing), Ponytail's launch and
-    torch's read of its bytes are captured once, then timed (interleaved, graph replay) after
-    each of four preludes, in a shuffled order, three times: idle (0.2 s asleep), own (0.5 s of
-    the same Ponytail launch, as in the experiments stage), memeff (0.5 s of torch's
-    mem-efficient kernel at B1 KV32k G8, expanded K/V, as the grid runs it) and sum (0.5 s of
-    torch's read-only sum over 4 GiB). Each row gives the card's clocks, power and
-    temperature during the timing (tests/gpu/checks/gpu_clocks.py); the last rows give each
-    point's median per prelude."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
-    D, dtype, Hk = 128, torch.bfloat16, 8
-    read_bw = bandwidth(out_rows)
-    hq, hk, hv, _, _, hkeep, _, _ = padded_inputs(1, 32768, 8, Hk, D, dtype, True)
-    hke, hve = hk.repeat_interleave(8, 1), hv.repeat_interleave(8, 1)
-    x = torch.randn(1 << 31, device="cuda", dtype=torch.bfloat16)
-
-    def memeff(i):
-        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
-            F.scaled_dot_product_attention(hq, hke, hve, attn_mask=hkeep)
-    heaters = capture_graphs({"memeff": memeff, "sum": lambda i: x.sum(dtype=torch.float32)})
-
-    def prelude(name, graphs):
-        torch.cuda.synchronize()
-        if name == "idle":
-            time.sleep(0.2)
-            return
-        g = graphs["pt"] if name == "own" else heaters[name]
-        t0 = time.time()
-        while time.time() - t0 < 0.5:
-            g.replay()
-            torch.cuda.synchronize()
-
-    hdr = "%3s %6s %2s %8s %7s | %8s %6s %8s | %s" % ("B", "KV", "G", "floor", "prelude", "ponytail",
-                                                      "xfl", "read", "card during the timing")
-    out_rows.append(hdr)
-    print(hdr, flush=True)
-    summary = []
-    for B, S, G in ((1, 32768, 1), (1, 32768, 8), (8, 4096, 1), (8, 4096, 4), (8, 4096, 8),
-                    (32, 1024, 1), (32, 1024, 8)):
-        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
-        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk * G, Hk, 1,
-                     1.0 / math.sqrt(D), False)
-        rd = torch.randn(max(1, Hk * keys * D * 2), device="cuda", dtype=dtype)
-        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-        try:
-            lib.decode(a)
-            graphs = capture_graphs({"pt": lambda i: lib.decode(a),
-                                     "read": lambda i: rd.sum(dtype=torch.float32)})
-            got = {}
-            for rep in range(3):
-                order = ["idle", "own", "memeff", "sum"]
-                random.Random(B * 100 + G + rep).shuffle(order)
-                for pre in order:
-                    prelude(pre, graphs)
-                    with Clocks() as ck:
-                        res = replay_times(graphs)
-                    got.setdefault(pre, []).append(res["pt"])
-                    row = "%3d %6d %2d %8.1f %7s | %8.1f %6.2f %8.1f | %s" % (
-                        B, S, G, floor, pre, res["pt"], res["pt"] / floor, res["read"], ck.columns())
-                    out_rows.append(row)
-                    print(row, flush=True)
-            del graphs
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
-        summary.append("%3d %6d %2d  ponytail x floor, median per prelude: %s" % (
-            B, S, G, "  ".join("%s %.3f" % (pre, sorted(t)[len(t) // 2] / floor)
-                              for pre, t in sorted(got.items()))))
-        del q, k, v, o, lse, keep, bias, rd
-        torch.cuda.empty_cache()
-    out_rows.extend(summary)
-    print("\n".join(summary), flush=True)
-    del heaters, x, hke, hve
-    torch.cuda.empty_cache()
-
-
 def masked_plans(lib, out_rows):
     """Masked launches on the plan the planner picks (pt), on the plan it picks without the
     masked short-split rule (old: pt_test_set_masked_short(0)) and on the workspace plan (noclu),
@@ -1170,7 +1089,7 @@ def main():
     ap.add_argument("--variants", default="",
                     help="experiments: name=libpath,... (variant builds of the test library)")
     ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments",
-                                     "masked-plans", "masked-heat"])
+                                     "masked-plans", "masked-heat", "masked-place"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -1194,8 +1113,9 @@ def main():
         experiments(lib, [v for v in args.variants.split(",") if v], rows)
     elif args.what == "masked-plans":
         masked_plans(lib, rows)
-    elif args.what == "masked-heat":
-        masked_heat(lib, rows)
+    elif args.what in ("masked-heat", "masked-place"):
+        import attn_diag  # diagnostics of the timing itself (imports this module)
+        getattr(attn_diag, args.what.replace("-", "_"))(lib, rows)
     else:
         timing(lib, rows)
     text = "\n".join(rows) + "\n"

@@ -1,0 +1,160 @@
+"""Diagnostics of the decode timing itself (issue 17's latency-bound points), run as stages of
+tests/gpu/checks/attn_check.py (attn.sh ATTN_STAGES="masked-heat masked-place"):
+
+masked-heat: does what the card ran just before a timing move it (clocks, heat)?
+masked-place: does where K and V lie in memory move it?
+
+Both answer why one kernel read 0.5-1.5 us apart at the same shapes in two stages of one process
+(bench/records/2026-12-03-decode-clocks.md)."""
+import math
+import random
+import time
+
+import torch
+
+from attn_check import (bandwidth, bias_strides, bitwise_same, capture_graphs, graph_times,
+                        padded_inputs, replay_times)
+from gpu_clocks import Clocks
+
+MIB = 1 << 20
+# The masked grid's points with a floor >= 25 us (B, KV, G); masked as attn_check.masked_timing.
+LATENCY_POINTS = ((1, 32768, 1), (1, 32768, 8), (8, 4096, 1), (8, 4096, 4), (8, 4096, 8),
+                  (32, 1024, 1), (32, 1024, 8))
+
+
+def masked_heat(lib, out_rows):
+    """Diagnostic: does what the card ran just before move a timing? The masked grid times
+    Ponytail right after torch's mem-efficient and cuDNN kernels of the previous point (up to
+    0.4 s of them), the experiments stage after Ponytail's own; the two read the same kernel at
+    the latency-bound points 0.5-1.5 us apart, while a read of the same bytes (torch's sum) agrees.
+    At each latency-bound point of the grid (mask as masked_timing), Ponytail's launch and
+    torch's read of its bytes are captured once, then timed (interleaved, graph replay) after
+    each of four preludes, in a shuffled order, three times: idle (0.2 s asleep), own (0.5 s of
+    the same Ponytail launch, as in the experiments stage), memeff (0.5 s of torch's
+    mem-efficient kernel at B1 KV32k G8, expanded K/V, as the grid runs it) and sum (0.5 s of
+    torch's read-only sum over 4 GiB). Each row gives the card's clocks, power and
+    temperature during the timing (tests/gpu/checks/gpu_clocks.py); the last rows give each
+    point's median per prelude."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    read_bw = bandwidth(out_rows)
+    hq, hk, hv, _, _, hkeep, _, _ = padded_inputs(1, 32768, 8, Hk, D, dtype, True)
+    hke, hve = hk.repeat_interleave(8, 1), hv.repeat_interleave(8, 1)
+    x = torch.randn(1 << 31, device="cuda", dtype=torch.bfloat16)
+
+    def memeff(i):
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+            F.scaled_dot_product_attention(hq, hke, hve, attn_mask=hkeep)
+    heaters = capture_graphs({"memeff": memeff, "sum": lambda i: x.sum(dtype=torch.float32)})
+
+    def prelude(name, graphs):
+        torch.cuda.synchronize()
+        if name == "idle":
+            time.sleep(0.2)
+            return
+        g = graphs["pt"] if name == "own" else heaters[name]
+        t0 = time.time()
+        while time.time() - t0 < 0.5:
+            g.replay()
+            torch.cuda.synchronize()
+
+    hdr = "%3s %6s %2s %8s %7s | %8s %6s %8s | %s" % ("B", "KV", "G", "floor", "prelude", "ponytail",
+                                                      "xfl", "read", "card during the timing")
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    summary = []
+    for B, S, G in LATENCY_POINTS:
+        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
+        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
+        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk * G, Hk, 1,
+                     1.0 / math.sqrt(D), False)
+        rd = torch.randn(max(1, Hk * keys * D * 2), device="cuda", dtype=dtype)
+        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        try:
+            lib.decode(a)
+            graphs = capture_graphs({"pt": lambda i: lib.decode(a),
+                                     "read": lambda i: rd.sum(dtype=torch.float32)})
+            got = {}
+            for rep in range(3):
+                order = ["idle", "own", "memeff", "sum"]
+                random.Random(B * 100 + G + rep).shuffle(order)
+                for pre in order:
+                    prelude(pre, graphs)
+                    with Clocks() as ck:
+                        res = replay_times(graphs)
+                    got.setdefault(pre, []).append(res["pt"])
+                    row = "%3d %6d %2d %8.1f %7s | %8.1f %6.2f %8.1f | %s" % (
+                        B, S, G, floor, pre, res["pt"], res["pt"] / floor, res["read"], ck.columns())
+                    out_rows.append(row)
+                    print(row, flush=True)
+            del graphs
+        finally:
+            lib.l.pt_test_set_bias(None, 0, 0, 0)
+        summary.append("%3d %6d %2d  ponytail x floor, median per prelude: %s" % (
+            B, S, G, "  ".join("%s %.3f" % (pre, sorted(t)[len(t) // 2] / floor)
+                              for pre, t in sorted(got.items()))))
+        del q, k, v, o, lse, keep, bias, rd
+        torch.cuda.empty_cache()
+    out_rows.extend(summary)
+    print("\n".join(summary), flush=True)
+    del heaters, x, hke, hve
+    torch.cuda.empty_cache()
+
+
+# K at these byte offsets into a 2 MiB-aligned arena, V right after K (or at v_gap beyond it).
+PLACES = (("k0", 0, 0), ("k4k", 4 << 10, 0), ("k64k", 64 << 10, 0), ("k544k", 544 << 10, 0),
+          ("k1m", MIB + 256, 0), ("k2m", 2 * MIB, 0), ("vfar", 0, 512 * MIB + (12 << 10)))
+
+
+def masked_place(lib, out_rows):
+    """Diagnostic: does where K and V lie move the decode kernel? The masked grid, the
+    experiments stage and masked-heat allocate different tensors before a point's K/V, so the
+    same shapes read K/V at other addresses (and other physical pages) in each stage. At each
+    latency-bound point (masked as the grid, and B8 KV4k G 1 unmasked) the same K/V values are
+    copied to several places: `own` where padded_inputs allocated them, and the PLACES offsets in
+    one 2 MiB-aligned arena (V right after K, or 512 MiB beyond it). All are timed interleaved by
+    graph replay, twice (two rounds of graph_times); "bitwise" checks that every place gives the
+    same outputs (the same arithmetic). Last column: the spread (max - min) over places."""
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    read_bw = bandwidth(out_rows)
+    names = ["own"] + [p[0] for p in PLACES]
+    hdr = "%3s %6s %2s %6s %6s |" % ("B", "KV", "G", "mask", "floor") + "".join(
+        " %11s" % n for n in names) + "  spread  bitwise"
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    for B, S, G, masked in [p + (True,) for p in LATENCY_POINTS] + [(8, 4096, 1, False)]:
+        q, k, v, o, lse, _, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
+        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
+        nb = k.numel() * 2
+        arena = torch.empty(2 * MIB + 2 * nb + 600 * MIB, dtype=torch.uint8, device="cuda")
+        base = (-arena.data_ptr()) % (2 * MIB)  # the arena's first 2 MiB-aligned byte
+
+        def view(off):
+            return arena[base + off:base + off + nb].view(dtype).view(B, Hk, S, D)
+        kv = {"own": (k, v)}
+        for name, koff, vgap in PLACES:
+            kk, vv = view(koff), view(koff + nb + vgap)
+            kk.copy_(k)
+            vv.copy_(v)
+            kv[name] = (kk, vv)
+        if bias is not None:
+            lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        try:
+            fns = {}
+            for name in names:
+                a = lib.args(q.transpose(1, 2), kv[name][0].transpose(1, 2), kv[name][1].transpose(1, 2),
+                             o, lse, Hk * G, Hk, 1, 1.0 / math.sqrt(D), False)
+                fns[name] = (lambda a: lambda i: lib.decode(a))(a)
+            same = bitwise_same(fns, o, lse)
+            rounds = [graph_times(fns) for _ in range(2)]
+        finally:
+            lib.l.pt_test_set_bias(None, 0, 0, 0)
+        mids = [(r1 + r2) / 2 for r1, r2 in zip(*[[r[n] for n in names] for r in rounds])]
+        row = "%3d %6d %2d %6s %6.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
+            " %5.1f/%5.1f" % (rounds[0][n], rounds[1][n]) for n in names) + "  %6.1f  %s" % (
+            max(mids) - min(mids), same)
+        out_rows.append(row)
+        print(row, flush=True)
+        del q, k, v, o, lse, bias, kv, arena, fns
+        torch.cuda.empty_cache()
