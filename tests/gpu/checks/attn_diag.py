@@ -102,9 +102,19 @@ def masked_heat(lib, out_rows):
     torch.cuda.empty_cache()
 
 
-# K at these byte offsets into a 2 MiB-aligned arena, V right after K (or at v_gap beyond it).
-PLACES = (("k0", 0, 0), ("k4k", 4 << 10, 0), ("k64k", 64 << 10, 0), ("k544k", 544 << 10, 0),
-          ("k1m", MIB + 256, 0), ("k2m", 2 * MIB, 0), ("vfar", 0, 512 * MIB + (12 << 10)))
+# (name, K's offset from a 2 MiB boundary, V's distance beyond K's end); each place has its own
+# allocation, so its own physical pages. Two places repeat (adj2, d12k2) to show what the pages
+# alone change.
+PLACES = (("adj", 0, 0), ("adj2", 0, 0), ("d4k", 0, 4 << 10), ("d12k", 0, 12 << 10), ("d12k2", 0, 12 << 10),
+          ("d64k", 0, 64 << 10), ("d1m", 0, MIB), ("d1m12k", 0, MIB + (12 << 10)), ("k4k", 4 << 10, 0),
+          ("far", 0, 512 * MIB), ("far12k", 0, 512 * MIB + (12 << 10)))
+
+
+def distance(d):
+    """A byte distance as MiB and KiB ("+64M+12K"), to tell multiples of 2 MiB from the rest."""
+    sign = "-" if d < 0 else "+"
+    d = abs(d)
+    return "%s%dM+%dK" % (sign, d // MIB, (d % MIB) >> 10)
 
 
 def masked_place(lib, out_rows):
@@ -112,32 +122,32 @@ def masked_place(lib, out_rows):
     experiments stage and masked-heat allocate different tensors before a point's K/V, so the
     same shapes read K/V at other addresses (and other physical pages) in each stage. At each
     latency-bound point (masked as the grid, and B8 KV4k G 1 unmasked) the same K/V values are
-    copied to several places: `own` where padded_inputs allocated them, and the PLACES offsets in
-    one 2 MiB-aligned arena (V right after K, or 512 MiB beyond it). All are timed interleaved by
-    graph replay, twice (two rounds of graph_times); "bitwise" checks that every place gives the
-    same outputs (the same arithmetic). Last column: the spread (max - min) over places."""
+    copied to several places: `own` where padded_inputs allocated them, and each of PLACES in an
+    allocation of its own (K at an offset from a 2 MiB boundary, V at a distance beyond K's end).
+    All are timed interleaved by graph replay, twice (two rounds of graph_times); "bitwise"
+    checks that every place gives the same outputs (the same arithmetic). Last columns: the
+    spread (max - min) over places of the two rounds' mean."""
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     names = ["own"] + [p[0] for p in PLACES]
-    hdr = "%3s %6s %2s %6s %6s |" % ("B", "KV", "G", "mask", "floor") + "".join(
-        " %11s" % n for n in names) + "  spread  bitwise"
+    hdr = "%3s %6s %2s %4s %5s |" % ("B", "KV", "G", "mask", "floor") + "".join(
+        " %11s" % n for n in names) + "  spread  own's V-K  bitwise"
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B, S, G, masked in [p + (True,) for p in LATENCY_POINTS] + [(8, 4096, 1, False)]:
         q, k, v, o, lse, _, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
         nb = k.numel() * 2
-        arena = torch.empty(2 * MIB + 2 * nb + 600 * MIB, dtype=torch.uint8, device="cuda")
-        base = (-arena.data_ptr()) % (2 * MIB)  # the arena's first 2 MiB-aligned byte
-
-        def view(off):
-            return arena[base + off:base + off + nb].view(dtype).view(B, Hk, S, D)
-        kv = {"own": (k, v)}
+        kv, arenas = {"own": (k, v)}, []
         for name, koff, vgap in PLACES:
-            kk, vv = view(koff), view(koff + nb + vgap)
+            arena = torch.empty(2 * MIB + koff + 2 * nb + vgap, dtype=torch.uint8, device="cuda")
+            base = (-arena.data_ptr()) % (2 * MIB)  # the arena's first 2 MiB-aligned byte
+            kk = arena[base + koff:base + koff + nb].view(dtype).view(B, Hk, S, D)
+            vv = arena[base + koff + nb + vgap:base + koff + 2 * nb + vgap].view(dtype).view(B, Hk, S, D)
             kk.copy_(k)
             vv.copy_(v)
             kv[name] = (kk, vv)
+            arenas.append(arena)
         if bias is not None:
             lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
@@ -151,10 +161,10 @@ def masked_place(lib, out_rows):
         finally:
             lib.l.pt_test_set_bias(None, 0, 0, 0)
         mids = [(r1 + r2) / 2 for r1, r2 in zip(*[[r[n] for n in names] for r in rounds])]
-        row = "%3d %6d %2d %6s %6.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
-            " %5.1f/%5.1f" % (rounds[0][n], rounds[1][n]) for n in names) + "  %6.1f  %s" % (
-            max(mids) - min(mids), same)
+        row = "%3d %6d %2d %4s %5.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
+            " %5.1f/%5.1f" % (rounds[0][n], rounds[1][n]) for n in names) + "  %6.1f  %s  %s" % (
+            max(mids) - min(mids), distance(v.data_ptr() - k.data_ptr() - nb), same)
         out_rows.append(row)
         print(row, flush=True)
-        del q, k, v, o, lse, bias, kv, arena, fns
+        del q, k, v, o, lse, bias, kv, arenas, fns
         torch.cuda.empty_cache()
