@@ -9,9 +9,10 @@
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
 #   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # masked B 1-8: planned, without the short rule, workspace
-#   ATTN_STAGES="masked-heat masked-place" tests/gpu/checks/attn.sh   # diagnostics of the timing
-#                                          # (tests/gpu/checks/attn_diag.py): latency-bound points
-#                                          # after an idle card / heavy kernels; with K/V placed apart
+#   ATTN_STAGES="masked-heat masked-place masked-method" tests/gpu/checks/attn.sh   # diagnostics of
+#                                          # the timing (tests/gpu/checks/attn_diag.py): latency-bound
+#                                          # points after an idle card / heavy kernels; with K/V placed
+#                                          # apart; beside other graphs that read other memory
 #   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
 #   ATTN_DEFS="-DPT_ATTN_TIMELINE -DPT_ATTN_TIMELINE_ALL" ...      # and every CTA, summarised
 #   ATTN_TIMELINE_SHAPES="8:4096:8:1 1:32768:8:0" ...   # timeline shapes B:KV:G:masked (default: G 1 set)
@@ -139,7 +140,7 @@ for st in $STAGES; do
       [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
     done
     ;;
-  timing | masked-timing | masked-plans | experiments | masked-heat | masked-place)
+  timing | masked-timing | masked-plans | experiments | masked-heat | masked-place | masked-method)
     timed_stage "$st"
     ;;
   timeline)
@@ -166,4 +167,5 @@ printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_masked_plans.txt" ] && cat "$OUT/attn_masked_plans.txt"
 [ -f "$OUT/attn_masked_heat.txt" ] && cat "$OUT/attn_masked_heat.txt"
 [ -f "$OUT/attn_masked_place.txt" ] && cat "$OUT/attn_masked_place.txt"
+[ -f "$OUT/attn_masked_method.txt" ] && cat "$OUT/attn_masked_method.txt"
 exit $status

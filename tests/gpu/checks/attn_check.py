@@ -10,7 +10,8 @@ torch's current stream.
   attn_check.py --lib libattn_test.so timing
   attn_check.py --lib libattn_test.so masked-timing  # issue 17's grid with a padding mask
   attn_check.py --lib libattn_test.so masked-heat    # diagnostics (tests/gpu/checks/attn_diag.py):
-  attn_check.py --lib libattn_test.so masked-place   # what ran before; where K/V lie
+  attn_check.py --lib libattn_test.so masked-place   # what ran before; where K/V lie;
+  attn_check.py --lib libattn_test.so masked-method  # what the timing's other graphs read
 
 correctness: fresh random inputs per case, outputs poisoned with NaN, fp32
 reference (torch math on upcast tensors, TF32 off); O error = max|o-ref| /
@@ -1089,7 +1090,8 @@ def main():
     ap.add_argument("--variants", default="",
                     help="experiments: name=libpath,... (variant builds of the test library)")
     ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments",
-                                     "masked-plans", "masked-heat", "masked-place"])
+                                     "masked-plans", "masked-heat", "masked-place",
+                                     "masked-method"])
     args = ap.parse_args()
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -1113,7 +1115,7 @@ def main():
         experiments(lib, [v for v in args.variants.split(",") if v], rows)
     elif args.what == "masked-plans":
         masked_plans(lib, rows)
-    elif args.what in ("masked-heat", "masked-place"):
+    elif args.what in ("masked-heat", "masked-place", "masked-method"):
         import attn_diag  # diagnostics of the timing itself (imports this module)
         getattr(attn_diag, args.what.replace("-", "_"))(lib, rows)
     else:

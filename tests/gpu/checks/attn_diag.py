@@ -1,10 +1,11 @@
 """Diagnostics of the decode timing itself (issue 17's latency-bound points), run as stages of
-tests/gpu/checks/attn_check.py (attn.sh ATTN_STAGES="masked-heat masked-place"):
+tests/gpu/checks/attn_check.py (attn.sh ATTN_STAGES="masked-heat masked-place masked-method"):
 
 masked-heat: does what the card ran just before a timing move it (clocks, heat)?
 masked-place: does where K and V lie in memory move it?
+masked-method: does what the timing's other graphs read move it?
 
-Both answer why one kernel read 0.5-1.5 us apart at the same shapes in two stages of one process
+All three ask why one kernel read 0.5-1.5 us apart at the same shapes in two stages of one process
 (bench/records/2026-12-03-decode-clocks.md)."""
 import math
 import random
@@ -167,4 +168,63 @@ def masked_place(lib, out_rows):
         out_rows.append(row)
         print(row, flush=True)
         del q, k, v, o, lse, bias, kv, arenas, fns
+        torch.cuda.empty_cache()
+
+
+def masked_method(lib, out_rows):
+    """Diagnostic: does what the other graphs of one timing read move a launch's time? The
+    experiments stage times a build alone or beside builds that read the same K/V; the grid beside
+    other plans of it (which also write the workspace), masked-heat beside torch's read of another
+    buffer, masked-place beside copies of K/V. At three latency-bound points (masked as the grid),
+    on the same tensors, Ponytail's launch (pt) is timed by graph_times: alone; beside a second
+    graph of the same launch (twin); beside the grid's other plans (plans: noclu, ws2, ws4);
+    beside torch's read of another buffer of the same size (other); beside the launch on a copy of
+    K/V (copy); and, with one launch per graph, alone (alone1) and beside the other read (other1):
+    what the first launch after other work costs. Methods in a shuffled order, three rounds;
+    medians of pt's time."""
+    from attn_check import CLUSTER_MAX
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    read_bw = bandwidth(out_rows)
+    methods = ["alone", "twin", "plans", "other", "copy", "alone1", "other1"]
+    hdr = "%3s %6s %2s %5s |" % ("B", "KV", "G", "floor") + "".join(" %7s" % m for m in methods)
+    out_rows.append(hdr)
+    print(hdr, flush=True)
+    for B, S, G in ((8, 4096, 1), (8, 4096, 8), (1, 32768, 8), (32, 1024, 8)):
+        q, k, v, o, lse, _, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
+        floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
+        k2, v2 = k.clone(), v.clone()
+        other = torch.randn(2 * k.numel(), device="cuda", dtype=dtype)
+
+        def launch(kk, vv, cmax=CLUSTER_MAX, mul=1):
+            a = lib.args(q.transpose(1, 2), kk.transpose(1, 2), vv.transpose(1, 2), o, lse, Hk * G, Hk, 1,
+                         1.0 / math.sqrt(D), False)
+
+            def f(i):
+                with lib.knobs(cluster_max=cmax, split_mul=mul):
+                    lib.decode(a)
+            return f
+        pt = launch(k, v)
+        rd = lambda i: other.sum(dtype=torch.float32)  # noqa: E731
+        sets = {"alone": {"pt": pt}, "twin": {"pt": pt, "twin": launch(k, v)},
+                "plans": {"pt": pt, "noclu": launch(k, v, 1), "ws2": launch(k, v, 1, 2), "ws4": launch(k, v, 1, 4)},
+                "other": {"pt": pt, "read": rd}, "copy": {"pt": pt, "copy": launch(k2, v2)},
+                "alone1": {"pt": pt}, "other1": {"pt": pt, "read": rd}}
+        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        got = {m: [] for m in methods}
+        try:
+            for f in sets["plans"].values():  # the workspace at its largest before any capture
+                f(0)
+            for rnd in range(3):
+                order = list(methods)
+                random.Random(rnd).shuffle(order)
+                for m in order:
+                    calls = 1 if m.endswith("1") else 20
+                    got[m].append(graph_times(sets[m], calls=calls)["pt"])
+        finally:
+            lib.l.pt_test_set_bias(None, 0, 0, 0)
+        row = "%3d %6d %2d %5.1f |" % (B, S, G, floor) + "".join(
+            " %7.1f" % sorted(got[m])[1] for m in methods)
+        out_rows.append(row)
+        print(row, flush=True)
+        del q, k, v, o, lse, bias, k2, v2, other, sets
         torch.cuda.empty_cache()
