@@ -180,19 +180,28 @@ def masked_method(lib, out_rows):
     graph of the same launch (twin); beside the grid's other plans (plans: noclu, ws2, ws4);
     beside torch's read of another buffer of the same size (other); beside the launch on a copy of
     K/V (copy); and, with one launch per graph, alone (alone1) and beside the other read (other1):
-    what the first launch after other work costs. Methods in a shuffled order, three rounds;
-    medians of pt's time."""
+    what the first launch after other work costs. cuDNN's masked SDPA on the same inputs (GQA, the
+    grid's bool mask) is timed alone, other, alone1 and other1 too (cu:...): whether the cost of
+    running after other work is Ponytail's alone. Methods in a shuffled order, three rounds;
+    medians of the measured launch's time."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
     from attn_check import CLUSTER_MAX
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
-    methods = ["alone", "twin", "plans", "other", "copy", "alone1", "other1"]
-    hdr = "%3s %6s %2s %5s |" % ("B", "KV", "G", "floor") + "".join(" %7s" % m for m in methods)
+    methods = ["alone", "twin", "plans", "other", "copy", "alone1", "other1",
+               "cu:alone", "cu:other", "cu:alone1", "cu:other1"]
+    hdr = "%3s %6s %2s %5s |" % ("B", "KV", "G", "floor") + "".join(" %9s" % m for m in methods)
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B, S, G in ((8, 4096, 1), (8, 4096, 8), (1, 32768, 8), (32, 1024, 8)):
-        q, k, v, o, lse, _, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
+        q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
         k2, v2 = k.clone(), v.clone()
+
+        def cudnn(i):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
         other = torch.randn(2 * k.numel(), device="cuda", dtype=dtype)
 
         def launch(kk, vv, cmax=CLUSTER_MAX, mul=1):
@@ -208,7 +217,9 @@ def masked_method(lib, out_rows):
         sets = {"alone": {"pt": pt}, "twin": {"pt": pt, "twin": launch(k, v)},
                 "plans": {"pt": pt, "noclu": launch(k, v, 1), "ws2": launch(k, v, 1, 2), "ws4": launch(k, v, 1, 4)},
                 "other": {"pt": pt, "read": rd}, "copy": {"pt": pt, "copy": launch(k2, v2)},
-                "alone1": {"pt": pt}, "other1": {"pt": pt, "read": rd}}
+                "alone1": {"pt": pt}, "other1": {"pt": pt, "read": rd},
+                "cu:alone": {"pt": cudnn}, "cu:other": {"pt": cudnn, "read": rd},
+                "cu:alone1": {"pt": cudnn}, "cu:other1": {"pt": cudnn, "read": rd}}
         lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         got = {m: [] for m in methods}
         try:
@@ -223,8 +234,8 @@ def masked_method(lib, out_rows):
         finally:
             lib.l.pt_test_set_bias(None, 0, 0, 0)
         row = "%3d %6d %2d %5.1f |" % (B, S, G, floor) + "".join(
-            " %7.1f" % sorted(got[m])[1] for m in methods)
+            " %9.1f" % sorted(got[m])[1] for m in methods)
         out_rows.append(row)
         print(row, flush=True)
-        del q, k, v, o, lse, bias, k2, v2, other, sets
+        del q, k, v, o, lse, keep, bias, k2, v2, other, sets
         torch.cuda.empty_cache()
