@@ -16,6 +16,7 @@
 #   ATTN_DEFS=-DPT_ATTN_TIMELINE ATTN_STAGES=timeline tests/gpu/checks/attn.sh   # phases of a launch
 #   ATTN_DEFS="-DPT_ATTN_TIMELINE -DPT_ATTN_TIMELINE_ALL" ...      # and every CTA, summarised
 #   ATTN_TIMELINE_SHAPES="8:4096:8:1 1:32768:8:0" ...   # timeline shapes B:KV:G:masked (default: G 1 set)
+#   ATTN_TIMELINE_COLD=1 ...               # and 3 launches per shape after a 256 MiB read of other memory
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
 #   ATTN_VARIANTS="qf:-DPT_ATTN_EXP=1 ev:-DPT_ATTN_EXP=2" ATTN_STAGES=experiments ...
 #                                          # compile-time variants (kernels/attn_kparams.h), each its

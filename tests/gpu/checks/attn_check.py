@@ -1065,6 +1065,10 @@ def timeline(lib, out_rows):
     if os.environ.get("ATTN_TIMELINE_SHAPES"):
         shapes = [tuple(int(x) for x in t.split(":")) for t in os.environ["ATTN_TIMELINE_SHAPES"].split()]
         shapes = [(b, s, g, bool(m)) for b, s, g, m in shapes]
+    # ATTN_TIMELINE_COLD=1: three more launches per shape, each right after torch's read of
+    # 256 MiB of other memory (what a launch after other work pays: its code, Q, the mask and O
+    # come from DRAM again; bench/records/2026-12-03-decode-clocks.md).
+    flush = torch.randn(1 << 27, device="cuda", dtype=dtype) if os.environ.get("ATTN_TIMELINE_COLD") else None
     for B, S, G, masked in shapes:
         q, k, v, o, lse, _, bias, _ = padded_inputs(B, S, G, Hk, D, dtype, masked)
         a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk * G, Hk, 1,
@@ -1072,8 +1076,13 @@ def timeline(lib, out_rows):
         if masked:  # the masked grid's mask: half the rows left-padded by 25% of the keys
             lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
-            for rep in range(3):
-                line = "TL shape B=%d KV=%d G=%d%s launch %d" % (B, S, G, " masked" if masked else "", rep)
+            for rep in range(3 if flush is None else 6):
+                cold = rep >= 3
+                if cold:
+                    flush.sum(dtype=torch.float32)
+                    torch.cuda.synchronize()
+                line = "TL shape B=%d KV=%d G=%d%s launch %d%s" % (B, S, G, " masked" if masked else "", rep,
+                                                             " cold" if cold else "")
                 out_rows.append(line)
                 print(line, flush=True)
                 lib.decode(a)
