@@ -285,7 +285,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   }
   // K/V are read once: copied with an L2 evict_first policy, so that the stream does not push
   // out what is read again (the bias, the workspace partials, the merge's code).
-  const uint64_t kv_policy = l2_evict_first();
+  const uint64_t kv_policy = (PT_ATTN_EXP & PT_ATTN_EXP_KVNORMAL) ? l2_evict_normal() : l2_evict_first();
 
   int key_begin = split * p.tiles_per_split * BK;
   int key_end = min(p.sk, key_begin + p.tiles_per_split * BK);
@@ -301,7 +301,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // B1 KV32k G 1 / 8 masked 36.7 / 37.9 -> 35.8 / 37.3 us, B8 KV4k -0.3 to -0.5, B32 KV1k
   // -0.8 to -0.9; two tiles helped B1 KV32k more and B8 KV4k not at all
   // (bench/records/2026-12-03-decode-kt.md).
-  if (nb) {
+  if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOHINT)) {
     constexpr int LPR = D * 2 / 128;  // 128-byte lines per key row
     const int nkeys = min(key_end - key_begin, BK);
     const T *const kb = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs;

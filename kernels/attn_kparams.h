@@ -90,7 +90,9 @@ struct pt_attn_kparams {
  * loop's math as well, so it times the stream and the ring alone); NOLOAD loads no tile past the
  * prologue (the loop's compute alone, over stale tiles); all three give wrong results and say
  * where the time goes. NOSCAN skips the key-range narrowing under a bias (every key read, the
- * bias still applied: same results). */
+ * bias still applied: same results). NOHINT leaves out the first tile's L2 hint before the scan,
+ * KVNORMAL streams K/V with the normal L2 policy instead of evict_first (both same results: were
+ * those choices, made on back-to-back timings, right for a launch after other work?). */
 #ifndef PT_ATTN_EXP
 #define PT_ATTN_EXP 0
 #endif
@@ -98,6 +100,8 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOMERGE 16
 #define PT_ATTN_EXP_NOSCAN 32
 #define PT_ATTN_EXP_NOLOAD 64
+#define PT_ATTN_EXP_NOHINT 128
+#define PT_ATTN_EXP_KVNORMAL 256
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

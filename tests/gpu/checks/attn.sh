@@ -28,7 +28,9 @@
 #                                          # table's last column compares every build's outputs
 #                                          # bit for bit with the default's ("=" or the names
 #                                          # that differ); ATTN_EXP_SPLIT_MUL="name:k" plans that
-#                                          # variant with k times the workspace splits
+#                                          # variant with k times the workspace splits;
+#                                          # ATTN_EXP_COLD=N adds a table with each launch after a
+#                                          # read of N MiB of other memory
 #   ATTN_DEFS="-DPT_ATTN_NSTAGE_D128=4"    # compile-time variants, for nvcc and gcc alike (4 K/V
 #                                          # stages at d = 128: bench/records/2026-12-01-read-floor.md)
 set -uo pipefail

@@ -1003,7 +1003,12 @@ def experiments(lib, variants, out_rows):
     test library, e.g. -DPT_ATTN_EXP=1, kernels/attn_kparams.h) against the default build (base)
     at issue 17's latency-bound points and two bandwidth-bound ones, masked as in masked_timing
     (half the rows left-padded by 25 % of the keys) and unmasked, all timed interleaved by graph
-    replay in one process. read: torch's read-only sum of the same bytes."""
+    replay in one process. read: torch's read-only sum of the same bytes.
+    ATTN_EXP_COLD=N (MiB): a second table, each launch timed right after torch's read of N MiB of
+    other memory (in the same graph, as a model runs attention after its projections): the
+    column is (read + launch) - read, both timed interleaved; back-to-back launches keep the
+    kernel's code, Q and the mask in L2, which a model's other kernels push out
+    (bench/records/2026-12-03-decode-clocks.md)."""
     D, dtype, Hk = 128, torch.bfloat16, 8
     libs = {"base": lib}
     for spec in variants:
@@ -1016,8 +1021,21 @@ def experiments(lib, variants, out_rows):
         libs[name].l.pt_test_set_split_mul(int(k))
         print("variant %s: split_mul %s" % (name, k), flush=True)
     read_bw = bandwidth(out_rows)
+    cold_mib = int(os.environ.get("ATTN_EXP_COLD", "0") or 0)
+    for cold in ([False, True] if cold_mib else [False]):
+        experiments_table(libs, read_bw, cold_mib if cold else 0, out_rows)
+
+
+def experiments_table(libs, read_bw, cold_mib, out_rows):
+    """One table of experiments(): back to back (cold_mib 0) or each launch after a read of
+    cold_mib MiB of other memory."""
+    D, dtype, Hk = 128, torch.bfloat16, 8
+    other = torch.randn(max(1, cold_mib * (1 << 19)), device="cuda", dtype=dtype) if cold_mib else None
+    if cold_mib:
+        out_rows.append("each launch after a read of %d MiB of other memory: (read + launch) - read, us" % cold_mib)
+        print(out_rows[-1], flush=True)
     hdr = "%3s %6s %2s %6s %8s |" % ("B", "KV", "G", "mask", "floor") + "".join(
-        " %8s" % n[:8] for n in libs) + " %7s" % "read" + "  bitwise"
+        " %8s" % n[:8] for n in libs) + " %7s" % ("other" if cold_mib else "read") + "  bitwise"
     out_rows.append(hdr)
     print(hdr, flush=True)
     points = [(1, 32768, 1, 1), (1, 32768, 8, 1), (8, 4096, 1, 1), (8, 4096, 4, 1), (8, 4096, 8, 1),
@@ -1037,12 +1055,20 @@ def experiments(lib, variants, out_rows):
             fns[name] = (lambda lb, a: lambda i: lb.decode(a))(lb, a)
         try:
             same = bitwise_same(fns, o, lse)
+            if cold_mib:  # each launch after the other read, in the same graph
+                fns = {name: (lambda f: lambda i: (other.sum(dtype=torch.float32), f(i)))(f)
+                       for name, f in fns.items()}
+                fns["read"] = lambda i: other.sum(dtype=torch.float32)
             with Clocks() as ck:
                 res = graph_times(fns)
         finally:
             for lb in libs.values():
                 lb.l.pt_test_set_bias(None, 0, 0, 0)
-        res["read"] = read_time(2 * Hk * keys * D * 2, 1)
+        if cold_mib:
+            for name in libs:
+                res[name] -= res["read"]
+        else:
+            res["read"] = read_time(2 * Hk * keys * D * 2, 1)
         row = "%3d %6d %2d %6s %8.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
             " %8.1f" % res[n] for n in libs) + " %7.1f" % res["read"] + "  " + same + "  " + ck.columns()
         out_rows.append(row)
