@@ -407,7 +407,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // past `rows` are zero Q rows whose results are never read. Measured on H200: 1.6-1.9 us
   // off B = 8 at 4k keys masked (34.1-34.8 -> 32.2-33.0), 3 us off B = 32 at 4k keys
   // (bench/records/2026-12-03-decode-kt.md).
-  if (rows <= 8) {
+  if ((PT_ATTN_EXP & PT_ATTN_EXP_KTONLY) || rows <= 8) {
     // Q^T as the B operand: two registers per 16 dims (rows g, dims 2t.. and 2t + 8..).
     uint32_t qb[D / 16][2];
 #pragma unroll
