@@ -242,7 +242,13 @@ __device__ __forceinline__ void warp_rescale(float *red_m, float *red_l, int war
   sc1 = ex2(m1 - (M1 == NEG_INF ? 0.f : M1));
 }
 
-template <typename T, int D>
+// KT: the keys-as-M loop (rows <= 8, the launcher's choice) or the rows-as-M loop. Each is its
+// own kernel, so that a launch's code holds only the loop it runs. A launch that follows other
+// kernels (as attention does in a model, after the projections stream their weights through L2)
+// fetches its code from DRAM, and a kernel that also held the other loop (16 KiB at d = 128)
+// took 2-4 us longer there, with the same instructions executed; back to back the two were
+// within 0.5 us (bench/records/2026-12-03-decode-clocks.md, calls 6 and 7).
+template <typename T, int D, bool KT>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
   unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tl_mid = 0;
@@ -399,7 +405,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   float *const red_m = red_o + 4 * 16 * LD;              // [4][16]
   float *const red_l = red_m + 64;                       // [4][16]
   const int mi = lane >> 3;
-  // Rows <= 8 (decode with G <= 8): keys as the mma's M, query rows as its N (S^T = K Q^T,
+  // KT, rows <= 8 (decode with G <= 8): keys as the mma's M, query rows as its N (S^T = K Q^T,
   // O^T += V^T P^T), so an m16n8k16 carries 16 keys x 8 rows and no padded rows: half the
   // mma.sync and half the output accumulators of the layout below (16 rows, at most 8 real).
   // P^T's fragments come from the score accumulators by movmatrix (an 8x8 transpose in
@@ -407,7 +413,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // past `rows` are zero Q rows whose results are never read. Measured on H200: 1.6-1.9 us
   // off B = 8 at 4k keys masked (34.1-34.8 -> 32.2-33.0), 3 us off B = 32 at 4k keys
   // (bench/records/2026-12-03-decode-kt.md).
-  if ((PT_ATTN_EXP & PT_ATTN_EXP_KTONLY) || rows <= 8) {
+  if constexpr (KT) {
     // Q^T as the B operand: two registers per 16 dims (rows g, dims 2t.. and 2t + 8..).
     uint32_t qb[D / 16][2];
 #pragma unroll
@@ -744,16 +750,23 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
 }  // namespace pt_attn
 
-#define PT_ATTN_DECODE_KERNEL(NAME, T, D)                                                \
+#define PT_ATTN_DECODE_KERNEL(NAME, T, D, KT)                                            \
   extern "C" __global__ void __launch_bounds__(PT_ATTN_THREADS,                          \
                                                pt_attn::cfg<D>::MIN_BLOCKS)              \
       NAME(const __grid_constant__ pt_attn_kparams p) {                                  \
-    pt_attn::decode<T, D>(p);                                                            \
+    pt_attn::decode<T, D, KT>(p);                                                        \
   }
 
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256)
+// _kt: launches with at most 8 rows per KV head (kernels/attn_launch.c picks).
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64_kt, __nv_bfloat16, 64, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128_kt, __nv_bfloat16, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256_kt, __nv_bfloat16, 256, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64_kt, __half, 64, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128_kt, __half, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256_kt, __half, 256, true)

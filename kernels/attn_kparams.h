@@ -92,9 +92,7 @@ struct pt_attn_kparams {
  * where the time goes. NOSCAN skips the key-range narrowing under a bias (every key read, the
  * bias still applied: same results). NOHINT leaves out the first tile's L2 hint before the scan,
  * KVNORMAL streams K/V with the normal L2 policy instead of evict_first (both same results: were
- * those choices, made on back-to-back timings, right for a launch after other work?). KTONLY
- * compiles the keys-as-M loop alone (the other loop's code gone; wrong results past 8 rows): what
- * the kernel's code layout costs a launch whose code comes from DRAM. */
+ * those choices, made on back-to-back timings, right for a launch after other work?). */
 #ifndef PT_ATTN_EXP
 #define PT_ATTN_EXP 0
 #endif
@@ -104,7 +102,6 @@ struct pt_attn_kparams {
 #define PT_ATTN_EXP_NOLOAD 64
 #define PT_ATTN_EXP_NOHINT 128
 #define PT_ATTN_EXP_KVNORMAL 256
-#define PT_ATTN_EXP_KTONLY 512
 
 /* The compare kernel's only parameter. */
 struct pt_attn_cmp_kparams {

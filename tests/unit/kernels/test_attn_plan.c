@@ -396,6 +396,7 @@ static void test_fatbin_embedded(void **state) {
   /* every kernel the loader looks up is in it (names appear in the cubin's
    * symbol table and the PTX) */
   static const char *names[] = {"pt_attn_decode_bf16_d64", "pt_attn_decode_fp16_d256",
+                                "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_fp16_d64_kt",
                                 "pt_attn_compare_bf16", "pt_attn_compare_fp16",
                                 "pt_attn_fault_bf16",   "pt_attn_fault_fp16"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
