@@ -9,7 +9,8 @@
 // fp32 registers); QK^T and PV run on mma.sync m16n8k16. With at most 8 rows
 // (decode with G <= 8) the keys are the mma's M and the rows its N (S^T = K
 // Q^T, O^T += V^T P^T): no padded rows. With 9-16 rows the rows are M, padded
-// to 16. At the end the 4 warps merge through shared memory; with
+// to 16. The two layouts are separate kernels (the _kt ones for at most 8
+// rows). At the end the 4 warps merge through shared memory; with
 // one split the CTA writes O/LSE directly. With a few splits that form one
 // thread-block cluster (p.cluster > 1) each CTA keeps its partial in shared
 // memory and the cluster merges them through DSMEM (merge_cluster). Otherwise
