@@ -1,8 +1,8 @@
 /* CPU tests of kernels/attn_launch.c against a fake driver table: which
  * driver call a plan leads to (cuLaunchKernel, or cuLaunchKernelEx with the
  * cluster dimension), the grid, and the switch to the workspace path after a
- * GPU refuses a cluster launch; the planted-fault launch (PONYTAIL_TEST_FAULT)
- * and what it is handed. Built only when nvcc built the fatbin (the
+ * GPU refuses a cluster launch; which decode kernel runs (by rows per KV
+ * head); the planted-fault launch (PONYTAIL_TEST_FAULT) and what it is handed. Built only when nvcc built the fatbin (the
  * launcher is a stub otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,8 +86,9 @@ static CUresult fk_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
   return CUDA_SUCCESS;
 }
 static CUresult fk_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
-  (void)f; (void)extra;
+  (void)extra;
   fk.launches_ex++;
+  fk.last_fn = fk_fn_name(f);
   fk.grid[0] = c->gridDimX, fk.grid[1] = c->gridDimY, fk.grid[2] = c->gridDimZ;
   fk.num_attrs = c->numAttrs;
   fk.cluster_x = 0;
@@ -259,12 +260,48 @@ static void test_pdl_launch(void **st) {
   assert_int_equal(fk.last.pdl, 0);
 }
 
+/* Which decode kernel a launch runs: the keys-as-M kernels (_kt) for at most 8 rows per KV head
+ * (seqlen_q x h / h_k), the rows-as-M ones past that, by dtype and head size; the rows and the
+ * plan reach the kernel's parameters either way (kernels/attn_decode.cu: each kernel holds only
+ * its loop). One split, cluster and workspace plans alike. */
+static void test_kernel_by_rows(void **st) {
+  (void)st;
+  pt_attn_plan_clusters_off = 0;
+  fk.ex_rc = CUDA_SUCCESS;
+  static const struct {
+    int b, h, h_k, sq, s, d, fp16, rows;
+    const char *fn;
+  } cases[] = {
+      {32, 32, 32, 1, 4096, 128, 0, 1, "pt_attn_decode_bf16_d128_kt"}, /* one split */
+      {8, 64, 8, 1, 4096, 128, 0, 8, "pt_attn_decode_bf16_d128_kt"},   /* cluster */
+      {1, 72, 8, 1, 32768, 128, 0, 9, "pt_attn_decode_bf16_d128"},     /* 9 rows, workspace */
+      {8, 128, 8, 1, 4096, 64, 1, 16, "pt_attn_decode_fp16_d64"},
+      {8, 32, 8, 2, 4096, 256, 1, 8, "pt_attn_decode_fp16_d256_kt"},   /* 2 positions x 4 heads */
+      {8, 32, 8, 4, 4096, 64, 0, 16, "pt_attn_decode_bf16_d64"},       /* 4 positions x 4 heads */
+  };
+  void *ws = (void *)(uintptr_t)0x900000;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    struct pt_attn_desc d = hf_desc(cases[i].b, cases[i].h, cases[i].h_k, cases[i].s, cases[i].d);
+    d.seqlen_q = cases[i].sq;
+    d.q_batch_stride = d.o_batch_stride = (int64_t)cases[i].sq * cases[i].h * cases[i].d;
+    if (cases[i].fp16) d.dtype = PT_DTYPE_FP16;
+    assert_null(pt_attn_decode_supported(&d));
+    const size_t need = pt_attn_decode_workspace_bytes(&d);
+    fk.last_fn = NULL;
+    assert_int_equal(pt_attn_decode_launch(&d, need ? ws : NULL, need, STREAM), CUDA_SUCCESS);
+    assert_non_null(fk.last_fn);
+    assert_string_equal(fk.last_fn, cases[i].fn);
+    assert_int_equal(fk.last.rows, cases[i].rows);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_no_driver),
     cmocka_unit_test_setup(test_launch_paths, setup),
     cmocka_unit_test_setup(test_fault_launch, setup),
     cmocka_unit_test_setup(test_pdl_launch, setup),
+    cmocka_unit_test_setup(test_kernel_by_rows, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
