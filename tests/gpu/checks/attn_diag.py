@@ -6,7 +6,10 @@ masked-place: does where K and V lie in memory move it?
 masked-method: does what the timing's other graphs read move it?
 
 All three ask why one kernel read 0.5-1.5 us apart at the same shapes in two stages of one process
-(bench/records/2026-12-03-decode-clocks.md)."""
+(bench/records/2026-12-03-decode-clocks.md). The answers on the H200: not the clocks (1980 MHz
+throughout) nor the heat; the allocation K/V got moves a point by +-0.3 us; the other graphs do
+not, unless they read other memory, and then the first launch after them pays 3.6-5.6 us for its
+code and small inputs coming from DRAM (which led to the decode kernels split by loop)."""
 import math
 import random
 import time
