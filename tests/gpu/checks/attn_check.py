@@ -533,6 +533,9 @@ def correctness(lib):
     c.case(1, 4100, 1, 2, 64, torch.bfloat16, sq=8, causal=True)
     c.case(3, 65, 2, 1, 128, torch.bfloat16, sq=16, causal=True, layout="fa")
     c.case(1, 16, 1, 1, 128, torch.float16, sq=16, causal=True)
+    # Every rows-as-M kernel (more than 8 rows a KV head) gets a case: fp16 at d = 64 had none.
+    c.case(2, 1000, 2, 1, 64, torch.float16, sq=16, causal=True)
+    c.case(2, 4100, 2, 16, 64, torch.float16)
     c.case(2, 1000, 2, 4, 128, torch.bfloat16, sq=4)
     # Self-resetting counters: back to back, and inside a replayed graph.
     c.case(8, 4100, 4, 8, 128, torch.bfloat16, repeat=True, graph=True)
