@@ -119,6 +119,14 @@ class Lib:
             self.l.pt_test_set_split_mul(1)
             self.l.pt_test_set_masked_short(1)
 
+    def launcher(self, a, **knobs):
+        """fn(i) that launches `a` under the planner's test knobs (knobs()), for graph capture:
+        the knobs are read when the launch is planned, so a captured launch keeps that plan."""
+        def f(i):
+            with self.knobs(**knobs):
+                self.decode(a)
+        return f
+
     def plan(self, a):
         """(split count, cluster size) the planner picks for these arguments (and the bias set)."""
         ns, cl = ctypes.c_int(0), ctypes.c_int(0)
@@ -787,8 +795,7 @@ def timing(lib, out_rows):
             v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
             o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
             lse = torch.empty(B, H, 1, device="cuda")
-            a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse,
-                         H, Hk, 1, 1.0 / math.sqrt(D), False)
+            a = padded_args(lib, q, k, v, o, lse)
             sets.append((q, k, v, a))
         lib.decode(sets[0][3])
         res = {}
@@ -859,6 +866,15 @@ def padded_inputs(B, S, G, Hk, D, dtype, masked):
     return q, k, v, o, lse, keep, bias, sum(S - n for n in pad)
 
 
+def padded_args(lb, q, k, v, o, lse):
+    """lb.args for q [B, H, 1, D], k/v [B, Hk, S, D], o [B, 1, H, D] as padded_inputs and timing()
+    make them (HF layout, seen through transposes): one query
+    position, GQA from the head counts, scale 1/sqrt(d), not causal."""
+    H, Hk, D = q.shape[1], k.shape[1], q.shape[3]
+    return lb.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
+                   1.0 / math.sqrt(D), False)
+
+
 def masked_timing(lib, out_rows):
     """Issue 17's speed grid: B in {1, 8, 32} x KV in {1k, 4k, 32k} x G in {1, 4, 8}, 8 KV heads,
     d 128, bf16, half the rows left-padded by 25% of the keys (a bool mask broadcast over heads).
@@ -880,20 +896,14 @@ def masked_timing(lib, out_rows):
     for B in (1, 8, 32):
         for S in (1024, 4096, 32768):
             for G in (1, 4, 8):
-                H = Hk * G
                 q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
                 floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-                a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse,
-                             H, Hk, 1, 1.0 / math.sqrt(D), False)
+                a = padded_args(lib, q, k, v, o, lse)
                 lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-
-                def plan(cmax, mul):  # the planned launch under other plans (captured as planned)
-                    def f(i):
-                        with lib.knobs(cluster_max=cmax, split_mul=mul):
-                            lib.decode(a)
-                    return f
-                fns = {"pt": plan(CLUSTER_MAX, 1), "noclu": plan(1, 1), "ws2": plan(1, 2),
-                       "ws4": plan(1, 4)}
+                # the planned launch and, captured as planned, the same launch under other plans
+                fns = {"pt": lib.launcher(a), "noclu": lib.launcher(a, cluster_max=1),
+                       "ws2": lib.launcher(a, cluster_max=1, split_mul=2),
+                       "ws4": lib.launcher(a, cluster_max=1, split_mul=4)}
                 for f in fns.values():  # eager first: the workspace reaches its largest size
                     f(0)                    # before any graph captures its address
                 try:
@@ -948,20 +958,13 @@ def masked_plans(lib, out_rows):
                (1, 3072, 8, 1), (2, 3072, 8, 4), (4, 2048, 8, 1), (4, 1536, 8, 8), (8, 1024, 8, 1),
                (8, 4096, 8, 1)]
     for B, S, Hk, G in points:
-        H = Hk * G
         q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
-                     1.0 / math.sqrt(D), False)
+        a = padded_args(lib, q, k, v, o, lse)
 
         settings = {"pt": (CLUSTER_MAX, 1), "old": (CLUSTER_MAX, 0), "noclu": (1, 1)}
-
-        def plan(cmax, rule):
-            def f(i):
-                with lib.knobs(cluster_max=cmax, masked_short=rule):
-                    lib.decode(a)
-            return f
-        fns = {name: plan(*st) for name, st in settings.items()}
+        fns = {name: lib.launcher(a, cluster_max=cm, masked_short=rule)
+               for name, (cm, rule) in settings.items()}
         lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
             for f in fns.values():
@@ -1012,7 +1015,6 @@ def experiments(lib, variants, out_rows):
     column is (read + launch) - read, both timed interleaved; back-to-back launches keep the
     kernel's code, Q and the mask in L2, which a model's other kernels push out
     (bench/records/2026-12-03-decode-clocks.md)."""
-    D, dtype, Hk = 128, torch.bfloat16, 8
     libs = {"base": lib}
     for spec in variants:
         name, path = spec.split("=", 1)
@@ -1046,15 +1048,13 @@ def experiments_table(libs, read_bw, cold_mib, out_rows):
               (32, 1024, 8, 1), (8, 32768, 1, 1), (32, 4096, 1, 1), (1, 32768, 1, 0), (8, 4096, 1, 0),
               (32, 1024, 1, 0), (1, 1024, 1, 1), (8, 4096, 8, 0), (8, 32768, 1, 0), (8, 1024, 8, 1)]
     for B, S, G, masked in points:
-        H = Hk * G
         q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
         fns = {}
         for name, lb in libs.items():
             if bias is not None:
                 lb.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-            a = lb.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, H, Hk, 1,
-                        1.0 / math.sqrt(D), False)
+            a = padded_args(lb, q, k, v, o, lse)
             fns[name] = (lambda lb, a: lambda i: lb.decode(a))(lb, a)
         try:
             same = bitwise_same(fns, o, lse)
@@ -1100,8 +1100,7 @@ def timeline(lib, out_rows):
     flush = torch.randn(1 << 27, device="cuda", dtype=dtype) if os.environ.get("ATTN_TIMELINE_COLD") else None
     for B, S, G, masked in shapes:
         q, k, v, o, lse, _, bias, _ = padded_inputs(B, S, G, Hk, D, dtype, masked)
-        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk * G, Hk, 1,
-                     1.0 / math.sqrt(D), False)
+        a = padded_args(lib, q, k, v, o, lse)
         if masked:  # the masked grid's mask: half the rows left-padded by 25% of the keys
             lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:

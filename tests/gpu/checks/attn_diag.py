@@ -10,14 +10,13 @@ All three ask why one kernel read 0.5-1.5 us apart at the same shapes in two sta
 throughout) nor the heat; the allocation K/V got moves a point by +-0.3 us; the other graphs do
 not, unless they read other memory, and then the first launch after them pays 3.6-5.6 us for its
 code and small inputs coming from DRAM (which led to the decode kernels split by loop)."""
-import math
 import random
 import time
 
 import torch
 
 from attn_check import (bandwidth, bias_strides, bitwise_same, capture_graphs, graph_times,
-                        padded_inputs, replay_times)
+                        padded_args, padded_inputs, replay_times)
 from gpu_clocks import Clocks
 
 MIB = 1 << 20
@@ -71,8 +70,7 @@ def masked_heat(lib, out_rows):
     for B, S, G in LATENCY_POINTS:
         q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
-        a = lib.args(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse, Hk * G, Hk, 1,
-                     1.0 / math.sqrt(D), False)
+        a = padded_args(lib, q, k, v, o, lse)
         rd = torch.randn(max(1, Hk * keys * D * 2), device="cuda", dtype=dtype)
         lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         try:
@@ -157,8 +155,7 @@ def masked_place(lib, out_rows):
         try:
             fns = {}
             for name in names:
-                a = lib.args(q.transpose(1, 2), kv[name][0].transpose(1, 2), kv[name][1].transpose(1, 2),
-                             o, lse, Hk * G, Hk, 1, 1.0 / math.sqrt(D), False)
+                a = padded_args(lib, q, kv[name][0], kv[name][1], o, lse)
                 fns[name] = (lambda a: lambda i: lib.decode(a))(a)
             same = bitwise_same(fns, o, lse)
             rounds = [graph_times(fns) for _ in range(2)]
@@ -189,7 +186,6 @@ def masked_method(lib, out_rows):
     medians of the measured launch's time."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
-    from attn_check import CLUSTER_MAX
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     methods = ["alone", "twin", "plans", "other", "copy", "alone1", "other1",
@@ -207,18 +203,14 @@ def masked_method(lib, out_rows):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
         other = torch.randn(2 * k.numel(), device="cuda", dtype=dtype)
 
-        def launch(kk, vv, cmax=CLUSTER_MAX, mul=1):
-            a = lib.args(q.transpose(1, 2), kk.transpose(1, 2), vv.transpose(1, 2), o, lse, Hk * G, Hk, 1,
-                         1.0 / math.sqrt(D), False)
-
-            def f(i):
-                with lib.knobs(cluster_max=cmax, split_mul=mul):
-                    lib.decode(a)
-            return f
+        def launch(kk, vv, **knobs):
+            return lib.launcher(padded_args(lib, q, kk, vv, o, lse), **knobs)
         pt = launch(k, v)
         rd = lambda i: other.sum(dtype=torch.float32)  # noqa: E731
         sets = {"alone": {"pt": pt}, "twin": {"pt": pt, "twin": launch(k, v)},
-                "plans": {"pt": pt, "noclu": launch(k, v, 1), "ws2": launch(k, v, 1, 2), "ws4": launch(k, v, 1, 4)},
+                "plans": {"pt": pt, "noclu": launch(k, v, cluster_max=1),
+                          "ws2": launch(k, v, cluster_max=1, split_mul=2),
+                          "ws4": launch(k, v, cluster_max=1, split_mul=4)},
                 "other": {"pt": pt, "read": rd}, "copy": {"pt": pt, "copy": launch(k2, v2)},
                 "alone1": {"pt": pt}, "other1": {"pt": pt, "read": rd},
                 "cu:alone": {"pt": cudnn}, "cu:other": {"pt": cudnn, "read": rd},
