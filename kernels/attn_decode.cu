@@ -301,6 +301,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   const int nb = p.bias_rows;
   T *const sB = sQ + 16 * D;
   const T *const bb = nb ? static_cast<const T *>(p.bias) + bi * p.bias_bs : nullptr;
+  // This CTA's (batch, KV head) in K and V: key 0, dim 0.
+  const T *const kh_k = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs;
+  const T *const kh_v = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs;
   // Under a mask the first tile's K/V wait for the scan's round trip. Its lines (the split's
   // first tile as planned) are hinted into L2 before the scan, so that when the scan keeps the
   // split's start the prologue reads them from L2. Where the scan moves the start (a split that
@@ -311,13 +314,11 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOHINT)) {
     constexpr int LPR = D * 2 / 128;  // 128-byte lines per key row
     const int nkeys = min(key_end - key_begin, BK);
-    const T *const kb = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs;
-    const T *const vb = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs;
     for (int j = tid; j < nkeys * LPR; j += NT) {
       const int64_t key = key_begin + j / LPR;
       const int off = (j % LPR) * 64;
-      prefetch_l2(kb + key * p.k_rs + off);
-      prefetch_l2(vb + key * p.v_rs + off);
+      prefetch_l2(kh_k + key * p.k_rs + off);
+      prefetch_l2(kh_v + key * p.v_rs + off);
     }
   }
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
@@ -327,8 +328,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // Each thread copies the same chunk column of rows r0, r0 + 128/CH, ...
   const int ld_ch = tid % CH, ld_r0 = tid / CH;
   constexpr int LD_STEP = NT / CH, LD_ITERS = BK * CH / NT;
-  const T *const kcol = static_cast<const T *>(p.k) + bi * p.k_bs + kh * p.k_hs + ld_ch * 8;
-  const T *const vcol = static_cast<const T *>(p.v) + bi * p.v_bs + kh * p.v_hs + ld_ch * 8;
+  const T *const kcol = kh_k + ld_ch * 8;
+  const T *const vcol = kh_v + ld_ch * 8;
 
   auto load_tile = [&](int tile, int stage) {
     const int key0 = key_begin + tile * BK;

@@ -8,6 +8,7 @@
 #   tests/gpu/checks/attn.sh                      # all stages
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
+#   ATTN_STAGES="masked-timing masked-timing masked-timing" ...  # three grids in one call, each kept
 #   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # masked B 1-8: planned, without the short rule, workspace
 #   ATTN_STAGES="masked-heat masked-place masked-method" tests/gpu/checks/attn.sh   # diagnostics of
 #                                          # the timing (tests/gpu/checks/attn_diag.py): latency-bound
@@ -115,8 +116,17 @@ done
 
 # A timing stage of attn_check.py (its what, e.g. masked-timing): log in $OUT/<what>.log with
 # dashes as underscores, its tail shown when it fails; experiments gets the variant builds.
+# A stage named twice (ATTN_STAGES="masked-timing masked-timing") keeps each run's table and log:
+# the earlier ones move to attn_<what>.<n>.txt and <what>.<n>.log.
+declare -A runs=()
 timed_stage() {
-  local what=$1 log="$OUT/${1//-/_}.log"
+  local what=$1 log="$OUT/${1//-/_}.log" tab="$OUT/attn_${1//-/_}.txt"
+  local n=${runs[$what]:-0}
+  if [ "$n" -gt 0 ]; then
+    [ -f "$tab" ] && mv "$tab" "${tab%.txt}.$n.txt"
+    mv "$log" "${log%.log}.$n.log" 2>/dev/null
+  fi
+  runs[$what]=$((n + 1))
   $PY tests/gpu/checks/attn_check.py --lib "$B/libattn_test.so" --out "$OUT" --variants "$variants" "$what" \
     >"$log" 2>&1
   rc=$?
@@ -165,6 +175,7 @@ done
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
+for f in "$OUT"/attn_masked_timing.[0-9]*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; cat "$f"; }; done
 [ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
 [ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
 [ -f "$OUT/attn_masked_plans.txt" ] && cat "$OUT/attn_masked_plans.txt"
