@@ -937,6 +937,11 @@ def masked_timing(lib, out_rows):
                 print(row, flush=True)
                 del q, k, v, ke, ve, keep, bias
                 torch.cuda.empty_cache()
+    # The read rate again after the grid's heavy kernels (mem-efficient runs of up to 15 ms): does
+    # the card read slower late in the grid than when the floor was measured at its start?
+    out_rows.append("the read rate again, at the grid's end:")
+    print(out_rows[-1], flush=True)
+    bandwidth(out_rows)
 
 
 def masked_plans(lib, out_rows):

@@ -8,7 +8,8 @@ and these columns say which state each row saw. Used by tests/gpu/checks/attn_ch
 
     with Clocks() as ck:
         ...timed work...
-    ck.columns()   # "sm 1980/1965 mem 3201 W 412 C 45 ev 0x0" (mean/min SM MHz, max W and C)
+    ck.columns()   # "sm 1980/1965 mem 3201 W 412 C 45 M 52 ev 0x0" (mean/min SM MHz, max W,
+                   #  max GPU and HBM temperature C)
 """
 import threading
 import time
@@ -40,6 +41,19 @@ def _nvml():
     return _handle
 
 
+# NVML_FI_DEV_MEMORY_TEMP: HBM's temperature (C), a field value; HBM refreshes more often when
+# hot, which costs read bandwidth without touching the SM clock.
+_FI_MEMORY_TEMP = 82
+
+
+def _mem_temp(h):
+    try:
+        v = pynvml.nvmlDeviceGetFieldValues(h, [_FI_MEMORY_TEMP])[0]
+        return v.value.uiVal if v.nvmlReturn == 0 else None
+    except Exception:
+        return None
+
+
 def _reasons(h):
     for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
         fn = getattr(pynvml, name, None)
@@ -56,7 +70,7 @@ class Clocks:
 
     def __init__(self, period=0.002):
         self.period = period
-        self.sm, self.mem, self.w, self.c, self.ev = [], [], [], [], 0
+        self.sm, self.mem, self.w, self.c, self.m, self.ev = [], [], [], [], [], 0
         self._stop = threading.Event()
         self._t = None
 
@@ -65,6 +79,9 @@ class Clocks:
         self.mem.append(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM))
         self.w.append(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0)
         self.c.append(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
+        m = _mem_temp(h)
+        if m is not None:
+            self.m.append(m)
         self.ev |= _reasons(h)
 
     def _run(self, h):
@@ -93,11 +110,11 @@ class Clocks:
         return sum(self.sm) / len(self.sm) if self.sm else float("nan")
 
     def columns(self):
-        """One fixed-width text: mean/min SM MHz, mean memory MHz, max power W, max temperature C,
-        the OR of the clock event reasons seen (bit 0x1 idle, 0x4 power cap, 0x8 / 0x40 hardware
+        """One fixed-width text: mean/min SM MHz, mean memory MHz, max power W, max GPU and HBM
+        temperature C (M: "-" where NVML does not report it), the OR of the clock event reasons seen (bit 0x1 idle, 0x4 power cap, 0x8 / 0x40 hardware
         slowdown / thermal, 0x20 software thermal)."""
         if not self.sm:
-            return "sm    -/-    mem    - W   - C  - ev -"
-        return "sm %4.0f/%4d mem %4.0f W %3.0f C %2d ev %#x" % (
+            return "sm    -/-    mem    - W   - C  - M  - ev -"
+        return "sm %4.0f/%4d mem %4.0f W %3.0f C %2d M %2s ev %#x" % (
             self.mean_sm(), min(self.sm), sum(self.mem) / len(self.mem), max(self.w), max(self.c),
-            self.ev)
+            "%d" % max(self.m) if self.m else "-", self.ev)
