@@ -25,7 +25,8 @@
 #           stock and shim in fresh processes (ROUNDS rounds of A B, default 1), then the GPU
 #           time per decode step from CUPTI records (tests/gpu/bench/gpu_step.py) with torch's
 #           mem-efficient kernel (shim, MASKED=0) and Ponytail's (MASKED=1)
-# Table last. Results in $OUT (default ./gpu-out): masked-e2e.txt, masked-e2e.tgz (runs).
+# E2E_DEADLINE=S (seconds from the script's start): runs past it are skipped or cut short and the
+# table shows what finished. Table last. Results in $OUT (default ./gpu-out): masked-e2e.txt, masked-e2e.tgz (runs).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 out="${OUT:-$root/gpu-out}"; mkdir -p "$out"
@@ -36,10 +37,24 @@ pt_gpu_build "$root" "$tmp"
 gen="$root/examples/generate.py"
 stages=" ${E2E_STAGES:-verify tokens margin speed} "
 export PYTHONUNBUFFERED=1
+# E2E_DEADLINE=S: no run starts after S seconds from the script's start and none runs past it (its limit is cut
+# to what is left), so that a call with a wall-clock limit still gets the table of what finished
+# (a killed script prints none).
+deadline=${E2E_DEADLINE:-}
+left() {  # left SECS: SECS, or less when E2E_DEADLINE is nearer; 0 when it has passed
+  local s=$1
+  if [ -n "$deadline" ]; then
+    local l=$(( deadline - SECONDS ))
+    [ "$l" -lt "$s" ] && s=$l
+    [ "$s" -lt 0 ] && s=0
+  fi
+  echo "$s"
+}
 run() {  # run NAME SECONDS ENV... -- ARGS...: one generate.py process, JSON to $tmp/NAME.json
-  local name=$1 secs=$2; shift 2
+  local name=$1 secs; secs=$(left "$2"); shift 2
   local e=(env)
   while [ "$1" != -- ]; do e+=("$1"); shift; done; shift
+  [ "$secs" -gt 0 ] || { echo "  $name: skipped (E2E_DEADLINE)"; return; }
   local t0=$SECONDS
   timeout -k 5 "$secs" "${e[@]}" "$py" "$gen" --json "$tmp/$name.json" "$@" >"$tmp/$name.log" 2>&1
   echo "  $name: rc $? in $(( SECONDS - t0 )) s"
@@ -70,10 +85,14 @@ fi
 if [[ $stages == *" margin "* ]]; then
   echo "== margin"
   w="$tmp/margin-model.pt"
-  t0=$SECONDS
-  timeout -k 5 "${TRAIN_S:-300}" "$py" "$root/tests/gpu/bench/margin_model.py" --out "$w" \
-    --json "$tmp/margin-train.json" >"$tmp/margin-train.log" 2>&1
-  echo "  train: rc $? in $(( SECONDS - t0 )) s"
+  t0=$SECONDS ts=$(left "${TRAIN_S:-300}")
+  if [ "$ts" -gt 0 ]; then
+    timeout -k 5 "$ts" "$py" "$root/tests/gpu/bench/margin_model.py" --out "$w" \
+      --json "$tmp/margin-train.json" >"$tmp/margin-train.log" 2>&1
+    echo "  train: rc $? in $(( SECONDS - t0 )) s"
+  else
+    echo "  train: skipped (E2E_DEADLINE)"
+  fi
   if [ -f "$w" ]; then
     for p in ${MARGIN_PROMPTS:-2048 16384}; do
       others=cudnn; [ "$p" -le 4096 ] && others="math cudnn"  # math's score matrix fits up to 4096
@@ -97,8 +116,9 @@ if [[ $stages == *" speed "* ]]; then
     for m in 0 1; do
       run "cupti-p$p-m$m" 300 "${shimenv[@]}" PONYTAIL_ATTN_MASKED=$m PONYTAIL_CUPTI="$tmp/cupti-p$p-m$m.rec" \
         PONYTAIL_STATS_FILE="$tmp/cupti-p$p-m$m.stats.json" -- "${pad[@]}" --prompt "$p" --new-tokens "$n"
-      "$py" "$root/tests/gpu/bench/gpu_step.py" "$tmp/cupti-p$p-m$m.rec" --layers 16 --new-tokens "$n" \
-        >"$tmp/cupti-p$p-m$m.step.json" 2>&1
+      [ -f "$tmp/cupti-p$p-m$m.rec" ] &&
+        "$py" "$root/tests/gpu/bench/gpu_step.py" "$tmp/cupti-p$p-m$m.rec" --layers 16 --new-tokens "$n" \
+          >"$tmp/cupti-p$p-m$m.step.json" 2>&1
     done
   done
 fi

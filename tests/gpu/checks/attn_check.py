@@ -887,10 +887,19 @@ def masked_timing(lib, out_rows):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
+    # ATTN_GRID_PLACES=N (default 1): Ponytail's planned launch also on N - 1 copies of K/V, each
+    # in an allocation of its own, timed interleaved with the rest; the row then ends with the
+    # min / median / max over the N places and the median's ratio to the floor. Where K/V lie
+    # moved one launch by 0.3-0.6 us (bench/records/2026-12-03-decode-clocks.md, masked-place),
+    # and the grid reads its G 8 points 0.8-1.1 us above the experiments stage of the same process
+    # (bench/records/2026-12-03-masked-split.md): this column says whether placement is the gap.
+    places = max(1, int(os.environ.get("ATTN_GRID_PLACES", "1")))
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "noclu",
         "read") + " %7s %7s" % ("ws x2", "ws x4")
+    if places > 1:
+        hdr += " | %d places min/med/max  xfl" % places
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -904,6 +913,9 @@ def masked_timing(lib, out_rows):
                 fns = {"pt": lib.launcher(a), "noclu": lib.launcher(a, cluster_max=1),
                        "ws2": lib.launcher(a, cluster_max=1, split_mul=2),
                        "ws4": lib.launcher(a, cluster_max=1, split_mul=4)}
+                kv_copies = [(k.clone(), v.clone()) for _ in range(places - 1)]
+                for j, (k2, v2) in enumerate(kv_copies):
+                    fns["place%d" % (j + 1)] = lib.launcher(padded_args(lib, q, k2, v2, o, lse))
                 for f in fns.values():  # eager first: the workspace reaches its largest size
                     f(0)                    # before any graph captures its address
                 try:
@@ -930,12 +942,16 @@ def masked_timing(lib, out_rows):
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
                     B, S, G, floor, res["pt"], res["pt"] / floor, res["mem_eff"], res["mem_eff"] / floor,
                     res["cudnn"], res["cudnn"] / floor, "yes" if win else "NO", res["noclu"], res["read"]) + " %7.1f %7.1f" % (res["ws2"], res["ws4"])
+                if places > 1:
+                    pl = sorted([res["pt"]] + [res["place%d" % (j + 1)] for j in range(places - 1)])
+                    med = pl[len(pl) // 2] if len(pl) % 2 else (pl[len(pl) // 2 - 1] + pl[len(pl) // 2]) / 2
+                    row += " | %7.1f %7.1f %7.1f %5.2f" % (pl[0], med, pl[-1], med / floor)
                 row += "  " + ck.columns()
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)
                 print(row, flush=True)
-                del q, k, v, ke, ve, keep, bias
+                del q, k, v, ke, ve, keep, bias, kv_copies
                 torch.cuda.empty_cache()
     # The read rate again after the grid's heavy kernels (mem-efficient runs of up to 15 ms): does
     # the card read slower late in the grid than when the floor was measured at its start?
