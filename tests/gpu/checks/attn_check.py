@@ -892,14 +892,16 @@ def masked_timing(lib, out_rows):
     # min / median / max over the N places and the median's ratio to the floor. Where K/V lie
     # moved one launch by 0.3-0.6 us (bench/records/2026-12-03-decode-clocks.md, masked-place),
     # and the grid reads its G 8 points 0.8-1.1 us above the experiments stage of the same process
-    # (bench/records/2026-12-03-masked-split.md): this column says whether placement is the gap.
+    # (bench/records/2026-12-03-masked-split.md): these columns say whether placement is the gap.
+    # Last, "after": the planned launch timed alone once more, after the point's mem-efficient and
+    # cuDNN runs (whether what those leave behind moves it).
     places = max(1, int(os.environ.get("ATTN_GRID_PLACES", "1")))
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "noclu",
         "read") + " %7s %7s" % ("ws x2", "ws x4")
     if places > 1:
-        hdr += " | %d places min/med/max  xfl" % places
+        hdr += " | %d places min/med/max  xfl |   after" % places
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -937,6 +939,12 @@ def masked_timing(lib, out_rows):
                     except Exception as e:
                         res[name] = float("nan")
                         print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G, str(e).splitlines()[0]))
+                if places > 1:  # the planned launch again, after this point's mem-efficient and cuDNN runs
+                    lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+                    try:
+                        res["after"] = graph_times({"pt": fns["pt"]})["pt"]
+                    finally:
+                        lib.l.pt_test_set_bias(None, 0, 0, 0)
                 peers = [x for x in (res["mem_eff"], res["cudnn"]) if not math.isnan(x)]
                 win = all(res["pt"] < x for x in peers)
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
@@ -945,7 +953,7 @@ def masked_timing(lib, out_rows):
                 if places > 1:
                     pl = sorted([res["pt"]] + [res["place%d" % (j + 1)] for j in range(places - 1)])
                     med = pl[len(pl) // 2] if len(pl) % 2 else (pl[len(pl) // 2 - 1] + pl[len(pl) // 2]) / 2
-                    row += " | %7.1f %7.1f %7.1f %5.2f" % (pl[0], med, pl[-1], med / floor)
+                    row += " | %7.1f %7.1f %7.1f %5.2f | %7.1f" % (pl[0], med, pl[-1], med / floor, res["after"])
                 row += "  " + ck.columns()
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
