@@ -176,7 +176,8 @@ done
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
-for f in "$OUT"/attn_masked_timing.[0-9]*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; cat "$f"; }; done
+# the earlier runs of a stage named more than once (timed_stage), then each stage's last run
+for f in "$OUT"/attn_*.[0-9]*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; cat "$f"; }; done
 [ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
 [ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
 [ -f "$OUT/attn_masked_plans.txt" ] && cat "$OUT/attn_masked_plans.txt"

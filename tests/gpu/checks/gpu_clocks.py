@@ -111,8 +111,9 @@ class Clocks:
 
     def columns(self):
         """One fixed-width text: mean/min SM MHz, mean memory MHz, max power W, max GPU and HBM
-        temperature C (M: "-" where NVML does not report it), the OR of the clock event reasons seen (bit 0x1 idle, 0x4 power cap, 0x8 / 0x40 hardware
-        slowdown / thermal, 0x20 software thermal)."""
+        temperature C (M: "-" where NVML does not report it), the OR of the clock event reasons
+        seen (bit 0x1 idle, 0x4 power cap, 0x8 / 0x40 hardware slowdown / thermal, 0x20 software
+        thermal)."""
         if not self.sm:
             return "sm    -/-    mem    - W   - C  - M  - ev -"
         return "sm %4.0f/%4d mem %4.0f W %3.0f C %2d M %2s ev %#x" % (
