@@ -119,6 +119,17 @@ class Lib:
             self.l.pt_test_set_split_mul(1)
             self.l.pt_test_set_masked_short(1)
 
+    @contextlib.contextmanager
+    def bias(self, bias):
+        """The additive bias every launch of the body gets (pt_test_set_bias; None: none), unset
+        again whatever happens."""
+        if bias is not None:
+            self.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
+        try:
+            yield
+        finally:
+            self.l.pt_test_set_bias(None, 0, 0, 0)
+
     def launcher(self, a, **knobs):
         """fn(i) that launches `a` under the planner's test knobs (knobs()), for graph capture:
         the knobs are read when the launch is planned, so a captured launch keeps that plan."""
@@ -309,24 +320,23 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
         " ws" if cluster_max == 1 else "")
     if cluster_max is not None:
         c.lib.l.pt_test_set_cluster_max(cluster_max)
-    c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
     try:
-        c.poison(o_full, lse)
-        c.lib.decode(a)
-        torch.cuda.synchronize()
-        eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
-        ok = c.record(name, eo, el)
-        if graph:
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                c.lib.decode(a)
+        with c.lib.bias(bias):
             c.poison(o_full, lse)
-            g.replay()
+            c.lib.decode(a)
             torch.cuda.synchronize()
             eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
-            ok &= c.record(name + " graph", eo, el)
+            ok = c.record(name, eo, el)
+            if graph:
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    c.lib.decode(a)
+                c.poison(o_full, lse)
+                g.replay()
+                torch.cuda.synchronize()
+                eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+                ok &= c.record(name + " graph", eo, el)
     finally:
-        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
         if cluster_max is not None:
             c.lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
     return ok
@@ -335,14 +345,11 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
 def decode_masked(c, a, bias, o_full, lse):
     """One eager launch of `a` with `bias` set in the lib, its outputs poisoned first; the bias is
     unset again whatever happens. Returns the plan (split count, cluster size) it was given."""
-    c.lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-    try:
+    with c.lib.bias(bias):
         plan = c.lib.plan(a)
         c.poison(o_full, lse)
         c.lib.decode(a)
         torch.cuda.synchronize()
-    finally:
-        c.lib.l.pt_test_set_bias(None, 0, 0, 0)
     return plan
 
 
@@ -910,7 +917,6 @@ def masked_timing(lib, out_rows):
                 q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, True)
                 floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
                 a = padded_args(lib, q, k, v, o, lse)
-                lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
                 # the planned launch and, captured as planned, the same launch under other plans
                 fns = {"pt": lib.launcher(a), "noclu": lib.launcher(a, cluster_max=1),
                        "ws2": lib.launcher(a, cluster_max=1, split_mul=2),
@@ -918,14 +924,12 @@ def masked_timing(lib, out_rows):
                 kv_copies = [(k.clone(), v.clone()) for _ in range(places - 1)]
                 for j, (k2, v2) in enumerate(kv_copies):
                     fns["place%d" % (j + 1)] = lib.launcher(padded_args(lib, q, k2, v2, o, lse))
-                for f in fns.values():  # eager first: the workspace reaches its largest size
-                    f(0)                    # before any graph captures its address
-                try:
+                with lib.bias(bias):
+                    for f in fns.values():  # eager first: the workspace reaches its largest size
+                        f(0)                    # before any graph captures its address
                     # interleaved: every plan sees the same card (clocks, heat)
                     with Clocks() as ck:
                         res = graph_times(fns)
-                finally:
-                    lib.l.pt_test_set_bias(None, 0, 0, 0)
                 res["read"] = read_time(2 * Hk * keys * D * 2, 1)
                 ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
                 for name, be, kk, vv, gqa in (("mem_eff", SDPBackend.EFFICIENT_ATTENTION, ke, ve, False),
@@ -940,11 +944,8 @@ def masked_timing(lib, out_rows):
                         res[name] = float("nan")
                         print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G, str(e).splitlines()[0]))
                 if places > 1:  # the planned launch again, after this point's mem-efficient and cuDNN runs
-                    lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-                    try:
+                    with lib.bias(bias):
                         res["after"] = graph_times({"pt": fns["pt"]})["pt"]
-                    finally:
-                        lib.l.pt_test_set_bias(None, 0, 0, 0)
                 peers = [x for x in (res["mem_eff"], res["cudnn"]) if not math.isnan(x)]
                 win = all(res["pt"] < x for x in peers)
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f" % (
@@ -994,8 +995,7 @@ def masked_plans(lib, out_rows):
         settings = {"pt": (CLUSTER_MAX, 1), "old": (CLUSTER_MAX, 0), "noclu": (1, 1)}
         fns = {name: lib.launcher(a, cluster_max=cm, masked_short=rule)
                for name, (cm, rule) in settings.items()}
-        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-        try:
+        with lib.bias(bias):
             for f in fns.values():
                 f(0)
             res = graph_times(fns)
@@ -1004,8 +1004,6 @@ def masked_plans(lib, out_rows):
                 with lib.knobs(cluster_max=cm, masked_short=rule):
                     ns, cl = lib.plan(a)
                 plans.append("%d%s" % (ns, "c" if cl > 1 else "w"))
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
         row = "%3d %6d %3d %2d %8.1f | %7.1f %7.1f %7.1f | %s" % (
             B, S, Hk, G, floor, res["pt"], res["old"], res["noclu"], " / ".join(plans))
         out_rows.append(row)
@@ -1080,12 +1078,11 @@ def experiments_table(libs, read_bw, cold_mib, out_rows):
         q, k, v, o, lse, keep, bias, keys = padded_inputs(B, S, G, Hk, D, dtype, masked)
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
         fns = {}
-        for name, lb in libs.items():
-            if bias is not None:
-                lb.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-            a = padded_args(lb, q, k, v, o, lse)
-            fns[name] = (lambda lb, a: lambda i: lb.decode(a))(lb, a)
-        try:
+        with contextlib.ExitStack() as biased:
+            for name, lb in libs.items():
+                biased.enter_context(lb.bias(bias))
+                a = padded_args(lb, q, k, v, o, lse)
+                fns[name] = (lambda lb, a: lambda i: lb.decode(a))(lb, a)
             same = bitwise_same(fns, o, lse)
             if cold_mib:  # each launch after the other read, in the same graph
                 fns = {name: (lambda f: lambda i: (other.sum(dtype=torch.float32), f(i)))(f)
@@ -1093,9 +1090,6 @@ def experiments_table(libs, read_bw, cold_mib, out_rows):
                 fns["read"] = lambda i: other.sum(dtype=torch.float32)
             with Clocks() as ck:
                 res = graph_times(fns)
-        finally:
-            for lb in libs.values():
-                lb.l.pt_test_set_bias(None, 0, 0, 0)
         if cold_mib:
             for name in libs:
                 res[name] -= res["read"]
@@ -1130,9 +1124,8 @@ def timeline(lib, out_rows):
     for B, S, G, masked in shapes:
         q, k, v, o, lse, _, bias, _ = padded_inputs(B, S, G, Hk, D, dtype, masked)
         a = padded_args(lib, q, k, v, o, lse)
-        if masked:  # the masked grid's mask: half the rows left-padded by 25% of the keys
-            lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-        try:
+        # masked: the masked grid's mask, half the rows left-padded by 25% of the keys (else None)
+        with lib.bias(bias):
             for rep in range(3 if flush is None else 6):
                 cold = rep >= 3
                 if cold:
@@ -1145,8 +1138,6 @@ def timeline(lib, out_rows):
                 lib.decode(a)
                 torch.cuda.synchronize()
                 sys.stdout.flush()
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
 
 
 def main():

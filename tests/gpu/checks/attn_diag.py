@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from attn_check import (bandwidth, bias_strides, bitwise_same, capture_graphs, graph_times,
+from attn_check import (bandwidth, bitwise_same, capture_graphs, graph_times,
                         padded_args, padded_inputs, replay_times)
 from gpu_clocks import Clocks
 
@@ -72,8 +72,7 @@ def masked_heat(lib, out_rows):
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
         a = padded_args(lib, q, k, v, o, lse)
         rd = torch.randn(max(1, Hk * keys * D * 2), device="cuda", dtype=dtype)
-        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-        try:
+        with lib.bias(bias):
             lib.decode(a)
             graphs = capture_graphs({"pt": lambda i: lib.decode(a),
                                      "read": lambda i: rd.sum(dtype=torch.float32)})
@@ -91,8 +90,6 @@ def masked_heat(lib, out_rows):
                     out_rows.append(row)
                     print(row, flush=True)
             del graphs
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
         summary.append("%3d %6d %2d  ponytail x floor, median per prelude: %s" % (
             B, S, G, "  ".join("%s %.3f" % (pre, sorted(t)[len(t) // 2] / floor)
                               for pre, t in sorted(got.items()))))
@@ -150,17 +147,13 @@ def masked_place(lib, out_rows):
             vv.copy_(v)
             kv[name] = (kk, vv)
             arenas.append(arena)
-        if bias is not None:
-            lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
-        try:
+        with lib.bias(bias):
             fns = {}
             for name in names:
                 a = padded_args(lib, q, kv[name][0], kv[name][1], o, lse)
                 fns[name] = (lambda a: lambda i: lib.decode(a))(a)
             same = bitwise_same(fns, o, lse)
             rounds = [graph_times(fns) for _ in range(2)]
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
         mids = [(r1 + r2) / 2 for r1, r2 in zip(*[[r[n] for n in names] for r in rounds])]
         row = "%3d %6d %2d %4s %5.1f |" % (B, S, G, "pad" if masked else "none", floor) + "".join(
             " %5.1f/%5.1f" % (rounds[0][n], rounds[1][n]) for n in names) + "  %6.1f  %s  %s" % (
@@ -215,9 +208,8 @@ def masked_method(lib, out_rows):
                 "alone1": {"pt": pt}, "other1": {"pt": pt, "read": rd},
                 "cu:alone": {"pt": cudnn}, "cu:other": {"pt": cudnn, "read": rd},
                 "cu:alone1": {"pt": cudnn}, "cu:other1": {"pt": cudnn, "read": rd}}
-        lib.l.pt_test_set_bias(bias.data_ptr(), *bias_strides(bias))
         got = {m: [] for m in methods}
-        try:
+        with lib.bias(bias):
             for f in sets["plans"].values():  # the workspace at its largest before any capture
                 f(0)
             for rnd in range(3):
@@ -226,8 +218,6 @@ def masked_method(lib, out_rows):
                 for m in order:
                     calls = 1 if m.endswith("1") else 20
                     got[m].append(graph_times(sets[m], calls=calls)["pt"])
-        finally:
-            lib.l.pt_test_set_bias(None, 0, 0, 0)
         row = "%3d %6d %2d %5.1f |" % (B, S, G, floor) + "".join(
             " %9.1f" % sorted(got[m])[1] for m in methods)
         out_rows.append(row)
