@@ -175,13 +175,9 @@ done
 
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
-[ -f "$OUT/attn_timing.txt" ] && cat "$OUT/attn_timing.txt"
-# the earlier runs of a stage named more than once (timed_stage), then each stage's last run
-for f in "$OUT"/attn_*.[0-9]*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; cat "$f"; }; done
-[ -f "$OUT/attn_masked_timing.txt" ] && cat "$OUT/attn_masked_timing.txt"
-[ -f "$OUT/attn_experiments.txt" ] && cat "$OUT/attn_experiments.txt"
-[ -f "$OUT/attn_masked_plans.txt" ] && cat "$OUT/attn_masked_plans.txt"
-[ -f "$OUT/attn_masked_heat.txt" ] && cat "$OUT/attn_masked_heat.txt"
-[ -f "$OUT/attn_masked_place.txt" ] && cat "$OUT/attn_masked_place.txt"
-[ -f "$OUT/attn_masked_method.txt" ] && cat "$OUT/attn_masked_method.txt"
+# each timed stage's tables: the earlier runs of a stage named more than once (timed_stage), then its last
+for t in timing masked_timing experiments masked_plans masked_heat masked_place masked_method; do
+  for f in "$OUT/attn_$t".[0-9]*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; cat "$f"; }; done
+  [ -f "$OUT/attn_$t.txt" ] && cat "$OUT/attn_$t.txt"
+done
 exit $status

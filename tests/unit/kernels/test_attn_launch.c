@@ -2,8 +2,9 @@
  * driver call a plan leads to (cuLaunchKernel, or cuLaunchKernelEx with the
  * cluster dimension), the grid, and the switch to the workspace path after a
  * GPU refuses a cluster launch; which decode kernel runs (by rows per KV
- * head); the planted-fault launch (PONYTAIL_TEST_FAULT) and what it is handed. Built only when nvcc built the fatbin (the
- * launcher is a stub otherwise). */
+ * head); the planted-fault launch (PONYTAIL_TEST_FAULT) and what it is
+ * handed. Built only when nvcc built the fatbin (the launcher is a stub
+ * otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
