@@ -71,7 +71,9 @@ constexpr float LOG2E = 1.4426950408889634f;
 // Bias row i (of p.bias_rows) of a (batch, KV head) unit; bb is the bias of
 // the unit's batch entry. Broadcast over heads (bias_hs == 0) the CTA rows of
 // one query position share a row, so row i is query position i; otherwise
-// row i is CTA row i: query position i / group of head kh * group + i % group.
+// row i is CTA row i: row_of's query position i / group of head kh * group + i % group, spelled
+// out here because through row_of the d 64 kt kernels compile to other code (instruction order),
+// which these kernels were not measured with.
 template <typename T>
 __device__ __forceinline__ const T *bias_src(const pt_attn_kparams &p, const T *bb, int kh, int group,
                                              int i) {
@@ -274,8 +276,8 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 
   // Q's rows first, into registers: issued after the K/V prologue they would queue behind it
   // (at B = 32, 1k keys, 16 MiB of prologue held Q back 4.5 us and the first tile with it), and
-  // before the bias scan they cost nothing extra. Chunk c = tid + j * NT (16 bytes) is row c / CH:
-  // query position r / group of head kh * group + r % group; zero rows pad to 16. Stored to
+  // before the bias scan they cost nothing extra. Chunk c = tid + j * NT (16 bytes) is row c / CH
+  // (row_of: its query position and head); zero rows pad to 16. Stored to
   // shared memory after the prologue. Measured with the L2 policy below: 0.8-1.4 us off the
   // latency-bound launches (bench/records/2026-12-02-decode-balance.md).
   constexpr int QCH = (16 * CH + NT - 1) / NT;
@@ -285,9 +287,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     const int c = tid + j * NT, r = c / CH, ch = c % CH;
     qreg[j] = make_uint4(0, 0, 0, 0);
     if (c < 16 * CH && r < rows) {
-      const int i = r / group, hh = kh * group + r % group;
-      qreg[j] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.q) + bi * p.q_bs + i * p.q_rs +
-                                                 hh * p.q_hs + ch * 8);
+      const unit_row w = row_of(kh, group, r);
+      qreg[j] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.q) + bi * p.q_bs + w.i * p.q_rs +
+                                                 w.hh * p.q_hs + ch * 8);
     }
   }
   // K/V are read once: copied with an L2 evict_first policy, so that the stream does not push

@@ -41,21 +41,31 @@
 
 namespace pt_attn {
 
-// The output of row r of unit (bi, kh): query position r / group of head kh * group + r % group.
-// store_row4 writes its columns d .. d + 3 from the unnormalised o and inv = 1 / L; store_row_lse
-// its LSE (the caller checks p.lse). Every path that ends a row (one split, the three merges)
-// stores through these two.
+// Row r of a (batch, KV head kh) unit: query position i = r / group of query head
+// hh = kh * group + r % group (a unit holds its KV head's group query heads for each query
+// position, heads fastest). Every access by row goes through this: the Q load, a per-head bias
+// row, the O and LSE stores.
+struct unit_row {
+  int i, hh;
+};
+static __device__ __forceinline__ unit_row row_of(int kh, int group, int r) {
+  return {r / group, kh * group + r % group};
+}
+
+// The output of row r of unit (bi, kh). store_row4 writes its columns d .. d + 3 from the
+// unnormalised o and inv = 1 / L; store_row_lse its LSE (the caller checks p.lse). Every path
+// that ends a row (one split, the three merges) stores through these two.
 template <typename T>
 static __device__ __forceinline__ void store_row4(const pt_attn_kparams &p, int bi, int kh, int group, int r,
                                                   int d, const float4 &o, float inv) {
-  const int i = r / group, hh = kh * group + r % group;
-  store4(static_cast<T *>(p.o) + bi * p.o_bs + i * p.o_rs + hh * p.o_hs + d, o.x * inv, o.y * inv, o.z * inv,
-         o.w * inv);
+  const unit_row w = row_of(kh, group, r);
+  store4(static_cast<T *>(p.o) + bi * p.o_bs + w.i * p.o_rs + w.hh * p.o_hs + d, o.x * inv, o.y * inv,
+         o.z * inv, o.w * inv);
 }
 static __device__ __forceinline__ void store_row_lse(const pt_attn_kparams &p, int bi, int kh, int group, int r,
                                                      float M, float L) {
-  const int i = r / group, hh = kh * group + r % group;
-  p.lse[((int64_t)bi * p.h + hh) * p.sq + i] = row_lse(M, L);
+  const unit_row w = row_of(kh, group, r);
+  p.lse[((int64_t)bi * p.h + w.hh) * p.sq + w.i] = row_lse(M, L);
 }
 
 // A row's merge constants once its weights are known: 1 / L into inv_l (0: a row its bias
