@@ -900,15 +900,19 @@ def masked_timing(lib, out_rows):
     # moved one launch by 0.3-0.6 us (bench/records/2026-12-03-decode-clocks.md, masked-place),
     # and the grid reads its G 8 points 0.8-1.1 us above the experiments stage of the same process
     # (bench/records/2026-12-03-masked-split.md): these columns say whether placement is the gap.
-    # Last, "after": the planned launch timed alone once more, after the point's mem-efficient and
-    # cuDNN runs (whether what those leave behind moves it).
+    # Then "alone": the planned launch timed by itself right after (whether the workspace plans
+    # interleaved with it move it), and "after": alone once more, after the point's mem-efficient
+    # and cuDNN runs (whether what those leave behind moves it). A second line per point gives
+    # each place's time and torch's read-only sum of that place's whole K and V (timed
+    # interleaved with the rest): if the launch is slow where torch's read is slow, the place,
+    # not the kernel, costs the time.
     places = max(1, int(os.environ.get("ATTN_GRID_PLACES", "1")))
     read_bw = bandwidth(out_rows)
     hdr = "%3s %6s %2s %9s | %9s %6s | %9s %6s | %9s %6s | %3s | %7s %7s" % (
         "B", "KV", "G", "floor us", "ponytail", "xfl", "mem-eff", "xfl", "cudnn", "xfl", "win", "noclu",
         "read") + " %7s %7s" % ("ws x2", "ws x4")
     if places > 1:
-        hdr += " | %d places min/med/max  xfl |   after" % places
+        hdr += " | %d places min/med/max  xfl |   alone   after" % places
     out_rows.append(hdr)
     print(hdr, flush=True)
     for B in (1, 8, 32):
@@ -924,12 +928,18 @@ def masked_timing(lib, out_rows):
                 kv_copies = [(k.clone(), v.clone()) for _ in range(places - 1)]
                 for j, (k2, v2) in enumerate(kv_copies):
                     fns["place%d" % (j + 1)] = lib.launcher(padded_args(lib, q, k2, v2, o, lse))
+                if places > 1:
+                    for j, (k2, v2) in enumerate([(k, v)] + kv_copies):
+                        fns["kvread%d" % j] = (lambda k2, v2: lambda i: (
+                            k2.sum(dtype=torch.float32), v2.sum(dtype=torch.float32)))(k2, v2)
                 with lib.bias(bias):
                     for f in fns.values():  # eager first: the workspace reaches its largest size
                         f(0)                    # before any graph captures its address
                     # interleaved: every plan sees the same card (clocks, heat)
                     with Clocks() as ck:
                         res = graph_times(fns)
+                    if places > 1:
+                        res["alone"] = graph_times({"pt": fns["pt"]})["pt"]
                 res["read"] = read_time(2 * Hk * keys * D * 2, 1)
                 ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
                 for name, be, kk, vv, gqa in (("mem_eff", SDPBackend.EFFICIENT_ATTENTION, ke, ve, False),
@@ -954,12 +964,20 @@ def masked_timing(lib, out_rows):
                 if places > 1:
                     pl = sorted([res["pt"]] + [res["place%d" % (j + 1)] for j in range(places - 1)])
                     med = pl[len(pl) // 2] if len(pl) % 2 else (pl[len(pl) // 2 - 1] + pl[len(pl) // 2]) / 2
-                    row += " | %7.1f %7.1f %7.1f %5.2f | %7.1f" % (pl[0], med, pl[-1], med / floor, res["after"])
+                    row += " | %7.1f %7.1f %7.1f %5.2f | %7.1f %7.1f" % (pl[0], med, pl[-1], med / floor,
+                                                                       res["alone"], res["after"])
                 row += "  " + ck.columns()
                 if floor >= 25 and res["pt"] / floor > 1.2:
                     row += "  >1.2x floor"
                 out_rows.append(row)
                 print(row, flush=True)
+                if places > 1:
+                    names = ["pt"] + ["place%d" % (j + 1) for j in range(places - 1)]
+                    row = "      per place: ponytail %s | K+V read %s" % (
+                        " ".join("%.1f" % res[n] for n in names),
+                        " ".join("%.1f" % res["kvread%d" % j] for j in range(places)))
+                    out_rows.append(row)
+                    print(row, flush=True)
                 del q, k, v, ke, ve, keep, bias, kv_copies
                 torch.cuda.empty_cache()
     # The read rate again after the grid's heavy kernels (mem-efficient runs of up to 15 ms): does
