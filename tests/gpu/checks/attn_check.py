@@ -41,6 +41,17 @@ DT = {torch.float16: 0, torch.bfloat16: 1}
 HBM = 4.8e12
 O_TOL, LSE_TOL = 1e-2, 1e-3
 CLUSTER_MAX = 8  # PT_ATTN_PLAN_CLUSTER in kernels/attn_kparams.h
+# ATTN_REPLAY_BUSY_US=N: a timed replay starts behind N us of torch.cuda._sleep on the stream,
+# so that the graph is submitted while the GPU is still busy and the time from the start event
+# to the first launch holds no CPU submission latency (per call, that latency / calls).
+BUSY_US = float(os.environ.get("ATTN_REPLAY_BUSY_US", "0") or 0)
+
+
+def busy():
+    """Queues BUSY_US of GPU spin before a timed replay (nothing when 0): ~1.98 cycles a ns at
+    the H200's locked 1980 MHz; a longer spin only delays, never shortens, the timed span."""
+    if BUSY_US > 0:
+        torch.cuda._sleep(int(BUSY_US * 2000))
 
 
 class Lib:
@@ -677,6 +688,7 @@ def graph_time(fn, calls=20, replays=9, warm=3, eager=2):
     times = []
     for _ in range(replays):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        busy()
         e0.record()
         g.replay()
         e1.record()
@@ -736,6 +748,7 @@ def replay_times(graphs, calls=20, replays=9, warm=3):
         order = list(names)
         random.Random(r).shuffle(order)
         for name in order:
+            busy()
             e0.record()
             graphs[name].replay()
             e1.record()
@@ -1071,9 +1084,43 @@ def experiments(lib, variants, out_rows):
         libs[name].l.pt_test_set_split_mul(int(k))
         print("variant %s: split_mul %s" % (name, k), flush=True)
     read_bw = bandwidth(out_rows)
+    prime(os.environ.get("ATTN_EXP_PRIME", ""), out_rows)
     cold_mib = int(os.environ.get("ATTN_EXP_COLD", "0") or 0)
     for cold in ([False, True] if cold_mib else [False]):
         experiments_table(libs, read_bw, cold_mib if cold else 0, out_rows)
+
+
+def prime(what, out_rows):
+    """ATTN_EXP_PRIME="memeff cudnn alloc": before the experiments tables, what the masked grid's
+    process has done and this one has not (each stage is its own process): torch's mem-efficient
+    and cuDNN SDPA on a masked decode (B8 KV4k G 8, eager and by graph replay, as the grid runs
+    them), or 32 GiB allocated and freed (the grid's largest expanded K/V). Whether one of them
+    leaves the process slower for the launches after it."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    for step in what.split():
+        if step == "alloc":
+            x = torch.empty(32 << 30, dtype=torch.uint8, device="cuda")
+            x.fill_(1)
+            del x
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        elif step in ("memeff", "cudnn"):
+            q, k, v, o, lse, keep, bias, keys = padded_inputs(8, 4096, 8, 8, 128, torch.bfloat16, True)
+            be = SDPBackend.EFFICIENT_ATTENTION if step == "memeff" else SDPBackend.CUDNN_ATTENTION
+            kk, vv = (k.repeat_interleave(8, 1), v.repeat_interleave(8, 1)) if step == "memeff" else (k, v)
+
+            def f(i):
+                with sdpa_kernel(be):
+                    return F.scaled_dot_product_attention(q, kk, vv, attn_mask=keep,
+                                                          enable_gqa=step == "cudnn")
+            graph_time(f)
+            del q, k, v, o, lse, keep, bias, kk, vv
+            torch.cuda.empty_cache()
+        else:
+            raise SystemExit("ATTN_EXP_PRIME: unknown step %r (memeff, cudnn, alloc)" % step)
+        out_rows.append("primed: %s" % step)
+        print(out_rows[-1], flush=True)
 
 
 def experiments_table(libs, read_bw, cold_mib, out_rows):
