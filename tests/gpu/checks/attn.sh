@@ -10,6 +10,8 @@
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
 #   ATTN_STAGES="masked-timing masked-timing masked-timing" ...  # three grids in one call, each kept
 #   ATTN_GRID_PLACES=3 ATTN_STAGES=masked-timing ...  # and the planned launch on 2 more copies of K/V
+#   ATTN_REPLAY_BUSY_US=200 ...            # each timed replay behind a 200 us GPU spin (no CPU latency)
+#   ATTN_EXP_PRIME="memeff cudnn alloc" ATTN_STAGES=experiments ...  # torch SDPA / 32 GiB first
 #   ATTN_STAGES="masked-plans" tests/gpu/checks/attn.sh     # masked B 1-8: planned, without the short rule, workspace
 #   ATTN_STAGES="masked-heat masked-place masked-method" tests/gpu/checks/attn.sh   # diagnostics of
 #                                          # the timing (tests/gpu/checks/attn_diag.py): latency-bound
