@@ -906,7 +906,7 @@ def masked_timing(lib, out_rows):
     Ponytail's figure (column ponytail) is timed as torch's two are: its graph replayed alone
     (graph_time's method), right after the plan columns. Those are timed interleaved, for their
     comparison with each other: the planned launch (intl), the workspace plan (noclu) and 2x / 4x
-    its splits. Interleaved with the workspace plans the planned launch read 0.3 us more than
+    its splits. Interleaved with the workspace plans the planned launch read 0.2-0.3 us more than
     alone at B8 KV4k, every G (bench/records/2026-12-03-masked-places.md); until then the
     headline was the interleaved figure, a method torch's kernels were not timed by."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -915,9 +915,9 @@ def masked_timing(lib, out_rows):
     # ATTN_GRID_PLACES=N (default 1): Ponytail's planned launch also on N - 1 copies of K/V, each
     # in an allocation of its own, timed interleaved with the rest; the row then ends with the
     # min / median / max over the N places and the median's ratio to the floor. Where K/V lie
-    # moved one launch by 0.3-0.6 us (bench/records/2026-12-03-decode-clocks.md, masked-place),
-    # and the grid reads its G 8 points 0.8-1.1 us above the experiments stage of the same process
-    # (bench/records/2026-12-03-masked-split.md): these columns say whether placement is the gap.
+    # moved one launch by 0.3-0.6 us (bench/records/2026-12-03-decode-clocks.md, masked-place); in
+    # the grid five places agreed within 0.1 us at the latency-bound points
+    # (bench/records/2026-12-03-masked-places.md).
     # Then "after": the planned launch alone once more, after the point's mem-efficient and cuDNN
     # runs (whether what those leave behind moves it). A second line per point gives
     # each place's time and torch's read-only sum of that place's whole K and V (timed
