@@ -895,6 +895,25 @@ def padded_args(lb, q, k, v, o, lse):
                    1.0 / math.sqrt(D), False)
 
 
+def torch_masked(name, q, k, v, keep):
+    """fn(i) running torch's SDPA on q [B, H, 1, D], k/v [B, Hk, S, D] and the bool mask keep, as
+    the masked grid times torch: name "mem_eff" (the mem-efficient kernel, K/V expanded to the
+    query heads, as HF's repeat_kv gives it; the expanded copies are made here, once) or "cudnn"
+    (cuDNN's masked path, GQA)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    gqa = name == "cudnn"
+    be = SDPBackend.CUDNN_ATTENTION if gqa else SDPBackend.EFFICIENT_ATTENTION
+    if not gqa:
+        G = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+
+    def f(i):
+        with sdpa_kernel(be):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=gqa)
+    return f
+
+
 def masked_timing(lib, out_rows):
     """Issue 17's speed grid: B in {1, 8, 32} x KV in {1k, 4k, 32k} x G in {1, 4, 8}, 8 KV heads,
     d 128, bf16, half the rows left-padded by 25% of the keys (a bool mask broadcast over heads).
@@ -909,8 +928,6 @@ def masked_timing(lib, out_rows):
     its splits. Interleaved with the workspace plans the planned launch read 0.2-0.3 us more than
     alone at B8 KV4k, every G (bench/records/2026-12-03-masked-places.md); until then the
     headline was the interleaved figure, a method torch's kernels were not timed by."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     # ATTN_GRID_PLACES=N (default 1): Ponytail's planned launch also on N - 1 copies of K/V, each
     # in an allocation of its own, timed interleaved with the rest; the row then ends with the
@@ -956,23 +973,18 @@ def masked_timing(lib, out_rows):
                     with Clocks() as ck:
                         res = graph_times(fns)
                         res["intl"] = res["pt"]
-                        res["pt"] = graph_times({"pt": fns["pt"]})["pt"]  # alone, as torch's are timed
+                        res["pt"] = graph_time(fns["pt"])  # alone, as torch's are timed
                 res["read"] = read_time(2 * Hk * keys * D * 2, 1)
-                ke, ve = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
-                for name, be, kk, vv, gqa in (("mem_eff", SDPBackend.EFFICIENT_ATTENTION, ke, ve, False),
-                                             ("cudnn", SDPBackend.CUDNN_ATTENTION, k, v, True)):
+                torch_fns = {name: torch_masked(name, q, k, v, keep) for name in ("mem_eff", "cudnn")}
+                for name, f in torch_fns.items():
                     try:
-                        def f(i, be=be, kk=kk, vv=vv, gqa=gqa):
-                            with sdpa_kernel(be):
-                                return F.scaled_dot_product_attention(q, kk, vv, attn_mask=keep,
-                                                                      enable_gqa=gqa)
                         res[name] = graph_time(f)
                     except Exception as e:
                         res[name] = float("nan")
                         print("  %s failed at B%d S%d G%d: %s" % (name, B, S, G, str(e).splitlines()[0]))
                 if places > 1:  # the planned launch again, after this point's mem-efficient and cuDNN runs
                     with lib.bias(bias):
-                        res["after"] = graph_times({"pt": fns["pt"]})["pt"]
+                        res["after"] = graph_time(fns["pt"])
                 peers = [x for x in (res["mem_eff"], res["cudnn"]) if not math.isnan(x)]
                 win = all(res["pt"] < x for x in peers)
                 row = "%3d %6d %2d %9.1f | %9.1f %6.2f | %9.1f %6.2f | %9.1f %6.2f | %3s | %7.1f %7.1f %7.1f" % (
@@ -995,7 +1007,7 @@ def masked_timing(lib, out_rows):
                         " ".join("%.1f" % res["kvread%d" % j] for j in range(places)))
                     out_rows.append(row)
                     print(row, flush=True)
-                del q, k, v, ke, ve, keep, bias, kv_copies
+                del q, k, v, torch_fns, keep, bias, kv_copies
                 torch.cuda.empty_cache()
     # The read rate again after the grid's heavy kernels (mem-efficient runs of up to 15 ms): does
     # the card read slower late in the grid than when the floor was measured at its start?
@@ -1100,8 +1112,6 @@ def prime(what, out_rows):
     and cuDNN SDPA on a masked decode (B8 KV4k G 8, eager and by graph replay, as the grid runs
     them), or 32 GiB allocated and freed (the grid's largest expanded K/V). Whether one of them
     leaves the process slower for the launches after it."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
     for step in what.split():
         if step == "alloc":
             x = torch.empty(32 << 30, dtype=torch.uint8, device="cuda")
@@ -1111,15 +1121,8 @@ def prime(what, out_rows):
             torch.cuda.empty_cache()
         elif step in ("memeff", "cudnn"):
             q, k, v, o, lse, keep, bias, keys = padded_inputs(8, 4096, 8, 8, 128, torch.bfloat16, True)
-            be = SDPBackend.EFFICIENT_ATTENTION if step == "memeff" else SDPBackend.CUDNN_ATTENTION
-            kk, vv = (k.repeat_interleave(8, 1), v.repeat_interleave(8, 1)) if step == "memeff" else (k, v)
-
-            def f(i):
-                with sdpa_kernel(be):
-                    return F.scaled_dot_product_attention(q, kk, vv, attn_mask=keep,
-                                                          enable_gqa=step == "cudnn")
-            graph_time(f)
-            del q, k, v, o, lse, keep, bias, kk, vv
+            graph_time(torch_masked("mem_eff" if step == "memeff" else "cudnn", q, k, v, keep))
+            del q, k, v, o, lse, keep, bias
             torch.cuda.empty_cache()
         else:
             raise SystemExit("ATTN_EXP_PRIME: unknown step %r (memeff, cudnn, alloc)" % step)

@@ -16,7 +16,7 @@ import time
 import torch
 
 from attn_check import (bandwidth, bitwise_same, capture_graphs, graph_times,
-                        padded_args, padded_inputs, replay_times)
+                        padded_args, padded_inputs, replay_times, torch_masked)
 from gpu_clocks import Clocks
 
 MIB = 1 << 20
@@ -38,17 +38,11 @@ def masked_heat(lib, out_rows):
     torch's read-only sum over 4 GiB). Each row gives the card's clocks, power and
     temperature during the timing (tests/gpu/checks/gpu_clocks.py); the last rows give each
     point's median per prelude."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     hq, hk, hv, _, _, hkeep, _, _ = padded_inputs(1, 32768, 8, Hk, D, dtype, True)
-    hke, hve = hk.repeat_interleave(8, 1), hv.repeat_interleave(8, 1)
     x = torch.randn(1 << 31, device="cuda", dtype=torch.bfloat16)
-
-    def memeff(i):
-        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
-            F.scaled_dot_product_attention(hq, hke, hve, attn_mask=hkeep)
+    memeff = torch_masked("mem_eff", hq, hk, hv, hkeep)  # holds the expanded K/V the graph reads
     heaters = capture_graphs({"memeff": memeff, "sum": lambda i: x.sum(dtype=torch.float32)})
 
     def prelude(name, graphs):
@@ -97,7 +91,7 @@ def masked_heat(lib, out_rows):
         torch.cuda.empty_cache()
     out_rows.extend(summary)
     print("\n".join(summary), flush=True)
-    del heaters, x, hke, hve
+    del heaters, x, memeff
     torch.cuda.empty_cache()
 
 
@@ -177,8 +171,6 @@ def masked_method(lib, out_rows):
     grid's bool mask) is timed alone, other, alone1 and other1 too (cu:...): whether the cost of
     running after other work is Ponytail's alone. Methods in a shuffled order, three rounds;
     medians of the measured launch's time."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
     D, dtype, Hk = 128, torch.bfloat16, 8
     read_bw = bandwidth(out_rows)
     methods = ["alone", "twin", "plans", "other", "copy", "alone1", "other1",
@@ -191,9 +183,7 @@ def masked_method(lib, out_rows):
         floor = 2 * Hk * keys * D * 2 / read_bw * 1e6
         k2, v2 = k.clone(), v.clone()
 
-        def cudnn(i):
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
+        cudnn = torch_masked("cudnn", q, k, v, keep)
         other = torch.randn(2 * k.numel(), device="cuda", dtype=dtype)
 
         def launch(kk, vv, **knobs):
