@@ -22,6 +22,8 @@
 #   ATTN_TIMELINE_SHAPES="8:4096:8:1 1:32768:8:0" ...   # timeline shapes B:KV:G:masked (default: G 1 set)
 #   ATTN_TIMELINE_COLD=1 ...               # and 3 launches per shape after a 256 MiB read of other memory
 #   ATTN_PREBUILT=path/pt_attn_fatbin.c    # reuse an embed built elsewhere (same nvcc)
+#   ATTN_LIB_OUT=path ATTN_STAGES=none ... # only build: the test library copied to path (it runs
+#                                          # on the GPU machine when carried; links only libcuda)
 #   ATTN_VARIANTS="qf:-DPT_ATTN_EXP=1 ev:-DPT_ATTN_EXP=2" ATTN_STAGES=experiments ...
 #                                          # compile-time variants (kernels/attn_kparams.h), each its
 #                                          # own test library, timed interleaved with the default;
@@ -80,6 +82,9 @@ else
 fi
 # 2. the test library and the sanitizer driver.
 testlib . "$B/pt_attn_fatbin.c" "$B/libattn_test.so" || { echo "test library build failed"; exit 1; }
+if [ -n "${ATTN_LIB_OUT:-}" ]; then
+  mkdir -p "$(dirname "$ATTN_LIB_OUT")" && cp "$B/libattn_test.so" "$ATTN_LIB_OUT" || exit 1
+fi
 gcc $CFLAGS tests/gpu/checks/attn_sancheck.c -L"$B" -lattn_test -L"$CUDA/lib64/stubs" -lcuda \
   -Wl,-rpath,"$B" -o "$B/attn_sancheck" || { echo "sancheck build failed"; exit 1; }
 

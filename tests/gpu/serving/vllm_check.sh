@@ -1,0 +1,187 @@
+#!/bin/bash
+# vLLM 0.26 stock against vLLM under the default shim, on the GPU machine (issue 48). Prints a
+# table last (also $OUT/serving.txt); every arm's JSON, vLLM log, shim log and shim stats are in
+# $OUT/serving-runs.tgz. Exit 0 only when every arm that ran stock also ran under the shim and
+# the token comparisons that must hold held.
+#
+# Getting vLLM there (the GPU machine has no network; a call carries at most 64 MiB):
+#   here:  tests/gpu/serving/stage.sh          -> .serving/parts/vstage.tar.part0, part1, WHOLE.sha256
+#   GPU:   one call per piece, back to back (a machine stays warm ~30 s), each carrying its piece
+#          (carry [".serving/parts/vstage.tar.partN"]) and moving it out of the checkout:
+#            STAGES=piece bash tests/gpu/serving/vllm_check.sh
+#          the last call also carries WHOLE.sha256 and runs the stages below; `install` assembles
+#          the pieces from $PIECES (/tmp/vp) and .serving/parts, checks the sha256 and unpacks
+#          vLLM into $SITE (/tmp/vsite) for PYTHONPATH.
+#
+# STAGES (default "install models tiny-eager tiny-graph tiny-sleep fa3"), each arm its own process
+# group, killed at its limit:
+#   piece       move .serving/parts/vstage.tar.part* to $PIECES (nothing else)
+#   install     assemble + install (skipped when $SITE already has vLLM)
+#   models      tests/gpu/serving/mkmodels.py -> $MODELS/tiny, $MODELS/llama1b (random weights)
+#   tiny-eager  offline LLM.generate, 64 prompts of 16-2048 tokens, 32 new tokens, --enforce-eager
+#   tiny-graph  the same in vLLM's default mode (torch.compile + CUDA graphs); arms "stock shim
+#               stock": the first compiles cold, the other two start on the warm cache
+#   tiny-sleep  eager, enable_sleep_mode: generate, sleep(level=1), wake_up(), generate again
+#   tiny-serve  `vllm serve` (default mode), 64 concurrent requests (completions and chat,
+#               streaming and not), twice; VLLM_BATCH_INVARIANT=1 so that batch composition,
+#               which concurrent arrival makes differ from run to run, cannot change tokens
+#   big         the 1B model, default mode, arms "stock shim stock shim": 64 prompts' tokens,
+#               then throughput (256 prompts of 512 tokens, 128 new tokens, twice)
+#   big-serve   `vllm serve` of the 1B model, as tiny-serve
+#   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
+# ARMS_<stage> overrides a stage's arms (e.g. ARMS_big="stock shim"). BUDGET_S (570) bounds the
+# call: an arm starts only with 60 s left and is cut at the budget (its result says NOT RUN).
+# The shim: SHIM_PREBUILT (carried, e.g. build-gpu/shim/libponytail_shim.so) or built here;
+# the kernel test library for fa3: ATTN_TESTLIB (carried) or built with nvcc here.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+ROOT=$PWD
+OUT=${OUT:-$(mktemp -d)}
+PIECES=${PIECES:-/tmp/vp}
+SITE=${SITE:-/tmp/vsite}
+MODELS=${MODELS:-/tmp/serving-models}
+R=${RUNS:-/tmp/serving-runs}
+STAGES=${STAGES:-"install models tiny-eager tiny-graph tiny-sleep fa3"}
+PY=${PYTHON:-python3}
+BUDGET_S=${BUDGET_S:-570}   # the whole call: an arm starts only with 60 s left, and ends by then
+mkdir -p "$OUT" "$R" "$PIECES"
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+export VLLM_USE_FLASHINFER_SAMPLER=0   # flashinfer is not staged
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm-cache}
+T0=$SECONDS
+
+have_vllm() { [ -d "$SITE/vllm" ] && [ -f "$SITE/.installed" ]; }
+
+stage_piece() {
+  local n=0
+  for p in .serving/parts/vstage.tar.part*; do
+    [ -f "$p" ] || continue
+    mv -f "$p" "$PIECES/" && n=$((n + 1))
+  done
+  [ -f .serving/parts/WHOLE.sha256 ] && cp .serving/parts/WHOLE.sha256 "$PIECES/"
+  echo "piece: moved $n; $PIECES holds: $(ls "$PIECES" | tr '\n' ' ')"
+}
+
+stage_install() {
+  if have_vllm; then echo "install: $SITE already has vLLM"; return 0; fi
+  stage_piece
+  local want; want=$(cat "$PIECES/WHOLE.sha256" 2>/dev/null)
+  local got; got=$(cat "$PIECES"/vstage.tar.part* | sha256sum | cut -d' ' -f1)
+  if [ -z "$want" ] || [ "$got" != "$want" ]; then
+    echo "install: sha256 of the pieces $got, expected ${want:-<no WHOLE.sha256>}: a piece is missing or broken"
+    return 1
+  fi
+  rm -rf /tmp/vstage && mkdir -p /tmp/vstage "$SITE"
+  cat "$PIECES"/vstage.tar.part* | tar -xf - -C /tmp/vstage || return 1
+  if command -v xz >/dev/null; then tar -xJf /tmp/vstage/vllm-0.26.0-tree.tar.xz -C "$SITE" || return 1
+  else $PY -c "import tarfile,sys; tarfile.open(sys.argv[1],'r:xz').extractall(sys.argv[2])" \
+         /tmp/vstage/vllm-0.26.0-tree.tar.xz "$SITE" || return 1; fi
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+    /tmp/vstage/lite/*.whl || return 1
+  touch "$SITE/.installed"
+  echo "install: vLLM 0.26.0 in $SITE ($(du -sm "$SITE" | cut -f1) MiB)"
+}
+
+shim_setup() {
+  if [ -n "${SHIM_PREBUILT:-}" ] && [ -f "$SHIM_PREBUILT" ]; then shim=$ROOT/$SHIM_PREBUILT; return 0; fi
+  source tests/gpu/build.sh
+  pt_gpu_build "$ROOT" "$OUT"
+}
+
+gpu_idle() {  # waits (<= 30 s) until the GPU holds under 1 GiB: the last arm's processes are gone
+  for _ in $(seq 60); do
+    local u; u=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+    [ -n "$u" ] && [ "$u" -lt 1024 ] && return 0
+    sleep 0.5
+  done
+  echo "  (GPU still holds ${u:-?} MiB after 30 s)"
+}
+
+# run_arm NAME SECS ARM CMD... : CMD in its own process group (setsid), stdout+stderr to
+# $R/NAME.log, the whole group killed at SECS or when CMD ends (engine subprocesses included);
+# ARM=shim sets the preload and the shim's stats/log files for the offline arms (serve arms pass
+# --preload to the server themselves).
+run_arm() {
+  local name=$1 secs=$2 arm=$3; shift 3
+  local left=$((BUDGET_S - (SECONDS - T0)))
+  if [ "$left" -lt 60 ]; then
+    echo "  $name: NOT RUN (${left} s left of BUDGET_S=$BUDGET_S)"
+    echo "{\"ok\": false, \"error\": \"not run: out of time\", \"not_run\": true}" >"$R/$name.json"
+    return
+  fi
+  [ "$secs" -gt "$left" ] && secs=$left
+  gpu_idle
+  local envs=()
+  if [ "$arm" = shim ]; then
+    envs=(LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$name.stats-%p.json"
+          PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$name.shim-%p.log")
+  fi
+  local t=$SECONDS
+  env "${envs[@]}" setsid "$@" >"$R/$name.log" 2>&1 &
+  local pid=$! rc
+  ( sleep "$secs"; kill -TERM -- -"$pid" 2>/dev/null; sleep 8; kill -KILL -- -"$pid" 2>/dev/null ) &
+  local killer=$!
+  wait "$pid"; rc=$?
+  kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null
+  kill -KILL -- -"$pid" 2>/dev/null
+  echo "  $name: rc $rc in $((SECONDS - t)) s$( [ $((SECONDS - t)) -ge "$secs" ] && echo ' (killed at its limit)')"
+  tail -n 3 "$R/$name.log" | sed 's/^/    | /'
+}
+
+arms_of() { local v="ARMS_${1//-/_}"; echo "${!v:-$2}"; }
+
+offline_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
+  local stage=$1 model=$2 secs=$3 arms; arms=$(arms_of "$1" "$4"); shift 4
+  local i=0
+  for arm in $arms; do
+    i=$((i + 1))
+    run_arm "$stage.$i.$arm" "$secs" "$arm" env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
+      $PY tests/gpu/serving/vllm_offline.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" "$@"
+  done
+}
+
+serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
+  local stage=$1 model=$2 secs=$3 arms; arms=$(arms_of "$1" "$4"); shift 4
+  local i=0
+  for arm in $arms; do
+    i=$((i + 1))
+    local pre=(); [ "$arm" = shim ] && pre=(--preload "$shim")
+    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
+      VLLM_BATCH_INVARIANT=1 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$stage.$i.$arm.stats-%p.json" \
+      PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$stage.$i.$arm.shim-%p.log" \
+      $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \
+      --log "$R/$stage.$i.$arm.server.log" "${pre[@]}" "$@"
+  done
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader 2>/dev/null
+for st in $STAGES; do
+  echo "== $st ($((SECONDS - T0)) s)"
+  case $st in
+    piece) stage_piece ;;
+    install) stage_install || { echo "install failed"; break; } ;;
+    models) $PY tests/gpu/serving/mkmodels.py "$MODELS" 2>&1 | tail -3 ;;
+    tiny-eager) shim_setup; offline_stage tiny-eager tiny 150 "stock shim" --eager ;;
+    tiny-graph) shim_setup; offline_stage tiny-graph tiny 240 "stock shim stock" ;;
+    tiny-sleep) shim_setup; offline_stage tiny-sleep tiny 150 "stock shim" --eager --sleep ;;
+    tiny-serve) shim_setup; serve_stage tiny-serve tiny 240 "stock shim" ;;
+    big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput 256 ;;
+    big-serve) shim_setup; serve_stage big-serve llama1b 300 "stock shim" ;;
+    fa3)
+      lib=${ATTN_TESTLIB:-}
+      if [ -z "$lib" ] || [ ! -f "$lib" ]; then
+        lib=$R/libattn_test.so
+        mkdir -p "$R/attn" && OUT="$R/attn" ATTN_LIB_OUT="$lib" ATTN_STAGES=none \
+          bash tests/gpu/checks/attn.sh >"$R/attn/build.log" 2>&1 || tail -5 "$R/attn/build.log"
+      fi
+      run_arm fa3 240 plain env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
+        $PY tests/gpu/serving/fa3_decode.py --lib "$lib" --out "$R"
+      ;;
+    *) echo "unknown stage $st" ;;
+  esac
+done
+echo "== report ($((SECONDS - T0)) s)"
+tar -czf "$OUT/serving-runs.tgz" -C "$(dirname "$R")" "$(basename "$R")" 2>/dev/null
+$PY tests/gpu/serving/vllm_report.py "$R" | tee "$OUT/serving.txt"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""The serving check's table: every arm of tests/gpu/serving/vllm_check.sh, stock against the
+shim, from the arms' JSON (<stage>.<n>.<arm>.json), vLLM's logs and the shim's exit stats.
+
+  vllm_report.py RUNS_DIR     (exit 1 when a check fails: an arm that ran stock failed under the
+                               shim, tokens differ where the attention path is the same, sleep/wake
+                               changed tokens, the shim counted internal errors)
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from workload import parse_log  # noqa: E402
+
+FAMILIES = [  # (family, pattern over the kernel's name), first match wins
+    ("FA3", r"flash::|FlashAttn|flash_fwd|flash_attn"),
+    ("triton", r"^triton_|^_?[a-z_0-9]+_kernel$|triton"),
+    ("cuBLAS", r"nvjet|cublas|gemm|gemv|sm90_xmma|cutlass"),
+    ("vLLM ops", r"vllm::|rms_norm|rotary|reshape_and_cache|act_and_mul|silu_and_mul"),
+    ("torch", r"at::native|at::cuda|pytorch|c10::"),
+]
+
+
+def family(name):
+    for fam, pat in FAMILIES:
+        if re.search(pat, name):
+            return fam
+    return "other"
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except Exception:
+        return None
+
+
+def arms(runs):
+    """{stage: [(n, arm, result, name)]} in run order."""
+    out = {}
+    for p in sorted(glob.glob(os.path.join(runs, "*.json"))):
+        m = re.match(r"(.+)\.(\d+)\.(stock|shim)\.json$", os.path.basename(p))
+        if not m:
+            continue
+        stage, n, arm = m.group(1), int(m.group(2)), m.group(3)
+        r = load(p) or {"ok": False, "error": "unreadable result"}
+        name = "%s.%d.%s" % (stage, n, arm)
+        for logname in (name + ".log", name + ".server.log"):
+            lp = os.path.join(runs, logname)
+            if os.path.exists(lp):
+                with open(lp, errors="replace") as f:
+                    text = f.read()
+                for k, v in parse_log(text).items():
+                    r.setdefault(k, v)
+                r["cold_compile"] = "Compiling a graph for" in text
+        out.setdefault(stage, []).append((n, arm, r, name))
+    for v in out.values():
+        v.sort(key=lambda x: x[0])
+    return out
+
+
+def shim_stats(runs, name):
+    """The shim's exit stats of one arm's processes, summed: launches by family, swaps,
+    fallbacks and reasons, pool figures, internal errors."""
+    s = dict(procs=0, launches=0, fam={}, swapped=0, fallbacks=0, reasons={}, internal_errors=0,
+             pooled=0, passthrough=0, peak_physical_mib=0.0, peak_live_mib=0.0, top=[])
+    for p in glob.glob(os.path.join(runs, name + ".stats-*.json")):
+        j = load(p)
+        if not j:
+            continue
+        s["procs"] += 1
+        k = j.get("kernels", {})
+        s["launches"] += k.get("launches", 0)
+        for t in k.get("top", []):
+            f = family(t["name"])
+            s["fam"][f] = s["fam"].get(f, 0) + t["launches"]
+            s["top"].append((t["launches"], t["name"][:90]))
+        s["swapped"] += k.get("swapped", 0)
+        s["fallbacks"] += k.get("fallbacks", 0)
+        for why, n in (k.get("fallback_reasons") or {}).items():
+            s["reasons"][why] = s["reasons"].get(why, 0) + n
+        s["internal_errors"] += j.get("internal_errors", 0)
+        a = j.get("alloc", {})
+        s["pooled"] += a.get("pooled_allocs", 0)
+        s["passthrough"] += a.get("passthrough_allocs", 0)
+        s["peak_physical_mib"] = max(s["peak_physical_mib"], a.get("peak_physical_bytes", 0) / 2**20)
+        s["peak_live_mib"] = max(s["peak_live_mib"], a.get("peak_live_bytes", 0) / 2**20)
+    s["top"].sort(reverse=True)
+    return s
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, f="%.1f"):
+    return "-" if x is None else f % x
+
+
+def same_tokens(a, b):
+    ta, tb = a.get("tokens"), b.get("tokens")
+    if not ta or not tb or len(ta) != len(tb):
+        return None
+    return sum(1 for x, y in zip(ta, tb) if x == y), len(ta)
+
+
+def kv_tokens(r):
+    if r.get("kv_cache_tokens"):
+        return r["kv_cache_tokens"]
+    if r.get("kv_blocks") and r.get("block_size"):
+        return r["kv_blocks"] * r["block_size"]
+    return None
+
+
+def main():
+    runs = sys.argv[1]
+    stages = arms(runs)
+    fails = []
+    lines = []
+    w = lines.append
+    w("%-11s %-6s %-3s %7s %7s %9s %8s %9s %9s %s" % (
+        "stage", "arm", "ok", "init s", "ready s", "KV tokens", "NVML MiB", "tok/s", "tokens", "notes"))
+    for stage, rs in stages.items():
+        if stage == "fa3":
+            continue
+        ref = next((r for _, arm, r, _ in rs if arm == "stock" and r.get("ok")), None)
+        for n, arm, r, name in rs:
+            tp = r.get("throughput")
+            tok_s = med([x["out_tok_s"] for x in tp]) if tp else r.get("wave2_out_tok_s")
+            cmp = same_tokens(ref, r) if ref is not None and r is not ref else None
+            notes = []
+            if r.get("cold_compile"):
+                notes.append("cold compile")
+            if r.get("sleep"):
+                notes.append("sleep freed %s MiB in %s s, wake %s s, same after wake: %s" % (
+                    r.get("sleep_freed_mib"), r.get("sleep_s"), r.get("wake_s"), r.get("wake_same")))
+                if r.get("ok") and not r.get("wake_same"):
+                    fails.append("%s: tokens changed after sleep/wake" % name)
+            if "wave2_same_as_wave1" in r:
+                notes.append("waves same: %s" % r["wave2_same_as_wave1"])
+            if r.get("failed"):
+                notes.append("%d requests failed: %s" % (len(r["failed"]), r["failed"][0][:80]))
+            if r.get("not_run"):
+                notes.append("NOT RUN (out of time)")
+            elif not r.get("ok"):
+                notes.append("ERROR " + (r.get("error") or "; ".join(r.get("error_lines", [])[-2:]) or "?")[:160])
+            w("%-11s %-6s %-3s %7s %7s %9s %8s %9s %9s %s" % (
+                stage, "%d %s" % (n, arm), "yes" if r.get("ok") else "NO", fmt(r.get("init_s")),
+                fmt(r.get("ready_s")), fmt(kv_tokens(r), "%d"), fmt(r.get("nvml_peak_mib"), "%d"),
+                fmt(tok_s, "%.0f"), "%d/%d" % cmp if cmp else ("ref" if r is ref else "-"),
+                "; ".join(notes)))
+            if arm == "shim" and ref is not None and not r.get("ok") and not r.get("not_run"):
+                fails.append("%s: ran stock, failed under the shim" % name)
+            if arm == "shim" and cmp and cmp[0] != cmp[1]:
+                fails.append("%s: %d of %d token sequences differ from stock" % (name, cmp[1] - cmp[0], cmp[1]))
+        # stage summary: ratios of shim to stock over the warm arms
+        st = [r for _, arm, r, _ in rs if arm == "stock" and r.get("ok")]
+        sh = [r for _, arm, r, _ in rs if arm == "shim" and r.get("ok")]
+        if st and sh:
+            warm_st = [r for r in st if not r.get("cold_compile")] or st
+            warm_sh = [r for r in sh if not r.get("cold_compile")] or sh
+            key = "init_s" if st[0].get("init_s") is not None else "ready_s"
+            i_st, i_sh = med([r.get(key) for r in warm_st]), med([r.get(key) for r in warm_sh])
+            kv_st, kv_sh = med([kv_tokens(r) for r in st]), med([kv_tokens(r) for r in sh])
+            nv_st, nv_sh = med([r.get("nvml_peak_mib") for r in st]), med([r.get("nvml_peak_mib") for r in sh])
+
+            def tps(r):
+                tp = r.get("throughput")
+                return med([x["out_tok_s"] for x in tp]) if tp else r.get("wave2_out_tok_s")
+            t_st, t_sh = med([tps(r) for r in st]), med([tps(r) for r in sh])
+            spread = None
+            if len(st) > 1 and all(tps(r) for r in st):
+                v = [tps(r) for r in st]
+                spread = (max(v) - min(v)) / med(v)
+            w("%-11s summary: start-up shim/stock %s (%s, warm arms), KV tokens %s vs %s, NVML peak %s vs %s MiB, "
+              "tok/s shim/stock %s%s" % (
+                  stage, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, fmt(kv_sh, "%d"),
+                  fmt(kv_st, "%d"), fmt(nv_sh, "%d"), fmt(nv_st, "%d"),
+                  fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
+                  "" if spread is None else " (stock-vs-stock spread %.3f)" % spread))
+    # what the shim saw, per shim arm
+    w("")
+    w("shim: processes with stats, launches by kernel family (top-50 kernels of each process), swaps, "
+      "fallbacks, pool")
+    for stage, rs in stages.items():
+        for n, arm, r, name in rs:
+            if arm != "shim" and stage != "fa3":
+                continue
+            s = shim_stats(runs, name)
+            if not s["procs"]:
+                if arm == "shim":
+                    w("  %-18s no stats file (the process did not exit normally?)" % name)
+                continue
+            fam = ", ".join("%s %d" % kv for kv in sorted(s["fam"].items(), key=lambda kv: -kv[1]))
+            w("  %-18s procs %d, launches %d (%s); swapped %d, fallbacks %d%s; pooled %d, passthrough %d, "
+              "pool peak physical %.0f MiB / live %.0f MiB; internal errors %d" % (
+                  name, s["procs"], s["launches"], fam, s["swapped"], s["fallbacks"],
+                  (" [" + "; ".join("%s: %d" % kv for kv in s["reasons"].items()) + "]") if s["reasons"] else "",
+                  s["pooled"], s["passthrough"], s["peak_physical_mib"], s["peak_live_mib"], s["internal_errors"]))
+            if s["internal_errors"]:
+                fails.append("%s: the shim counted %d internal errors" % (name, s["internal_errors"]))
+    fa3 = os.path.join(runs, "fa3_decode.txt")
+    if os.path.exists(fa3):
+        w("")
+        with open(fa3) as f:
+            text = f.read().rstrip()
+        w(text)
+        if "FAIL" in text:
+            fails.append("fa3_decode: a kernel failed its correctness check")
+    w("")
+    w("serving check: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails)))
+    print("\n".join(lines))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
