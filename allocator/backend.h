@@ -84,6 +84,15 @@ struct pt_backend_ops {
   int (*import_map)(void *ctx, int fd, uintptr_t va, size_t size, int *owner);
   int (*import_access)(void *ctx, uintptr_t va, size_t size, const int *devices, int n);
   int (*import_unmap)(void *ctx, uintptr_t va, size_t mapped, size_t size);
+
+  /* Optional (NULL: not supported; a sleeping pool can then only drop its
+   * contents): page-locked host memory that keeps a sleeping pool's bytes,
+   * and synchronous copies between it and mapped pool memory (pool_sleep.c).
+   * Called under the pool's mutex like the mapping ops. */
+  int (*host_alloc)(void *ctx, size_t size, void **p);
+  int (*host_free)(void *ctx, void *p);
+  int (*copy_to_host)(void *ctx, void *dst, uintptr_t src, size_t size);
+  int (*copy_to_device)(void *ctx, uintptr_t dst, const void *src, size_t size);
 };
 
 struct pt_backend {

@@ -155,6 +155,7 @@ static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
  * fails the call before anything is unmapped. */
 static int host_unmap(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_UNMAP)) return h->fail_err[PT_HOST_OP_UNMAP];
   if (va % h->gran || size % h->gran) return PT_HOST_ERR_INVALID;
   for (uint64_t i = 0; i < h->nslots; i++) {
     uintptr_t a = h->mapped_va[i], e = a + h->len[i] * h->gran;
@@ -284,6 +285,36 @@ static int host_import_unmap(void *ctx, uintptr_t va, size_t mapped, size_t size
   return PT_HOST_ERR_INVALID;
 }
 
+/* A sleeping pool's bytes: plain heap memory here (page-locked memory is the
+ * VMM backend's business); copies are memcpy over the mapped range. */
+static int host_host_alloc(void *ctx, size_t size, void **p) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_HOST_ALLOC)) return h->fail_err[PT_HOST_OP_HOST_ALLOC];
+  *p = malloc(size ? size : 1);
+  if (!*p) return PT_HOST_ERR_OOM;
+  h->c.host_bytes += size;
+  h->c.host_allocs++;
+  return 0;
+}
+static int host_host_free(void *ctx, void *p) {
+  struct host_ctx *h = ctx;
+  free(p);
+  h->c.host_allocs--;
+  return 0;
+}
+static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
+  memcpy(dst, (const void *)src, size);
+  return 0;
+}
+static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t size) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
+  memcpy((void *)dst, src, size);
+  return 0;
+}
+
 static const struct pt_backend_ops host_ops = {
   .name = "host",
   .err_oom = PT_HOST_ERR_OOM,
@@ -309,6 +340,10 @@ static const struct pt_backend_ops host_ops = {
   .import_map = host_import_map,
   .import_access = host_import_access,
   .import_unmap = host_import_unmap,
+  .host_alloc = host_host_alloc,
+  .host_free = host_host_free,
+  .copy_to_host = host_copy_to_host,
+  .copy_to_device = host_copy_to_device,
 };
 
 int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_granules) {

@@ -268,6 +268,41 @@ static void vmm_busy_ns(void *c, uint64_t *vmm_ns, uint64_t *wait_ns) {
  * exits, and the application holds the same context anyway. */
 static void vmm_destroy(void *c) { free(c); }
 
+/* A sleeping pool's bytes (pool_sleep.c): page-locked host memory, so that
+ * the copies run at the link's speed; synchronous copies by unified address.
+ * Drivers without these functions answer CUDA_ERROR_NOT_SUPPORTED (sleep
+ * can then only drop the pool's contents). */
+static int vmm_host_alloc(void *c, size_t size, void **p) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
+  uint64_t t0 = pt_now_ns();
+  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
+  if (r != CUDA_SUCCESS) return (int)r;
+  r = v->drv->cuMemHostAlloc(p, size, 0);
+  CUcontext old;
+  (void)v->drv->cuCtxPopCurrent(&old);
+  v->wait_ns += pt_now_ns() - t0;
+  return (int)r;
+}
+
+static int vmm_host_free(void *c, void *p) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemFreeHost) return CUDA_ERROR_NOT_SUPPORTED;
+  VMM_CALL(v, v->drv->cuMemFreeHost(p));
+}
+
+static int vmm_copy_to_host(void *c, void *dst, uintptr_t src, size_t size) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemcpyDtoH) return CUDA_ERROR_NOT_SUPPORTED;
+  VMM_CALL(v, v->drv->cuMemcpyDtoH(dst, (CUdeviceptr)src, size));
+}
+
+static int vmm_copy_to_device(void *c, uintptr_t dst, const void *src, size_t size) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemcpyHtoD) return CUDA_ERROR_NOT_SUPPORTED;
+  VMM_CALL(v, v->drv->cuMemcpyHtoD((CUdeviceptr)dst, src, size));
+}
+
 static const struct pt_backend_ops vmm_ops = {
   .name = "vmm",
   .err_oom = CUDA_ERROR_OUT_OF_MEMORY,
@@ -296,6 +331,10 @@ static const struct pt_backend_ops vmm_ops = {
   .import_map = vmm_import_map,
   .import_access = vmm_import_access,
   .import_unmap = vmm_import_unmap,
+  .host_alloc = vmm_host_alloc,
+  .host_free = vmm_host_free,
+  .copy_to_host = vmm_copy_to_host,
+  .copy_to_device = vmm_copy_to_device,
 };
 
 int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags,

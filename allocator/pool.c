@@ -234,6 +234,7 @@ void pt_pool_destroy(struct pt_pool *p) {
   pthread_mutex_lock(&p->mu);
   /* Nothing may be unmapped while the GPU could still use it. */
   (void)p->bk.ops->device_sync(p->bk.ctx);
+  pt_sleep_forget(p); /* a sleeping pool has nothing mapped: only host copies to free */
   pt_unmap_all(p);
   for (int i = 0; i < p->narenas; i++) {
     struct pt_arena *a = &p->arenas[i];

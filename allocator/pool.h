@@ -117,7 +117,11 @@ struct pt_pool_config {
   X(cross_stream_waits) /* reuses that made a stream wait on another */            \
   X(syncs)             /* blocking waits for the device (stitch/trim/free_sync) */ \
   X(map_ns)            /* host ns in the backend's mapping calls (0: not measured) */ \
-  X(wait_ns)           /* host ns blocked waiting for the device (0: not measured) */
+  X(wait_ns)           /* host ns blocked waiting for the device (0: not measured) */ \
+  X(sleeps)            /* pt_pool_sleep calls that put the pool to sleep */        \
+  X(wakes)             /* pt_pool_wake calls that woke it */                       \
+  X(asleep_bytes)      /* physical bytes released by the current sleep (0 awake) */ \
+  X(host_bytes)        /* of those, kept in host memory (the rest was dropped) */
 
 struct pt_pool_stats {
 #define PT_POOL_STAT_MEMBER(name) uint64_t name;
@@ -168,6 +172,44 @@ void pt_pool_note_passthrough(struct pt_pool *pool, int64_t delta_bytes);
 int pt_pool_stream_retire(struct pt_pool *pool, pt_bk_stream stream);
 
 void pt_pool_stats(struct pt_pool *pool, struct pt_pool_stats *out);
+
+/* Sleep and wake (issue 50; pool_sleep.c). The caller guarantees that nothing
+ * uses the pool's memory meanwhile: no allocation or free on the pool, no
+ * device work touching it (the shim holds the process at its gate and drains
+ * the device first).
+ *
+ * pt_pool_sleep releases every physical handle and keeps every virtual
+ * range: blocks keep their addresses (a CUDA graph captured on them stays
+ * valid), and their bytes are copied to page-locked host memory first unless
+ * discard is set (or the backend has no host memory: then it fails with
+ * err_invalid unless discard). Wholly free memory is trimmed, not copied. All
+ * or nothing: on any failure the pool is as it was. pt_pool_wake maps new
+ * physical memory at the same addresses and copies the bytes back (dropped
+ * bytes come back undefined); on failure (the device is full) the pool stays
+ * asleep and may be woken later. Errors: err_invalid for a sleep while asleep
+ * or a wake while awake, else the backend's. */
+struct pt_pool_sleep_info {
+  uint64_t handles;      /* physical handles released / re-created */
+  uint64_t bytes;        /* their bytes */
+  uint64_t copied_bytes; /* bytes copied to or from the host */
+  uint64_t trimmed_bytes; /* wholly free memory released before sleeping */
+  uint64_t copy_ns, map_ns, host_ns; /* copying; mapping calls; host memory alloc/free */
+};
+int pt_pool_sleep(struct pt_pool *pool, bool discard, struct pt_pool_sleep_info *info);
+int pt_pool_wake(struct pt_pool *pool, struct pt_pool_sleep_info *info);
+bool pt_pool_asleep(struct pt_pool *pool);
+/* pt_pool_wake in steps, so that a caller waking several pools gets all of
+ * them or none: map new memory for every sleeping handle (on failure nothing
+ * is mapped), copy the kept bytes back, then finish (frees the host copies:
+ * awake) or undo (unmaps what map mapped: asleep as before). Counts add up
+ * in info. */
+int pt_pool_wake_map(struct pt_pool *pool, struct pt_pool_sleep_info *info);
+int pt_pool_wake_copy(struct pt_pool *pool, struct pt_pool_sleep_info *info);
+void pt_pool_wake_finish(struct pt_pool *pool, struct pt_pool_sleep_info *info);
+void pt_pool_wake_undo(struct pt_pool *pool);
+/* Waits for all work on the pool's device (before a sleep of several pools:
+ * each device's work may read another's pool). 0 or the backend's error. */
+int pt_pool_drain(struct pt_pool *pool);
 /* Current figures without the lock (relaxed reads; for the limit check and
  * cudaMemGetInfo on the pass-through path, where a lock would serialise). */
 struct pt_pool_usage {

@@ -105,6 +105,18 @@ struct pt_pool {
    * reset_peak_memory_stats does); st's peaks stay the process's. */
   uint64_t high_live, high_physical;
   struct pt_pool_stats st;
+
+  /* While asleep (pool_sleep.c): the handles released, by where they were
+   * mapped, and where their bytes wait on the host (NULL: dropped). Their
+   * slots keep their bits and hlen; handles[] of a sleeping slot is stale. */
+  struct pt_sleep_ent {
+    int arena;
+    uint64_t slot, n;
+    void *host;
+    bool mapped; /* a wake in progress has mapped new memory for it */
+  } *slept;
+  uint64_t nslept;
+  bool asleep;
 };
 
 /* pool_fit.c */
@@ -137,6 +149,10 @@ int pt_fences_settle(struct pt_pool *p, struct pt_blk *b, bool wait);
  * later query can tell them done. */
 void pt_streams_refresh(struct pt_pool *p);
 void pt_stat_physical(struct pt_pool *p, int64_t delta_granules);
+
+/* pool_sleep.c: under the mutex, drops a sleeping pool's state (its host
+ * copies, and the slots of its released handles) so that it can be destroyed. */
+void pt_sleep_forget(struct pt_pool *p);
 
 /* pool_grow.c */
 /* down: a fresh range goes at the highest free place (else the lowest). */

@@ -73,6 +73,10 @@
   X(cuPointerGetAttribute, 4000)               \
   X(cuMemsetD8Async, 3020)                     \
   X(cuMemcpyAsync, 4000)                       \
+  X(cuMemcpyDtoH, 3020)                        \
+  X(cuMemcpyHtoD, 3020)                        \
+  X(cuMemHostAlloc, 2020)                      \
+  X(cuMemFreeHost, 2000)                       \
   X(cuIpcGetMemHandle, 4010)                   \
   X(cuIpcOpenMemHandle, 11000)                 \
   X(cuIpcCloseMemHandle, 4010)

@@ -29,7 +29,7 @@ static void pt_tb_release(void *p) {
 
 static void pt_tb_key_make(void) { pt_tb_key_ok = pthread_key_create(&pt_tb_key, pt_tb_release) == 0; }
 
-static struct pt_tblock *pt_tb_attach(void) {
+struct pt_tblock *pt_tb_attach(void) {
   (void)pthread_once(&pt_tb_once, pt_tb_key_make);
   struct pt_tblock *b = NULL;
   for (struct pt_tblock *x = __atomic_load_n(&pt_blocks, __ATOMIC_ACQUIRE); x && !b; x = x->next) {
@@ -97,5 +97,12 @@ uint64_t pt_launches_total(const struct pt_kernel *k) {
 size_t pt_counter_blocks(void) {
   size_t n = 0;
   for (struct pt_tblock *b = __atomic_load_n(&pt_blocks, __ATOMIC_ACQUIRE); b; b = b->next) n++;
+  return n;
+}
+
+uint64_t pt_gate_depth_total(void) {
+  uint64_t n = 0;
+  for (struct pt_tblock *b = __atomic_load_n(&pt_blocks, __ATOMIC_ACQUIRE); b; b = b->next)
+    n += (uint64_t)__atomic_load_n(&b->gate_depth, __ATOMIC_ACQUIRE);
   return n;
 }

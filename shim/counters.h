@@ -26,12 +26,16 @@ struct pt_tblock {
   uint64_t *kpage[PT_KPAGES]; /* atomic pointers: published once, never freed */
   struct pt_tblock *next;     /* every block ever made (append-only list) */
   int free;                   /* atomic: 1 once its thread has exited */
+  int gate_depth;             /* atomic: gated calls this thread is inside (shim/gate.h) */
 };
 
 extern __thread struct pt_tblock *pt_tb __attribute__((tls_model("initial-exec")));
 
 /* Slow paths: attach a block to this thread, make a page, or (out of memory)
  * count into the shared fallback. */
+struct pt_tblock *pt_tb_attach(void);
+/* Sum of every block's gate_depth (shim/gate.c). */
+uint64_t pt_gate_depth_total(void);
 void pt_count_call_slow(enum pt_sym s);
 void pt_count_launch_slow(struct pt_kernel *k);
 

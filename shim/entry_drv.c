@@ -14,6 +14,8 @@
 #include "shim/capture_decl.h"
 #include "shim/cudart_decl.h"
 #include "shim/entry_drv.h"
+#include "shim/entry_gated.h"
+#include "shim/gate.h"
 #include "shim/launch.h"
 #include "common/log.h"
 
@@ -135,6 +137,11 @@ static const struct {
     {"cuMemSetMemPool", 13000, PT_MODE_ANY, PT_SYM_cuMemSetMemPool},
     {"cuStreamDestroy", 2000, PT_MODE_ANY, PT_SYM_cuStreamDestroy},
     {"cuStreamDestroy", 4000, PT_MODE_ANY, PT_SYM_cuStreamDestroy_v2},
+#include "shim/gated_push.h"
+#define PT_GATED(SYM, ASKED, VER, MODE, SIG) {#ASKED, VER, PT_MODE_##MODE, PT_SYM_##SYM},
+#include "shim/gated.def"
+#undef PT_GATED
+#include "shim/gated_pop.h"
 };
 
 int pt_drv_variant(const char *symbol, int version, uint64_t flags) {
@@ -155,7 +162,7 @@ int pt_drv_variant(const char *symbol, int version, uint64_t flags) {
 }
 
 void *pt_drv_substitute(enum pt_sym sym, void *p) {
-  void *w = pt_wrapper[sym];
+  void *w = pt_wrapper[sym] ? pt_wrapper[sym] : pt_gated_wrapper[sym];
   if (!p || !w || p == w) return NULL;
   void *real = pt_real_offer(sym, p);
   if (real == w) return NULL; /* never let a wrapper call itself */
@@ -240,7 +247,7 @@ PT_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
 
 static int pt_drv_original(const struct pt_launch *l);
 
-static inline CUresult pt_drv_launch(enum pt_sym sym, int ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+static inline CUresult pt_drv_launch_in(enum pt_sym sym, int ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                      unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
                                      void **params, void **extra) {
   PFN_cuLaunchKernel_v4000 real = (PFN_cuLaunchKernel_v4000)pt_real(sym);
@@ -264,7 +271,16 @@ static inline CUresult pt_drv_launch(enum pt_sym sym, int ptsz, CUfunction f, un
   return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
 }
 
-static inline CUresult pt_drv_launch_ex(enum pt_sym sym, int ptsz, const CUlaunchConfig *config, CUfunction f,
+/* The launch waits at the gate while the process sleeps (shim/gate.h). */
+static inline CUresult pt_drv_launch(enum pt_sym sym, int ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
+  if (PT_UNLIKELY(!pt_active())) return pt_drv_launch_in(sym, ptsz, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+  struct pt_tblock *gt = pt_gate_enter();
+  CUresult r = pt_drv_launch_in(sym, ptsz, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+  pt_gate_leave(gt);
+  return r;
+}
+
+static inline CUresult pt_drv_launch_ex_in(enum pt_sym sym, int ptsz, const CUlaunchConfig *config, CUfunction f,
                                         void **params, void **extra) {
   PFN_cuLaunchKernelEx_v11060 real = (PFN_cuLaunchKernelEx_v11060)pt_real(sym);
   if (!pt_active()) return real ? real(config, f, params, extra) : PT_DRV_NO_DRIVER;
@@ -286,6 +302,15 @@ static inline CUresult pt_drv_launch_ex(enum pt_sym sym, int ptsz, const CUlaunc
     }
   }
   return real(config, f, params, extra);
+}
+
+/* The launch waits at the gate while the process sleeps (shim/gate.h). */
+static inline CUresult pt_drv_launch_ex(enum pt_sym sym, int ptsz, const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+  if (PT_UNLIKELY(!pt_active())) return pt_drv_launch_ex_in(sym, ptsz, config, f, params, extra);
+  struct pt_tblock *gt = pt_gate_enter();
+  CUresult r = pt_drv_launch_ex_in(sym, ptsz, config, f, params, extra);
+  pt_gate_leave(gt);
+  return r;
 }
 
 static int pt_drv_original(const struct pt_launch *l) {

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "shim/cudart_decl.h"
+#include "shim/gate.h"
 #include "shim/launch.h"
 #include "common/log.h"
 #include "shim/shim.h"
@@ -84,7 +85,7 @@ static inline cudaError_t pt_rt_call(enum pt_sym sym, void *real, const void *fu
 }
 
 /* The common body of the four (handle|stub) x (legacy|ptsz) launches. */
-static inline cudaError_t pt_rt_launch(enum pt_sym sym, int ptsz, const void *func, dim3 g, dim3 b, void **args,
+static inline cudaError_t pt_rt_launch_in(enum pt_sym sym, int ptsz, const void *func, dim3 g, dim3 b, void **args,
                                        size_t smem, cudaStream_t s) {
   void *real = pt_real(sym);
   if (!pt_active()) return real ? pt_rt_call(sym, real, func, g, b, args, smem, s) : cudaErrorInsufficientDriver;
@@ -108,7 +109,16 @@ static inline cudaError_t pt_rt_launch(enum pt_sym sym, int ptsz, const void *fu
   return r;
 }
 
-static inline cudaError_t pt_rt_launch_ex(enum pt_sym sym, int ptsz, const cudaLaunchConfig_t *config,
+/* The launch waits at the gate while the process sleeps (shim/gate.h). */
+static inline cudaError_t pt_rt_launch(enum pt_sym sym, int ptsz, const void *func, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t s) {
+  if (PT_UNLIKELY(!pt_active())) return pt_rt_launch_in(sym, ptsz, func, g, b, args, smem, s);
+  struct pt_tblock *gt = pt_gate_enter();
+  cudaError_t r = pt_rt_launch_in(sym, ptsz, func, g, b, args, smem, s);
+  pt_gate_leave(gt);
+  return r;
+}
+
+static inline cudaError_t pt_rt_launch_ex_in(enum pt_sym sym, int ptsz, const cudaLaunchConfig_t *config,
                                           const void *func, void **args) {
   pt_launch_ex_fn real = (pt_launch_ex_fn)pt_real(sym);
   if (!pt_active()) return real ? real(config, func, args) : cudaErrorInsufficientDriver;
@@ -131,6 +141,15 @@ static inline cudaError_t pt_rt_launch_ex(enum pt_sym sym, int ptsz, const cudaL
   }
   cudaError_t r;
   PT_RT_CALL(r, real(config, func, args));
+  return r;
+}
+
+/* The launch waits at the gate while the process sleeps (shim/gate.h). */
+static inline cudaError_t pt_rt_launch_ex(enum pt_sym sym, int ptsz, const cudaLaunchConfig_t *config, const void *func, void **args) {
+  if (PT_UNLIKELY(!pt_active())) return pt_rt_launch_ex_in(sym, ptsz, config, func, args);
+  struct pt_tblock *gt = pt_gate_enter();
+  cudaError_t r = pt_rt_launch_ex_in(sym, ptsz, config, func, args);
+  pt_gate_leave(gt);
   return r;
 }
 
@@ -180,13 +199,22 @@ PT_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config,
 }
 
 /* Graph launches: counted only (the kernels inside were captured earlier). */
-static inline cudaError_t pt_graph_launch(enum pt_sym sym, cudaGraphExec_t exec, cudaStream_t s) {
+static inline cudaError_t pt_graph_launch_in(enum pt_sym sym, cudaGraphExec_t exec, cudaStream_t s) {
   pt_graph_launch_fn real = (pt_graph_launch_fn)pt_real(sym);
   if (pt_active()) pt_count_call(sym);
   if (!real) return cudaErrorInsufficientDriver;
   pt_tls_in_rt++;
   cudaError_t r = real(exec, s);
   pt_tls_in_rt--;
+  return r;
+}
+
+/* The launch waits at the gate while the process sleeps (shim/gate.h). */
+static inline cudaError_t pt_graph_launch(enum pt_sym sym, cudaGraphExec_t exec, cudaStream_t s) {
+  if (PT_UNLIKELY(!pt_active())) return pt_graph_launch_in(sym, exec, s);
+  struct pt_tblock *gt = pt_gate_enter();
+  cudaError_t r = pt_graph_launch_in(sym, exec, s);
+  pt_gate_leave(gt);
   return r;
 }
 

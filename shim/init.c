@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "hooks/hook.h"
 #include "kernels/attn.h"
+#include "shim/control.h"
 #include "shim/cupti.h"
 #include "shim/real.h"
 #include "shim/registry.h"
@@ -30,6 +31,7 @@ static void pt_atfork_prepare(void) { pt_registry_atfork_prepare(); }
 static void pt_atfork_parent(void) { pt_registry_atfork_parent(); }
 static void pt_atfork_child(void) {
   pt_registry_atfork_child();
+  pt_control_atfork_child();
   pt_route_atfork_child();
   /* A %p log file names the parent: the child gets its own. */
   pt_log_reopen();
@@ -38,6 +40,7 @@ static void pt_atfork_child(void) {
 static void pt_exit(void) {
   if (__atomic_load_n(&pt_state, __ATOMIC_ACQUIRE) != PT_STATE_ON) return;
   if (pt_cupti_on) pt_cupti_stop();
+  pt_control_stop();
   pt_stats_write();
 }
 

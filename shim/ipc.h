@@ -22,6 +22,9 @@ bool pt_ipc_handle_ours(const void *handle);
 int pt_ipc_export(struct pt_pool *pool, int device, const void *ptr, void *handle);
 /* A pooled block that starts at start was freed: its export record goes. */
 void pt_ipc_block_freed(const void *start);
+/* Pooled blocks exported and still live (their records): a sleep would strand
+ * the importers, so it is refused while any exist. */
+uint64_t pt_ipc_live_exports(void);
 /* Importer: maps the block named by handle (pt_ipc_handle_ours) for device
  * (ctx, the caller's context there, is not used: the device's backend pushes
  * its primary context around driver calls).

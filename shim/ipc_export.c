@@ -257,6 +257,8 @@ int pt_ipc_export(struct pt_pool *pool, int device, const void *ptr, void *handl
   return 0;
 }
 
+uint64_t pt_ipc_live_exports(void) { return (uint64_t)__atomic_load_n(&X.nlive, __ATOMIC_ACQUIRE); }
+
 void pt_ipc_block_freed(const void *start) {
   if (!start || !__atomic_load_n(&X.nlive, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&X.mu);

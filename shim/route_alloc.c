@@ -188,8 +188,8 @@ static int pass_alloc(enum pt_route_api api, enum pt_route_smode sm, void **ptr,
   return 0;
 }
 
-int pt_route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_mpool mp, const void *mempool,
-                   void **ptr, size_t size, uint64_t stream, pt_route_real_alloc real, void *arg) {
+static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_mpool mp, const void *mempool,
+                       void **ptr, size_t size, uint64_t stream, pt_route_real_alloc real, void *arg) {
   if (!ptr || !size || !R.pool_on || size < (sm == PT_SM_SYNC ? R.kv_min : R.kv_min_async))
     return pass_alloc(api, sm, ptr, size, stream, real, arg, -1, ptr != NULL);
   int dev = rt_route_device(api, sm, stream);
@@ -213,8 +213,18 @@ int pt_route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_
   return 0;
 }
 
-int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint64_t stream,
-                  pt_route_real_free real, void *arg) {
+/* Allocations and frees, pooled or passed through, wait at the gate while the
+ * process sleeps (shim/gate.h): the pool's memory is then on the host or gone. */
+int pt_route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_mpool mp, const void *mempool,
+                   void **ptr, size_t size, uint64_t stream, pt_route_real_alloc real, void *arg) {
+  struct pt_tblock *g = pt_gate_enter();
+  int r = route_alloc(api, sm, mp, mempool, ptr, size, stream, real, arg);
+  pt_gate_leave(g);
+  return r;
+}
+
+static int route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint64_t stream,
+                      pt_route_real_free real, void *arg) {
   struct pt_pool *pool = ptr ? pool_of_ptr(ptr) : NULL;
   if (pool) {
     int rc;
@@ -248,6 +258,14 @@ int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint
       if (p) pt_pool_note_passthrough(p, -(int64_t)e.size);
     }
   }
+  return r;
+}
+
+int pt_route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, uint64_t stream,
+                  pt_route_real_free real, void *arg) {
+  struct pt_tblock *g = pt_gate_enter();
+  int r = route_free(api, sm, ptr, stream, real, arg);
+  pt_gate_leave(g);
   return r;
 }
 

@@ -10,6 +10,7 @@
  * The hot path's lookups in the table (pool_at, pool_of_ptr) are static
  * inline in route_internal.h. */
 #include "shim/route_internal.h"
+#include "shim/control.h"
 
 struct pt_rdev devs[PT_ROUTE_MAX_DEV];
 int ndev; /* 1 + the highest ordinal with a pool (atomic) */
@@ -105,6 +106,7 @@ struct pt_pool *rt_pool_get(int dev) {
       if (__atomic_load_n(&ndev, __ATOMIC_RELAXED) <= dev) __atomic_store_n(&ndev, dev + 1, __ATOMIC_RELEASE);
       pt_debug("device %d: pool created (keep %" PRIu64 ", limit %" PRIu64 ", chunk %" PRIu64 ")", dev, R.keep,
                R.limit, R.chunk);
+      pt_control_start(); /* a process with a pool can be put to sleep */
     } else {
       __atomic_store_n(&devs[dev].failed, 1, __ATOMIC_RELAXED);
       RC_INC(pool_errors);

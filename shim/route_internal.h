@@ -39,6 +39,7 @@
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/now_ns.h"
+#include "shim/gate.h"
 #include "shim/real.h"
 #include "shim/ipc.h"
 #include "shim/route_alloc.h"

@@ -56,9 +56,15 @@ void pt_route_poolattr_set(const void *mempool, int attr) {
   else if (attr == cudaMemPoolAttrReservedMemHigh) pt_pool_reset_highs(p, false, true);
 }
 
-void pt_route_pool_trim(const void *mempool, size_t keep) {
+static void route_pool_trim(const void *mempool, size_t keep) {
   struct pt_pool *p = pool_of_mempool(mempool);
   if (p) (void)pt_pool_trim(p, keep);
+}
+
+void pt_route_pool_trim(const void *mempool, size_t keep) {
+  struct pt_tblock *g = pt_gate_enter();
+  route_pool_trim(mempool, keep);
+  pt_gate_leave(g);
 }
 
 /* IPC on pooled memory (shim/ipc_internal.h has the scheme). The legacy handle
@@ -67,7 +73,7 @@ void pt_route_pool_trim(const void *mempool, size_t keep) {
  * handle is Ponytail's own; with off, the call is refused with
  * cudaErrorInvalidValue and a line saying how to keep such buffers out of the
  * pool. Never silent: every failure is returned and logged. */
-bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int *err) {
+static bool route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int *err) {
   struct pt_pool *pool = ptr ? pool_of_ptr(ptr) : NULL;
   if (!pool) return false;
   if (!R.ipc) {
@@ -89,7 +95,14 @@ bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int 
   return true;
 }
 
-bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, int *err) {
+bool pt_route_ipc_get(enum pt_route_api api, void *handle, const void *ptr, int *err) {
+  struct pt_tblock *g = pt_gate_enter();
+  bool r = route_ipc_get(api, handle, ptr, err);
+  pt_gate_leave(g);
+  return r;
+}
+
+static bool route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, int *err) {
   if (!handle || !pt_ipc_handle_ours(handle)) return false;
   int rc = CUDA_ERROR_INVALID_CONTEXT, dev = -1;
   CUcontext ctx = NULL;
@@ -115,7 +128,14 @@ bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, in
   return true;
 }
 
-bool pt_route_ipc_close(void *ptr, int *err) {
+bool pt_route_ipc_open(enum pt_route_api api, void **ptr, const void *handle, int *err) {
+  struct pt_tblock *g = pt_gate_enter();
+  bool r = route_ipc_open(api, ptr, handle, err);
+  pt_gate_leave(g);
+  return r;
+}
+
+static bool route_ipc_close(void *ptr, int *err) {
   uint64_t t0 = pt_now_ns();
   if (!pt_ipc_close(ptr, err)) return false;
   RC_ADD(ipc_close_ns, pt_now_ns() - t0);
@@ -123,7 +143,14 @@ bool pt_route_ipc_close(void *ptr, int *err) {
   return true;
 }
 
-void pt_route_peer_enabled(int device, int peer) {
+bool pt_route_ipc_close(void *ptr, int *err) {
+  struct pt_tblock *g = pt_gate_enter();
+  bool r = route_ipc_close(ptr, err);
+  pt_gate_leave(g);
+  return r;
+}
+
+static void route_peer_enabled(int device, int peer) {
   if (!R.pool_on || device < 0 || peer < 0 || device >= PT_ROUTE_MAX_DEV || peer >= PT_ROUTE_MAX_DEV ||
       device == peer)
     return;
@@ -139,6 +166,12 @@ void pt_route_peer_enabled(int device, int peer) {
   }
 }
 
+void pt_route_peer_enabled(int device, int peer) {
+  struct pt_tblock *g = pt_gate_enter();
+  route_peer_enabled(device, peer);
+  pt_gate_leave(g);
+}
+
 /* The device whose default pool mempool is, among all devices (with a pool
  * or not yet); -1 if none. */
 static int device_of_default_mempool(const void *mempool) {
@@ -148,7 +181,7 @@ static int device_of_default_mempool(const void *mempool) {
   return -1;
 }
 
-void pt_route_pool_access(const void *mempool, const void *descs, size_t count) {
+static void route_pool_access(const void *mempool, const void *descs, size_t count) {
   if (!R.pool_on || !mempool || !descs || !have_driver() || !pt_drv.cuDeviceGet) return;
   int owner = device_of_default_mempool(mempool);
   if (owner < 0) return; /* an application pool: its allocations pass through */
@@ -164,4 +197,10 @@ void pt_route_pool_access(const void *mempool, const void *descs, size_t count) 
     }
     pt_route_peer_enabled(d[i].location.id, owner);
   }
+}
+
+void pt_route_pool_access(const void *mempool, const void *descs, size_t count) {
+  struct pt_tblock *g = pt_gate_enter();
+  route_pool_access(mempool, descs, count);
+  pt_gate_leave(g);
 }

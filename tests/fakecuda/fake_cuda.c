@@ -470,6 +470,44 @@ FC_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
   memmove((void *)dst, (const void *)src, n);
   return CUDA_SUCCESS;
 }
+/* Synchronous copies and page-locked host memory (a sleeping pool's copies):
+ * device memory is host memory here, so both are plain memory operations. */
+FC_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+  FC_ENTER(cuMemcpyDtoH_v2);
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  /* FAKECUDA_COPY_DELAY_MS: a copy that waits for a long kernel. */
+  const char *d = getenv("FAKECUDA_COPY_DELAY_MS");
+  if (d && atoi(d) > 0) {
+    struct timespec t = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+  }
+  memcpy(dst, (const void *)src, n);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+  FC_ENTER(cuMemcpyHtoD_v2);
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  memcpy((void *)dst, src, n);
+  return CUDA_SUCCESS;
+}
+static uint64_t fc_host_live;
+FC_EXPORT CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags) {
+  FC_ENTER(cuMemHostAlloc);
+  (void)flags;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  *p = malloc(n ? n : 1);
+  if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
+  __atomic_fetch_add(&fc_host_live, 1, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemFreeHost(void *p) {
+  FC_ENTER(cuMemFreeHost);
+  free(p);
+  if (p) __atomic_fetch_sub(&fc_host_live, 1, __ATOMIC_RELAXED);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT uint64_t fakecuda_host_allocs(void) { return __atomic_load_n(&fc_host_live, __ATOMIC_RELAXED); }
+
 FC_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   FC_ENTER(cuPointerGetAttribute);
   if (!data || !ptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1018,6 +1056,10 @@ static const struct {
     FC_ROW(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, FC_PTDS),
     FC_ROW(cuMemsetD8Async, cuMemsetD8Async, 3020, FC_ANY),
     FC_ROW(cuMemcpyAsync, cuMemcpyAsync, 4000, FC_ANY),
+    FC_ROW(cuMemcpyDtoH, cuMemcpyDtoH_v2, 3020, FC_ANY),
+    FC_ROW(cuMemcpyHtoD, cuMemcpyHtoD_v2, 3020, FC_ANY),
+    FC_ROW(cuMemHostAlloc, cuMemHostAlloc, 2020, FC_ANY),
+    FC_ROW(cuMemFreeHost, cuMemFreeHost, 2000, FC_ANY),
     FC_ROW(cuPointerGetAttribute, cuPointerGetAttribute, 4000, FC_ANY),
     FC_ROW(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, FC_ANY),
     FC_ROW(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, FC_ANY),

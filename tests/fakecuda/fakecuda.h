@@ -46,6 +46,8 @@ uint64_t fakecuda_vmm_imports(int live);
 /* Devices (bit mask) the newest cuMemSetAccess covering va granted
  * read/write; 0 = never set. */
 unsigned fakecuda_access_mask(const void *va);
+/* Live cuMemHostAlloc buffers (not yet freed with cuMemFreeHost). */
+uint64_t fakecuda_host_allocs(void);
 /* Marks a fake stream as capturing (graph capture) or not. */
 void fakecuda_set_capturing(void *stream, int on);
 

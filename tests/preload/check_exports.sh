@@ -16,7 +16,11 @@ want=$(mktemp)
 got=$(mktemp)
 trap 'rm -f "$want" "$got"' EXIT
 torch=${3:-}
+# syms.def lists its symbols as PT_SYM rows, and the gated driver variants
+# through shim/gated.def (PT_GATED rows, all DRV), which sits beside it.
+gated=$(dirname "$def")/gated.def
 { sed -n -E 's/^PT_SYM\(([A-Za-z0-9_]+), *(RT|DRV)\).*/\1/p' "$def"; echo dlsym
+  [ -f "$gated" ] && sed -n -E 's/^PT_GATED\(([A-Za-z0-9_]+),.*/\1/p' "$gated"
   [ -n "$torch" ] && grep -v -e '^#' -e '^$' "$torch"; } | sort > "$want"
 nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | grep -v '^$' | sort > "$got"
 if ! cmp -s "$want" "$got"; then

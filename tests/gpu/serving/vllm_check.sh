@@ -13,14 +13,16 @@
 #          the pieces from $PIECES (/tmp/vp) and .serving/parts, checks the sha256 and unpacks
 #          vLLM into $SITE (/tmp/vsite) for PYTHONPATH.
 #
-# STAGES (default "install models tiny-eager tiny-graph tiny-sleep fa3"), each arm its own process
+# STAGES (default "install models tiny-eager tiny-graph tiny-sleep tiny-serve"; then "big fa3" in
+# a second call: one call runs at most 10 minutes), each arm its own process
 # group, killed at its limit:
 #   piece       move .serving/parts/vstage.tar.part* to $PIECES (nothing else)
 #   install     assemble + install (skipped when $SITE already has vLLM)
 #   models      tests/gpu/serving/mkmodels.py -> $MODELS/tiny, $MODELS/llama1b (random weights)
 #   tiny-eager  offline LLM.generate, 64 prompts of 16-2048 tokens, 32 new tokens, --enforce-eager
-#   tiny-graph  the same in vLLM's default mode (torch.compile + CUDA graphs); arms "stock shim
-#               stock": the first compiles cold, the other two start on the warm cache
+#   tiny-graph  the same in vLLM's default mode (torch.compile + CUDA graphs); arms "stock shim":
+#               the first compiles cold, the second starts on the warm cache (start-up is compared
+#               on `big`, whose arms after the first all start warm)
 #   tiny-sleep  eager, enable_sleep_mode: generate, sleep(level=1), wake_up(), generate again
 #   tiny-serve  `vllm serve` (default mode), 64 concurrent requests (completions and chat,
 #               streaming and not), twice; VLLM_BATCH_INVARIANT=1 so that batch composition,
@@ -41,7 +43,7 @@ PIECES=${PIECES:-/tmp/vp}
 SITE=${SITE:-/tmp/vsite}
 MODELS=${MODELS:-/tmp/serving-models}
 R=${RUNS:-/tmp/serving-runs}
-STAGES=${STAGES:-"install models tiny-eager tiny-graph tiny-sleep fa3"}
+STAGES=${STAGES:-"install models tiny-eager tiny-graph tiny-sleep tiny-serve"}
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-570}   # the whole call: an arm starts only with 60 s left, and ends by then
 mkdir -p "$OUT" "$R" "$PIECES"
@@ -163,7 +165,7 @@ for st in $STAGES; do
     install) stage_install || { echo "install failed"; break; } ;;
     models) $PY tests/gpu/serving/mkmodels.py "$MODELS" 2>&1 | tail -3 ;;
     tiny-eager) shim_setup; offline_stage tiny-eager tiny 150 "stock shim" --eager ;;
-    tiny-graph) shim_setup; offline_stage tiny-graph tiny 240 "stock shim stock" ;;
+    tiny-graph) shim_setup; offline_stage tiny-graph tiny 240 "stock shim" ;;
     tiny-sleep) shim_setup; offline_stage tiny-sleep tiny 150 "stock shim" --eager --sleep ;;
     tiny-serve) shim_setup; serve_stage tiny-serve tiny 240 "stock shim" ;;
     big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput 256 ;;

@@ -1,0 +1,278 @@
+/* Sleep and wake of a whole pool (pool.h). Every mapped handle is released
+ * and re-created later at the same place: the arenas keep their reserved
+ * ranges, slot bits and handle lengths, so blocks, the free index and every
+ * address the application holds stay as they were; only handles[] of the
+ * sleeping slots is 0 until the wake.
+ *
+ * Each step that can fail runs before the pool's memory changes (host memory,
+ * copies), or is undone on failure (a wake that cannot get device memory
+ * releases what it had mapped again), so a failed request leaves the pool
+ * entirely asleep or entirely awake. */
+#include <stdlib.h>
+
+#include "allocator/pool_internal.h"
+#include "common/now_ns.h"
+
+int pt_pool_drain(struct pt_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  int rc = p->bk.ops->device_sync(p->bk.ctx);
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+bool pt_pool_asleep(struct pt_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  bool a = p->asleep;
+  pthread_mutex_unlock(&p->mu);
+  return a;
+}
+
+static uint64_t count_handles(const struct pt_pool *p) {
+  uint64_t n = 0;
+  for (int i = 0; i < p->narenas; i++) {
+    const struct pt_arena *a = &p->arenas[i];
+    for (uint64_t s = 0; s < a->nslots; s++)
+      if (a->hlen[s] && pt_bit(a->bits, s)) n++;
+  }
+  return n;
+}
+
+static void free_hosts(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    if (e[i].host) {
+      (void)p->bk.ops->host_free(p->bk.ctx, e[i].host);
+      e[i].host = NULL;
+    }
+}
+
+static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e) {
+  return p->arenas[e->arena].base + e->slot * p->gran;
+}
+
+/* Unmaps and releases the new memory of entries [0, n): they sleep again
+ * (their host copies are kept). */
+static void unmap_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
+  for (uint64_t k = 0; k < n; k++) {
+    struct pt_arena *a = &p->arenas[e[k].arena];
+    if (!e[k].mapped) continue;
+    (void)p->bk.ops->unmap(p->bk.ctx, ent_va(p, &e[k]), e[k].n * p->gran);
+    (void)p->bk.ops->release(p->bk.ctx, a->handles[e[k].slot]);
+    for (uint64_t j = 0; j < e[k].n; j++) a->handles[e[k].slot + j] = 0;
+    e[k].mapped = false;
+  }
+}
+
+/* Maps new physical memory for entries [0, n); on failure unmaps and
+ * releases what it mapped and returns the error (the entries sleep on). */
+static int map_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  uint64_t i;
+  int rc = 0;
+  uint64_t t0 = pt_now_ns();
+  for (i = 0; i < n; i++) {
+    struct pt_arena *a = &p->arenas[e[i].arena];
+    uintptr_t va = ent_va(p, &e[i]);
+    size_t sz = e[i].n * p->gran;
+    pt_bk_handle h = 0;
+    rc = o->create(p->bk.ctx, sz, &h);
+    if (rc) break;
+    rc = o->map(p->bk.ctx, va, sz, h);
+    if (rc) {
+      (void)o->release(p->bk.ctx, h);
+      break;
+    }
+    rc = o->set_access(p->bk.ctx, va, sz);
+    if (rc) {
+      (void)o->unmap(p->bk.ctx, va, sz);
+      (void)o->release(p->bk.ctx, h);
+      break;
+    }
+    for (uint64_t j = 0; j < e[i].n; j++) a->handles[e[i].slot + j] = h;
+    e[i].mapped = true;
+  }
+  if (info) info->map_ns += pt_now_ns() - t0;
+  if (rc) unmap_new(p, e, i);
+  return rc;
+}
+
+/* Copies the kept bytes of entries [0, n) back to their new memory. */
+static int copy_back(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+  for (uint64_t i = 0; i < n; i++) {
+    if (!e[i].host) continue;
+    size_t sz = e[i].n * p->gran;
+    uint64_t t0 = pt_now_ns();
+    int rc = p->bk.ops->copy_to_device(p->bk.ctx, ent_va(p, &e[i]), e[i].host, sz);
+    if (info) info->copy_ns += pt_now_ns() - t0;
+    if (rc) return rc;
+    if (info) info->copied_bytes += sz;
+  }
+  return 0;
+}
+
+int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *info) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  struct pt_pool_sleep_info z = {0};
+  if (!info) info = &z;
+  *info = z;
+  bool can_copy = o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
+  pthread_mutex_lock(&p->mu);
+  int rc = 0;
+  if (p->asleep || (!discard && !can_copy)) {
+    rc = o->err_invalid;
+    goto out;
+  }
+  /* What is wholly free is given back, not kept; a failure here changes
+   * nothing the application can see. */
+  uint64_t before = p->st.physical_bytes;
+  (void)pt_trim_locked(p, 0, true);
+  info->trimmed_bytes = before - p->st.physical_bytes;
+  rc = o->device_sync(p->bk.ctx);
+  if (rc) goto out;
+
+  uint64_t n = count_handles(p);
+  struct pt_sleep_ent *e = calloc(n ? n : 1, sizeof *e);
+  if (!e) {
+    rc = o->err_oom;
+    goto out;
+  }
+  uint64_t k = 0;
+  for (int i = 0; i < p->narenas; i++) {
+    struct pt_arena *a = &p->arenas[i];
+    for (uint64_t s = 0; s < a->nslots; s++)
+      if (a->hlen[s] && pt_bit(a->bits, s)) e[k++] = (struct pt_sleep_ent){.arena = i, .slot = s, .n = a->hlen[s]};
+  }
+  /* 1. Host memory and copies: the pool is untouched until both succeed. */
+  if (!discard) {
+    for (uint64_t i = 0; i < n && !rc; i++) {
+      uint64_t t0 = pt_now_ns();
+      rc = o->host_alloc(p->bk.ctx, e[i].n * p->gran, &e[i].host);
+      info->host_ns += pt_now_ns() - t0;
+      if (rc) e[i].host = NULL;
+    }
+    for (uint64_t i = 0; i < n && !rc; i++) {
+      uint64_t t0 = pt_now_ns();
+      rc = o->copy_to_host(p->bk.ctx, e[i].host, ent_va(p, &e[i]), e[i].n * p->gran);
+      info->copy_ns += pt_now_ns() - t0;
+      info->copied_bytes += e[i].n * p->gran;
+    }
+    if (rc) {
+      free_hosts(p, e, n);
+      free(e);
+      info->copied_bytes = 0;
+      goto out;
+    }
+  }
+  /* 2. Unmap and release. An unmap the driver refuses leaves that handle
+   * where it was: everything released before it is mapped again. */
+  uint64_t t0 = pt_now_ns();
+  for (uint64_t i = 0; i < n; i++) {
+    struct pt_arena *a = &p->arenas[e[i].arena];
+    size_t sz = e[i].n * p->gran;
+    pt_bk_handle h = a->handles[e[i].slot];
+    rc = o->unmap(p->bk.ctx, ent_va(p, &e[i]), sz);
+    if (rc) {
+      /* Best effort back to awake; the bytes of the released ones are on
+       * the host, or were to be dropped. */
+      int r2 = map_new(p, e, i, NULL);
+      if (!r2) r2 = copy_back(p, e, i, NULL);
+      if (r2) rc = r2;
+      free_hosts(p, e, n);
+      free(e);
+      info->copied_bytes = 0;
+      goto out;
+    }
+    (void)o->release(p->bk.ctx, h);
+    for (uint64_t j = 0; j < e[i].n; j++) a->handles[e[i].slot + j] = 0;
+    info->handles++;
+    info->bytes += sz;
+  }
+  info->map_ns += pt_now_ns() - t0;
+  p->slept = e;
+  p->nslept = n;
+  p->asleep = true;
+  pt_stat_physical(p, -(int64_t)(info->bytes / p->gran));
+  p->st.sleeps++;
+  p->st.asleep_bytes = info->bytes;
+  p->st.host_bytes = discard ? 0 : info->bytes;
+out:
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+int pt_pool_wake_map(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  pthread_mutex_lock(&p->mu);
+  int rc = p->asleep ? map_new(p, p->slept, p->nslept, info) : p->bk.ops->err_invalid;
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+int pt_pool_wake_copy(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  pthread_mutex_lock(&p->mu);
+  int rc = p->asleep ? copy_back(p, p->slept, p->nslept, info) : p->bk.ops->err_invalid;
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+void pt_pool_wake_undo(struct pt_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  if (p->asleep) unmap_new(p, p->slept, p->nslept);
+  pthread_mutex_unlock(&p->mu);
+}
+
+void pt_pool_wake_finish(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  pthread_mutex_lock(&p->mu);
+  if (!p->asleep) {
+    pthread_mutex_unlock(&p->mu);
+    return;
+  }
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < p->nslept; i++) bytes += p->slept[i].n * p->gran;
+  if (info) {
+    info->handles += p->nslept;
+    info->bytes += bytes;
+  }
+  uint64_t t0 = pt_now_ns();
+  free_hosts(p, p->slept, p->nslept);
+  if (info) info->host_ns += pt_now_ns() - t0;
+  free(p->slept);
+  p->slept = NULL;
+  p->nslept = 0;
+  p->asleep = false;
+  pt_stat_physical(p, (int64_t)(bytes / p->gran));
+  p->st.wakes++;
+  p->st.asleep_bytes = 0;
+  p->st.host_bytes = 0;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int pt_pool_wake(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  struct pt_pool_sleep_info z = {0};
+  if (!info) info = &z;
+  *info = z;
+  int rc = pt_pool_wake_map(p, info);
+  if (rc) return rc;
+  rc = pt_pool_wake_copy(p, info);
+  if (rc) {
+    pt_pool_wake_undo(p);
+    info->copied_bytes = 0;
+    return rc;
+  }
+  pt_pool_wake_finish(p, info);
+  return 0;
+}
+
+void pt_sleep_forget(struct pt_pool *p) {
+  if (!p->asleep) return;
+  free_hosts(p, p->slept, p->nslept);
+  for (uint64_t i = 0; i < p->nslept; i++) {
+    struct pt_arena *a = &p->arenas[p->slept[i].arena];
+    for (uint64_t j = 0; j < p->slept[i].n; j++) {
+      pt_bit_clr(a->bits, p->slept[i].slot + j);
+      a->hlen[p->slept[i].slot + j] = 0;
+    }
+  }
+  free(p->slept);
+  p->slept = NULL;
+  p->nslept = 0;
+  p->asleep = false;
+}

@@ -1,0 +1,209 @@
+/* The control socket of `ponytail sleep` / `ponytail wake` (issue 50).
+ *
+ * Who may talk to it: only this process's user. The socket lives in a
+ * directory that is created mode 0700 and is refused when it exists with
+ * another owner, as a symbolic link, or with any access for group or others
+ * (so nobody else can even reach the socket, or swap it); the socket itself is
+ * made owner-only; and every peer's credentials are checked (SO_PEERCRED:
+ * the same effective uid, or root). One request per connection, one
+ * connection at a time: the thread answers a request before it accepts the
+ * next, and a peer that does not send its line within a few seconds is
+ * dropped.
+ *
+ * When: the thread starts with the process's first pool (a process without
+ * one has nothing to put to sleep), never at load: the shim is loaded into
+ * every process of a preloaded tree. The socket is removed at exit; a forked
+ * child neither inherits the thread nor serves the parent's socket. */
+#include "shim/control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/options.h"
+#include "shim/gate.h"
+#include "shim/sleep.h"
+
+#define CTL_REQ_MAX 64
+#define CTL_REP_MAX 4096
+#define CTL_TIMEOUT_S 5
+
+static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+static int ctl_fd = -1;
+static pid_t ctl_pid; /* the process whose socket ctl_path is */
+static char ctl_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+int pt_control_dir(char *out, size_t n) {
+  const char *d = pt_opt_str(PT_OPT_CONTROL_DIR);
+  int k;
+  if (d[0]) k = snprintf(out, n, "%s", d);
+  else {
+    const char *x = secure_getenv("XDG_RUNTIME_DIR");
+    if (x && x[0] == '/') k = snprintf(out, n, "%s/ponytail", x);
+    else k = snprintf(out, n, "/tmp/ponytail-%u", (unsigned)geteuid());
+  }
+  return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
+/* The directory exists (made here if not) as ours alone: 0 or -1 (logged). */
+static int private_dir(const char *dir) {
+  if (mkdir(dir, 0700) && errno != EEXIST) {
+    pt_warn("control: cannot create %s (%s): no control socket", dir, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (lstat(dir, &st)) {
+    pt_warn("control: %s: %s: no control socket", dir, strerror(errno));
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+    pt_warn("control: %s is not a directory of uid %u with mode 0700 (it is %s, uid %u, mode %03o): no control "
+            "socket; set PONYTAIL_CONTROL_DIR to a private directory",
+            dir, (unsigned)geteuid(), S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a link" : "a file",
+            (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+    return -1;
+  }
+  return 0;
+}
+
+static bool peer_ok(int c) {
+  struct ucred cr;
+  socklen_t cl = sizeof cr;
+  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) return false;
+  return cr.uid == geteuid() || cr.uid == 0;
+}
+
+/* One line, without its newline, within the timeout: 0, else -1. */
+static int read_line(int c, char *buf, size_t n) {
+  size_t len = 0;
+  while (len + 1 < n) {
+    ssize_t k = recv(c, buf + len, n - 1 - len, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    len += (size_t)k;
+    char *nl = memchr(buf, '\n', len);
+    if (nl) {
+      *nl = 0;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static void send_all(int c, const char *p, size_t n) {
+  while (n) {
+    ssize_t k = send(c, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    p += k;
+    n -= (size_t)k;
+  }
+}
+
+static void *ctl_main(void *arg) {
+  int fd = (int)(intptr_t)arg;
+  static char rep[CTL_REP_MAX];
+  for (;;) {
+    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EBADF || errno == EINVAL) return NULL; /* closed: fork child or exit */
+      struct timespec d = {0, 100000000};
+      nanosleep(&d, NULL);
+      continue;
+    }
+    struct timeval tv = {.tv_sec = CTL_TIMEOUT_S};
+    (void)setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    char req[CTL_REQ_MAX];
+    if (!peer_ok(c)) {
+      static const char no[] = "error: permission denied: the process belongs to another user\n";
+      send_all(c, no, sizeof no - 1);
+      pt_warn("control: refused a request from another user");
+    } else if (read_line(c, req, sizeof req) == 0) {
+      pt_sleep_request(req, rep, sizeof rep);
+      send_all(c, rep, strlen(rep));
+    }
+    close(c);
+  }
+}
+
+void pt_control_start(void) {
+  if (!pt_opt_bool(PT_OPT_CONTROL)) return;
+  pthread_mutex_lock(&ctl_mu);
+  if (ctl_fd >= 0 && ctl_pid == getpid()) {
+    pthread_mutex_unlock(&ctl_mu);
+    return;
+  }
+  pt_gate_setup();
+  char dir[sizeof ctl_path];
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  int fd = -1;
+  if (pt_control_dir(dir, sizeof dir) || private_dir(dir)) goto out;
+  int k = snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", dir, (int)getpid());
+  if (k <= 0 || (size_t)k >= sizeof a.sun_path) {
+    pt_warn("control: socket path under %s too long: no control socket", dir);
+    goto out;
+  }
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) goto fail;
+  (void)unlink(a.sun_path); /* a stale socket of an earlier process with this pid */
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) || chmod(a.sun_path, 0600) || listen(fd, 4)) goto fail;
+  /* The thread must not take the application's signals. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &at, ctl_main, (void *)(intptr_t)fd);
+  pthread_attr_destroy(&at);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc) {
+    errno = rc;
+    goto fail;
+  }
+  ctl_fd = fd;
+  ctl_pid = getpid();
+  memcpy(ctl_path, a.sun_path, sizeof ctl_path);
+  pt_info("control: `ponytail sleep %d` and `ponytail wake %d` answer on %s", (int)getpid(), (int)getpid(),
+          ctl_path);
+  goto out;
+fail:
+  pt_warn("control: no control socket (%s)", strerror(errno));
+  if (fd >= 0) {
+    close(fd);
+    (void)unlink(a.sun_path);
+  }
+out:
+  pthread_mutex_unlock(&ctl_mu);
+}
+
+void pt_control_stop(void) {
+  pthread_mutex_lock(&ctl_mu);
+  if (ctl_fd >= 0 && ctl_pid == getpid()) {
+    (void)unlink(ctl_path);
+    ctl_path[0] = 0;
+  }
+  pthread_mutex_unlock(&ctl_mu);
+}
+
+void pt_control_atfork_child(void) {
+  /* The parent's socket and thread are the parent's: the child closes its
+   * copy of the descriptor and starts its own with its first pool. */
+  if (ctl_fd >= 0) close(ctl_fd);
+  ctl_fd = -1;
+  ctl_path[0] = 0;
+  pthread_mutex_init(&ctl_mu, NULL);
+}

@@ -1,0 +1,16 @@
+/* The control socket of `ponytail sleep` / `ponytail wake` (shim/control.c). */
+#ifndef PT_SHIM_CONTROL_H
+#define PT_SHIM_CONTROL_H
+#include <stddef.h>
+
+/* Starts the control thread and socket (PONYTAIL_CONTROL), once per process;
+ * called when the process's first pool is created. */
+void pt_control_start(void);
+/* At exit: removes the socket file. */
+void pt_control_stop(void);
+/* In a forked child: forgets the parent's socket. */
+void pt_control_atfork_child(void);
+/* The directory of the sockets (PONYTAIL_CONTROL_DIR or its default). */
+int pt_control_dir(char *out, size_t n);
+
+#endif

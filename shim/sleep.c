@@ -1,0 +1,168 @@
+/* Sleep and wake of the whole process (issue 50): the requests that
+ * shim/control.c receives, one at a time.
+ *
+ * sleep: close the gate (shim/gate.h) so that no CUDA call of the
+ * application touches memory meanwhile, drain every device, then put every
+ * pool to sleep (shim/route_sleep.c): its bytes to page-locked host memory
+ * (or dropped), its physical memory released, every address kept. The gate
+ * stays closed: the application's next CUDA calls wait. wake: new physical
+ * memory at the same addresses, the bytes copied back, the gate opened.
+ * Any failure leaves the process as it was before the request (awake with the
+ * gate open after a failed sleep, asleep after a failed wake) and answers with
+ * the reason. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/now_ns.h"
+#include "common/options.h"
+#include "shim/gate.h"
+#include "shim/route_sleep.h"
+#include "shim/sleep.h"
+
+static pthread_mutex_t sleep_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool asleep, asleep_discard;
+static uint64_t asleep_since_ns;
+
+struct out {
+  char *p;
+  size_t n, len;
+};
+
+static void put(struct out *o, const char *fmt, ...) {
+  if (o->len + 1 >= o->n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(o->p + o->len, o->n - o->len, fmt, ap);
+  va_end(ap);
+  if (k > 0) o->len += (size_t)k < o->n - o->len ? (size_t)k : o->n - o->len - 1;
+}
+
+static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+static void figures(struct out *o, const char *when, const struct pt_route_sleep_figures *f) {
+  put(o, "%s_pool_bytes=%" PRIu64 "\n%s_device_used_bytes=%" PRIu64 "\n", when, f->physical_bytes, when,
+      f->device_used_bytes);
+}
+
+static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
+  put(o,
+      "handles=%" PRIu64 "\nbytes=%" PRIu64 "\ncopied_bytes=%" PRIu64 "\ntrimmed_bytes=%" PRIu64
+      "\ncopy_s=%.6f\nmap_s=%.6f\nhost_s=%.6f\n",
+      i->handles, i->bytes, i->copied_bytes, i->trimmed_bytes, secs(i->copy_ns), secs(i->map_ns),
+      secs(i->host_ns));
+}
+
+static void do_sleep(bool discard, struct out *o) {
+  if (asleep) {
+    put(o, "error: already asleep (since %.1f s); wake it first\n", secs(pt_now_ns() - asleep_since_ns));
+    return;
+  }
+  struct pt_route_sleep_figures before;
+  pt_route_sleep_figures(&before);
+  if (!before.pools) {
+    put(o, "error: nothing to put to sleep: no allocation of this process went to Ponytail's pool "
+           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n");
+    return;
+  }
+  if (before.ipc_exports_live) {
+    put(o, "error: %" PRIu64 " pooled block(s) are shared with another process by CUDA IPC; their memory "
+           "cannot be released under the importer\n", before.ipc_exports_live);
+    return;
+  }
+  uint64_t t0 = pt_now_ns(), busy = 0;
+  uint64_t timeout_s = (uint64_t)pt_opt_size(PT_OPT_SLEEP_TIMEOUT);
+  if (pt_gate_close(timeout_s * 1000u, &busy)) {
+    put(o, "error: %" PRIu64 " CUDA call(s) of the process still running after %" PRIu64
+           " s (PONYTAIL_SLEEP_TIMEOUT); not asleep, the process runs on\n", busy, timeout_s);
+    return;
+  }
+  uint64_t t1 = pt_now_ns();
+  struct pt_pool_sleep_info sum;
+  int dev = -1;
+  int rc = pt_route_sleep(discard, &sum, &dev);
+  uint64_t t2 = pt_now_ns();
+  if (rc) {
+    pt_gate_open();
+    put(o, "error: device %d: CUDA error %d while putting its pool to sleep%s; not asleep, the process runs "
+           "on\n", dev, rc, rc == 2 ? " (out of host memory for the copy: try --discard)" : "");
+    pt_warn("sleep failed on device %d (CUDA error %d); the process runs on", dev, rc);
+    return;
+  }
+  struct pt_route_sleep_figures after;
+  pt_route_sleep_figures(&after);
+  asleep = true;
+  asleep_discard = discard;
+  asleep_since_ns = t2;
+  put(o, "ok\nstate=asleep\nmode=%s\nseconds=%.6f\nclose_s=%.6f\n", discard ? "discard" : "copy", secs(t2 - t0),
+      secs(t1 - t0));
+  info_lines(o, &sum);
+  figures(o, "before", &before);
+  figures(o, "after", &after);
+  put(o, "device_total_bytes=%" PRIu64 "\npassthrough_live=%" PRIu64 "\npools=%" PRIu64 "\n",
+      before.device_total_bytes, before.passthrough_live, before.pools);
+  pt_info("asleep: %" PRIu64 " bytes of pooled memory released (%s) in %.3f s", sum.bytes,
+          discard ? "dropped" : "kept on the host", secs(t2 - t0));
+}
+
+static void do_wake(struct out *o) {
+  if (!asleep) {
+    put(o, "error: not asleep\n");
+    return;
+  }
+  uint64_t t0 = pt_now_ns();
+  struct pt_pool_sleep_info sum;
+  int dev = -1;
+  int rc = pt_route_wake(&sum, &dev);
+  uint64_t t1 = pt_now_ns();
+  if (rc) {
+    put(o, "error: device %d: CUDA error %d while mapping memory back%s; still asleep (wake again when memory "
+           "is free)\n", dev, rc, rc == 2 ? " (the device is full: another process holds the memory)" : "");
+    return;
+  }
+  asleep = false;
+  pt_gate_open();
+  struct pt_route_sleep_figures after;
+  pt_route_sleep_figures(&after);
+  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\n", asleep_discard ? "discard" : "copy",
+      secs(t1 - t0), secs(t0 - asleep_since_ns));
+  info_lines(o, &sum);
+  figures(o, "after", &after);
+  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s", sum.bytes, secs(t1 - t0));
+}
+
+static void do_status(struct out *o) {
+  struct pt_route_sleep_figures f;
+  pt_route_sleep_figures(&f);
+  put(o, "ok\nstate=%s\n", asleep ? "asleep" : "awake");
+  if (asleep) put(o, "mode=%s\nslept_s=%.3f\n", asleep_discard ? "discard" : "copy", secs(pt_now_ns() - asleep_since_ns));
+  put(o, "held_threads=%" PRIu64 "\npools=%" PRIu64 "\n", pt_gate_held(), f.pools);
+  figures(o, "now", &f);
+  put(o, "device_total_bytes=%" PRIu64 "\npassthrough_live=%" PRIu64 "\n", f.device_total_bytes, f.passthrough_live);
+}
+
+void pt_sleep_request(const char *line, char *buf, size_t n) {
+  struct out o = {buf, n, 0};
+  buf[0] = 0;
+  pthread_mutex_lock(&sleep_mu);
+  put(&o, "");
+  if (!strcmp(line, "sleep")) do_sleep(false, &o);
+  else if (!strcmp(line, "sleep discard")) do_sleep(true, &o);
+  else if (!strcmp(line, "wake")) do_wake(&o);
+  else if (!strcmp(line, "status")) do_status(&o);
+  else put(&o, "error: unknown request (sleep, sleep discard, wake, status)\n");
+  pthread_mutex_unlock(&sleep_mu);
+  put(&o, "pid=%d\n", (int)getpid());
+}
+
+bool pt_sleep_asleep(void) {
+  pthread_mutex_lock(&sleep_mu);
+  bool a = asleep;
+  pthread_mutex_unlock(&sleep_mu);
+  return a;
+}

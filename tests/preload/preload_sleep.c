@@ -1,0 +1,321 @@
+/* Sleep and wake of a process under the shim (issue 50), against the fake
+ * CUDA: a worker thread launches kernels and copies while the main thread
+ * talks to the process's own control socket (as `ponytail sleep` does).
+ *
+ *   preload_sleep SCENARIO DIR   (PONYTAIL_CONTROL_DIR is set by meson)
+ *
+ * cycle:   sleep, the device memory falls to what is not pooled, the worker's
+ *          launches and copies are held, status says so, a second sleep and
+ *          a wake of an awake process are refused, wake: every byte back at
+ *          the same address, the worker runs on; then sleep --discard/wake
+ * timeout: a copy that does not return within PONYTAIL_SLEEP_TIMEOUT: the
+ *          sleep is refused, the process runs on (launches continue)
+ * nobody:  a peer of another user reaches no socket (run as root only)
+ * baddir:  PONYTAIL_CONTROL_DIR open to others: no socket, the process works
+ * off:     PONYTAIL_CONTROL=0: no socket, the process works */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/preload/preload_check.h"
+
+extern void **__cudaRegisterFatBinary(void *);
+extern void __cudaRegisterFatBinaryEnd(void **);
+extern void __cudaRegisterFunction(void **, const char *, char *, const char *, int, void *, void *, void *, void *,
+                                   int *);
+
+#define MiB (1ull << 20)
+#define NBUF 6
+
+static const char *g_dir;
+static char g_ctl[4096];
+static void stub(void) {}
+static uint64_t g_launches, g_copies; /* atomic: the worker's successful calls */
+static int g_stop;
+static void *g_buf[NBUF];
+static size_t g_size[NBUF];
+static void *g_small;
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* One request to this process's control socket; the answer, or NULL with
+ * errno set (connect failed). */
+static char *ask(const char *req) {
+  static char rep[8192];
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", g_ctl, (int)getpid());
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return NULL;
+  if (connect(s, (struct sockaddr *)&a, sizeof a)) {
+    int e = errno;
+    close(s);
+    errno = e;
+    return NULL;
+  }
+  char line[64];
+  snprintf(line, sizeof line, "%s\n", req);
+  if (write(s, line, strlen(line)) != (ssize_t)strlen(line)) {
+    close(s);
+    return NULL;
+  }
+  size_t n = 0;
+  ssize_t k;
+  while ((k = read(s, rep + n, sizeof rep - 1 - n)) > 0) n += (size_t)k;
+  rep[n] = 0;
+  close(s);
+  return rep;
+}
+
+static long long field(const char *rep, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "\n%s=", key);
+  const char *p = rep ? strstr(rep, k) : NULL;
+  return p ? atoll(p + strlen(k)) : -1;
+}
+
+static void *worker(void *arg) {
+  (void)arg;
+  dim3 g = {1, 1, 1}, b = {32, 1, 1};
+  void *args[1] = {&g_small};
+  char host[4096];
+  while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+    if (cudaLaunchKernel((const void *)stub, g, b, args, 0, 0) == cudaSuccess)
+      __atomic_fetch_add(&g_launches, 1, __ATOMIC_RELAXED);
+    /* A driver copy out of pooled memory: held while asleep, as the launch. */
+    if (cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)g_buf[0], sizeof host) == CUDA_SUCCESS)
+      __atomic_fetch_add(&g_copies, 1, __ATOMIC_RELAXED);
+    sleep_ms(1);
+  }
+  return NULL;
+}
+
+static uint64_t word(int i, size_t off) { return ((uint64_t)i * 0x9E3779B97F4A7C15ull) ^ off; }
+
+static void fill(int key) {
+  for (int i = 0; i < NBUF; i++)
+    for (size_t off = 0; off + 8 <= g_size[i]; off += 4096) *(uint64_t *)((char *)g_buf[i] + off) = word(i + key, off);
+}
+
+static int intact(int key) {
+  for (int i = 0; i < NBUF; i++)
+    for (size_t off = 0; off + 8 <= g_size[i]; off += 4096)
+      if (*(uint64_t *)((char *)g_buf[i] + off) != word(i + key, off)) return 0;
+  return 1;
+}
+
+static void setup(void) {
+  void **h = __cudaRegisterFatBinary((void *)"fatbin");
+  __cudaRegisterFunction(h, (const char *)stub, (char *)"_Z6workerv", "_Z6workerv", -1, 0, 0, 0, 0, 0);
+  __cudaRegisterFatBinaryEnd(h);
+  for (int i = 0; i < NBUF; i++) {
+    g_size[i] = (size_t)(i + 1) * 5 * MiB;
+    CHECK_EQ(cudaMalloc(&g_buf[i], g_size[i]), cudaSuccess);
+  }
+  CHECK_EQ(cudaMalloc(&g_small, 4096), cudaSuccess); /* below PONYTAIL_KV_MIN: passed through */
+}
+
+static uint64_t wait_counter(uint64_t *c, uint64_t above) {
+  for (int i = 0; i < 2000 && __atomic_load_n(c, __ATOMIC_RELAXED) <= above; i++) sleep_ms(1);
+  return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+static int sc_cycle(void) {
+  setup();
+  fill(0);
+  pthread_t t;
+  pthread_create(&t, NULL, worker, NULL);
+  wait_counter(&g_copies, 5);
+  uint64_t dev_before = fakecuda_device_bytes(0);
+  char *r = ask("status");
+  CHECK(r && !strncmp(r, "ok\nstate=awake", 14));
+  CHECK_EQ(field(r, "pid"), getpid());
+
+  r = ask("sleep");
+  CHECK(r && !strncmp(r, "ok\nstate=asleep\nmode=copy", 25));
+  if (r && strncmp(r, "ok", 2)) fprintf(stderr, "sleep answered: %s", r);
+  long long released = field(r, "bytes");
+  CHECK(released >= (long long)(105 * MiB)); /* 5+10+...+30 MiB, rounded to granules */
+  CHECK_EQ(field(r, "copied_bytes"), released);
+  CHECK_EQ(field(r, "after_pool_bytes"), 0);
+  CHECK_EQ(field(r, "passthrough_live"), 1);
+  CHECK_EQ(fakecuda_host_allocs(), (uint64_t)field(r, "handles"));
+  /* The device holds what was not pooled: the 4 KiB buffer. */
+  CHECK(fakecuda_device_bytes(0) <= dev_before - (uint64_t)released);
+  CHECK(fakecuda_device_bytes(0) < 1 * MiB);
+  /* The worker is held: no launch, no copy while asleep. */
+  sleep_ms(30);
+  uint64_t l0 = __atomic_load_n(&g_launches, __ATOMIC_RELAXED), c0 = __atomic_load_n(&g_copies, __ATOMIC_RELAXED);
+  sleep_ms(200);
+  CHECK_EQ(__atomic_load_n(&g_launches, __ATOMIC_RELAXED), l0);
+  CHECK_EQ(__atomic_load_n(&g_copies, __ATOMIC_RELAXED), c0);
+  r = ask("status");
+  CHECK(r && strstr(r, "state=asleep"));
+  CHECK_EQ(field(r, "held_threads"), 1);
+  r = ask("sleep");
+  CHECK(r && !strncmp(r, "error: already asleep", 21));
+  r = ask("sleep discard");
+  CHECK(r && !strncmp(r, "error: already asleep", 21));
+  r = ask("dance");
+  CHECK(r && !strncmp(r, "error: unknown request", 22));
+
+  r = ask("wake");
+  CHECK(r && !strncmp(r, "ok\nstate=awake", 14));
+  if (r && strncmp(r, "ok", 2)) fprintf(stderr, "wake answered: %s", r);
+  CHECK_EQ(field(r, "bytes"), released);
+  CHECK_EQ(fakecuda_host_allocs(), 0);
+  CHECK(intact(0)); /* every byte back, at the same address */
+  wait_counter(&g_launches, l0 + 5);
+  CHECK(__atomic_load_n(&g_launches, __ATOMIC_RELAXED) > l0);
+  CHECK(__atomic_load_n(&g_copies, __ATOMIC_RELAXED) > c0);
+  r = ask("wake");
+  CHECK(r && !strncmp(r, "error: not asleep", 17));
+
+  /* --discard: nothing kept on the host; the memory comes back usable. */
+  r = ask("sleep discard");
+  CHECK(r && strstr(r, "mode=discard"));
+  CHECK_EQ(field(r, "copied_bytes"), 0);
+  CHECK_EQ(fakecuda_host_allocs(), 0);
+  CHECK(fakecuda_device_bytes(0) < 1 * MiB);
+  r = ask("wake");
+  CHECK(r && !strncmp(r, "ok", 2));
+  fill(7);
+  CHECK(intact(7));
+  __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  for (int i = 0; i < NBUF; i++) CHECK_EQ(cudaFree(g_buf[i]), cudaSuccess);
+  return g_failed;
+}
+
+static void check_cycle(const char *js) {
+  /* The exit stats count both sleeps and wakes, and nothing is asleep. */
+  CHECK(strstr(js, "\"sleeps\":2") != NULL);
+  CHECK(strstr(js, "\"wakes\":2") != NULL);
+  CHECK(strstr(js, "\"asleep_bytes\":0") != NULL);
+  CHECK(strstr(js, "\"internal_errors\":0") != NULL);
+}
+
+/* A copy that outlasts PONYTAIL_SLEEP_TIMEOUT (1 s; the fake's copies take
+ * FAKECUDA_COPY_DELAY_MS, 2500): the sleep gives up, nothing changes. */
+static void *slow_copy(void *arg) {
+  (void)arg;
+  char host[64];
+  CHECK_EQ(cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)g_buf[1], sizeof host), CUDA_SUCCESS);
+  return NULL;
+}
+
+static int sc_timeout(void) {
+  setup();
+  fill(3);
+  pthread_t t;
+  pthread_create(&t, NULL, slow_copy, NULL);
+  sleep_ms(200); /* inside the copy */
+  char *r = ask("sleep");
+  CHECK(r && strstr(r, "error: 1 CUDA call(s) of the process still running after 1 s") == r);
+  if (r && strncmp(r, "error", 5)) fprintf(stderr, "sleep answered: %s", r);
+  r = ask("status");
+  CHECK(r && strstr(r, "state=awake"));
+  pthread_join(t, NULL);
+  /* The gate is open again: calls go through at once. */
+  dim3 g = {1, 1, 1}, b = {1, 1, 1};
+  void *args[1] = {&g_small};
+  CHECK_EQ(cudaLaunchKernel((const void *)stub, g, b, args, 0, 0), cudaSuccess);
+  CHECK(intact(3));
+  return g_failed;
+}
+
+/* Another user cannot reach the socket: the directory is the owner's alone. */
+static int sc_nobody(void) {
+  setup();
+  char *r = ask("status");
+  CHECK(r && !strncmp(r, "ok", 2));
+  if (geteuid() != 0) {
+    fprintf(stderr, "nobody: not root, only the directory mode is checked\n");
+  } else {
+    pid_t parent = getpid();
+    pid_t c = fork();
+    if (c == 0) {
+      if (setgid(65534) || setuid(65534)) _exit(3);
+      struct sockaddr_un a = {.sun_family = AF_UNIX};
+      snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", g_ctl, (int)parent);
+      int s = socket(AF_UNIX, SOCK_STREAM, 0);
+      int rc = connect(s, (struct sockaddr *)&a, sizeof a);
+      _exit(rc == 0 ? 1 : errno == EACCES ? 0 : 2);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  struct stat sd, ss;
+  char sock[4200];
+  snprintf(sock, sizeof sock, "%s/%d.sock", g_ctl, (int)getpid());
+  CHECK_EQ(stat(g_ctl, &sd), 0);
+  CHECK_EQ(sd.st_mode & 0777, 0700);
+  CHECK_EQ(stat(sock, &ss), 0);
+  CHECK_EQ(ss.st_mode & 0777, 0600);
+  return g_failed;
+}
+
+/* No socket, and the process runs as ever. */
+static int sc_nosocket(void) {
+  setup();
+  fill(5);
+  errno = 0;
+  CHECK(ask("status") == NULL);
+  CHECK(errno == ENOENT || errno == EACCES);
+  dim3 g = {1, 1, 1}, b = {1, 1, 1};
+  void *args[1] = {&g_small};
+  CHECK_EQ(cudaLaunchKernel((const void *)stub, g, b, args, 0, 0), cudaSuccess);
+  CHECK(intact(5));
+  return g_failed;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[2];
+  mkdir(g_dir, 0755);
+  const char *d = getenv("PONYTAIL_CONTROL_DIR");
+  snprintf(g_ctl, sizeof g_ctl, "%s", d ? d : "");
+  if (!strcmp(argv[1], "baddir")) {
+    /* A directory open to others: the shim must refuse it. */
+    mkdir(g_ctl, 0755);
+    chmod(g_ctl, 0755);
+  }
+  static const struct {
+    const char *name;
+    int (*run)(void);
+    void (*check)(const char *);
+  } sc[] = {{"cycle", sc_cycle, check_cycle}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
+            {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}};
+  for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+    if (strcmp(sc[i].name, argv[1])) continue;
+    int status;
+    char *js = run_child(g_dir, sc[i].run, &status, NULL);
+    if (status) {
+      fprintf(stderr, "scenario %s: child failed (status %d)\n", argv[1], status);
+      return 1;
+    }
+    if (!js) {
+      fprintf(stderr, "scenario %s: no stats file\n", argv[1]);
+      return 1;
+    }
+    if (sc[i].check) sc[i].check(js);
+    if (g_failed) fprintf(stderr, "stats: %.3000s\n", js);
+    return g_failed;
+  }
+  fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,259 @@
+/* Sleep and wake of a pool (allocator/pool_sleep.c) on the host backend:
+ * contents kept or dropped, every address kept, physical memory released,
+ * and every failure leaving the pool as it was. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "allocator/backend_host.h"
+#include "allocator/pool.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define G (2 * MiB)
+#define NB 12
+
+struct blk {
+  uint8_t *p;
+  uint64_t size;
+};
+
+static struct pt_pool *new_pool(struct pt_backend *bk) {
+  struct pt_pool *p;
+  assert_int_equal(pt_backend_host_create(bk, 0, 0), 0);
+  struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .chunk_bytes = 8 * G};
+  assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
+  return p;
+}
+
+static void check(struct pt_pool *p) {
+  const char *why;
+  int line = pt_pool_check(p, &why);
+  if (line) fail_msg("pool_check.c:%d: %s", line, why);
+}
+
+static uint64_t word(uint64_t key, uint64_t off) { return (key * 0x9E3779B97F4A7C15ull) ^ off; }
+
+/* Every 4 KiB of the block gets a word, so a lost granule anywhere shows. */
+static void fill(const struct blk *b, uint64_t key) {
+  for (uint64_t off = 0; off + 8 <= b->size; off += 4096) memcpy(b->p + off, &(uint64_t){word(key, off)}, 8);
+}
+
+static void verify(const struct blk *b, uint64_t key) {
+  for (uint64_t off = 0; off + 8 <= b->size; off += 4096) {
+    uint64_t v;
+    memcpy(&v, b->p + off, 8);
+    if (v != word(key, off)) fail_msg("block %llu: byte %llu lost", (unsigned long long)key, (unsigned long long)off);
+  }
+}
+
+/* Blocks of 0.5 MiB .. 40 MiB (several handles each for the large ones);
+ * every third freed again, so that some physical memory is wholly free. */
+static void populate(struct pt_pool *p, struct blk *b) {
+  for (int i = 0; i < NB; i++) {
+    b[i].size = (uint64_t)(i % 4 == 0 ? 40 : i % 4 == 1 ? 3 : i % 4 == 2 ? 17 : 1) * MiB / (i % 4 == 3 ? 2 : 1);
+    void *q = NULL;
+    assert_int_equal(pt_pool_alloc_any(p, b[i].size, &q), 0);
+    b[i].p = q;
+    fill(&b[i], (uint64_t)i);
+  }
+  for (int i = 2; i < NB; i += 3) {
+    assert_int_equal(pt_pool_free_sync(p, b[i].p), 0);
+    b[i].p = NULL;
+  }
+}
+
+static void verify_all(const struct blk *b) {
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) verify(&b[i], (uint64_t)i);
+}
+
+static void stats(struct pt_pool *p, struct pt_pool_stats *st) { pt_pool_stats(p, st); }
+
+static void test_sleep_wake_copy(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_stats st0, st1;
+  stats(p, &st0);
+  struct pt_pool_sleep_info si, wi;
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_true(pt_pool_asleep(p));
+  check(p);
+  struct pt_host_counters c;
+  pt_backend_host_counters(&bk, &c);
+  /* Nothing physical left; the bytes wait in one host buffer per handle. */
+  assert_int_equal(c.live_granules, 0);
+  assert_int_equal(c.mapped_granules, 0);
+  assert_int_equal(c.host_allocs, si.handles);
+  stats(p, &st1);
+  assert_int_equal(st1.physical_bytes, 0);
+  assert_int_equal(si.bytes + si.trimmed_bytes, st0.physical_bytes);
+  assert_int_equal(si.copied_bytes, si.bytes);
+  assert_int_equal(st1.asleep_bytes, si.bytes);
+  assert_int_equal(st1.host_bytes, si.bytes);
+  assert_true(si.trimmed_bytes > 0); /* the freed blocks' whole handles were not copied */
+  assert_int_equal(st1.live_bytes, st0.live_bytes);
+  /* A second sleep is refused and changes nothing. */
+  assert_int_equal(pt_pool_sleep(p, false, NULL), PT_HOST_ERR_INVALID);
+
+  assert_int_equal(pt_pool_wake(p, &wi), 0);
+  assert_false(pt_pool_asleep(p));
+  check(p);
+  assert_int_equal(wi.bytes, si.bytes);
+  assert_int_equal(wi.copied_bytes, si.bytes);
+  verify_all(b);
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.live_granules * G, si.bytes);
+  stats(p, &st1);
+  assert_int_equal(st1.physical_bytes, si.bytes);
+  assert_int_equal(st1.asleep_bytes, 0);
+  assert_int_equal(st1.sleeps, 1);
+  assert_int_equal(st1.wakes, 1);
+  assert_int_equal(pt_pool_wake(p, NULL), PT_HOST_ERR_INVALID);
+  /* The woken pool works as before: frees, new blocks, the old ones intact. */
+  for (int i = 0; i < NB; i += 4) {
+    if (!b[i].p) continue;
+    assert_int_equal(pt_pool_free_sync(p, b[i].p), 0);
+    b[i].p = NULL;
+  }
+  void *q;
+  assert_int_equal(pt_pool_alloc_any(p, 64 * MiB, &q), 0);
+  struct blk nb = {q, 64 * MiB};
+  fill(&nb, 99);
+  verify(&nb, 99);
+  verify_all(b);
+  check(p);
+  pt_pool_destroy(p);
+}
+
+static void test_sleep_discard(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_sleep_info si;
+  assert_int_equal(pt_pool_sleep(p, true, &si), 0);
+  struct pt_host_counters c;
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.live_granules, 0);
+  assert_int_equal(si.copied_bytes, 0);
+  struct pt_pool_stats st;
+  stats(p, &st);
+  assert_int_equal(st.host_bytes, 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  /* Same addresses, usable again (the contents were dropped). */
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) {
+      fill(&b[i], 1000u + (uint64_t)i);
+      verify(&b[i], 1000u + (uint64_t)i);
+    }
+  check(p);
+  pt_pool_destroy(p);
+}
+
+/* A failed sleep leaves the pool awake, untouched. */
+static void sleep_fails(enum pt_host_op op, unsigned nth) {
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_stats st0, st1;
+  pt_pool_trim(p, 0); /* what a sleep trims first, so the figures compare */
+  stats(p, &st0);
+  pt_backend_host_fail_at(&bk, op, nth, PT_HOST_ERR_OOM);
+  assert_int_equal(pt_pool_sleep(p, false, NULL), PT_HOST_ERR_OOM);
+  assert_false(pt_pool_asleep(p));
+  check(p);
+  verify_all(b);
+  stats(p, &st1);
+  assert_int_equal(st1.physical_bytes, st0.physical_bytes);
+  struct pt_host_counters c;
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.live_granules * G, st0.physical_bytes);
+  assert_int_equal(c.mapped_granules * G, st0.physical_bytes);
+  /* And it can sleep and wake afterwards. */
+  assert_int_equal(pt_pool_sleep(p, false, NULL), 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  verify_all(b);
+  pt_pool_destroy(p);
+}
+
+static void test_sleep_host_alloc_fails(void **state) { (void)state; sleep_fails(PT_HOST_OP_HOST_ALLOC, 3); }
+static void test_sleep_copy_fails(void **state) { (void)state; sleep_fails(PT_HOST_OP_COPY, 2); }
+/* The third unmap fails after two handles were released: those two are
+ * mapped again with their bytes copied back. */
+static void test_sleep_unmap_fails(void **state) { (void)state; sleep_fails(PT_HOST_OP_UNMAP, 3); }
+
+/* A wake that cannot get memory leaves the pool asleep with its copies. */
+static void wake_fails(enum pt_host_op op, unsigned nth) {
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_sleep_info si;
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  pt_backend_host_fail_at(&bk, op, nth, PT_HOST_ERR_OOM);
+  assert_int_equal(pt_pool_wake(p, NULL), PT_HOST_ERR_OOM);
+  assert_true(pt_pool_asleep(p));
+  check(p);
+  struct pt_host_counters c;
+  pt_backend_host_counters(&bk, &c);
+  assert_int_equal(c.live_granules, 0);
+  assert_int_equal(c.mapped_granules, 0);
+  assert_int_equal(c.host_allocs, si.handles);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  verify_all(b);
+  check(p);
+  pt_pool_destroy(p);
+}
+
+static void test_wake_create_fails(void **state) { (void)state; wake_fails(PT_HOST_OP_CREATE, 3); }
+static void test_wake_access_fails(void **state) { (void)state; wake_fails(PT_HOST_OP_SET_ACCESS, 2); }
+static void test_wake_copy_fails(void **state) { (void)state; wake_fails(PT_HOST_OP_COPY, 4); }
+
+/* A pool destroyed while asleep frees its host copies (the sanitizer build
+ * would report the leak). */
+static void test_destroy_asleep(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  assert_int_equal(pt_pool_sleep(p, false, NULL), 0);
+  pt_pool_destroy(p);
+}
+
+/* Sleeping an empty pool is allowed (nothing to release) and wakes. */
+static void test_empty(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct pt_pool_sleep_info si;
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_int_equal(si.handles, 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  void *q;
+  assert_int_equal(pt_pool_alloc_any(p, 5 * MiB, &q), 0);
+  pt_pool_destroy(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_sleep_wake_copy),     cmocka_unit_test(test_sleep_discard),
+    cmocka_unit_test(test_sleep_host_alloc_fails), cmocka_unit_test(test_sleep_copy_fails),
+    cmocka_unit_test(test_sleep_unmap_fails),   cmocka_unit_test(test_wake_create_fails),
+    cmocka_unit_test(test_wake_access_fails),   cmocka_unit_test(test_wake_copy_fails),
+    cmocka_unit_test(test_destroy_asleep),      cmocka_unit_test(test_empty),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
