@@ -1,4 +1,4 @@
-# The python side of `ponytail doctor` (tools/cmd_doctor.c embeds this file
+# The python side of `ponytail doctor` (tools/doctor_python.c embeds this file
 # and runs it as `PY -c SCRIPT ARGS`). Prints one line
 # "PONYTAIL_DOCTOR_JSON {...}" with what it found; never raises.
 #   ARGS: [--gpu] [--config FILE] [--batch N] [--prompt N]
