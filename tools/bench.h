@@ -1,7 +1,8 @@
 /* `ponytail bench`'s state and steps, shared by the single A/B
- * (tools/cmd_bench.c: flags, the A/B, its table and result) and the sweep
- * over prompt lengths and batch sizes (tools/bench_sweep.c), which runs the
- * same steps once per point. */
+ * (tools/cmd_bench.c: flags, the A/B and its table) and the sweep over prompt
+ * lengths and batch sizes (tools/bench_sweep.c), which runs the same steps
+ * once per point. The steps: the runs and the verdict (tools/bench_run.c),
+ * medians and the result's keys (tools/bench_result.c). */
 #ifndef PT_TOOLS_BENCH_H
 #define PT_TOOLS_BENCH_H
 #include <limits.h>
@@ -11,10 +12,20 @@
 #include "tools/json.h"
 #include "tools/sweep.h"
 
-/* Workload flags forwarded to generate.py (cmd_bench.c's table). */
+/* Workload flags forwarded to generate.py (bench_run.c's table). */
 #define PT_BENCH_NFWD 13
 /* Metrics of a result, medians in the table and the result's summary. */
 #define PT_BENCH_NMETRICS 8
+
+/* A metric of a generate.py result (tools/bench_result.c's table). */
+struct pt_bench_metric {
+  const char *path, *label; /* path: "a" or "a.b" in the result */
+  int bytes;                /* shown in GiB */
+  int higher_ok;            /* 1: higher is better (for the verdict column) */
+};
+extern const struct pt_bench_metric pt_bench_metrics[PT_BENCH_NMETRICS];
+/* A result's value at path ("a" or "a.b"), NAN when absent. */
+double pt_bench_metric(const struct pt_json *res, const char *path);
 
 /* The verdict's untimed arms (pt_bench.varm). */
 enum { PT_VA, PT_VB, PT_VR, PT_VS, PT_NVARM };
@@ -45,12 +56,19 @@ struct pt_bench {
 
 /* Index of a workload flag ("--prompt") in fwd_val, or -1. */
 int pt_bench_fwd_index(const char *flag);
+/* Workload flag k ("--prompt"), and whether v is a valid value of it. */
+const char *pt_bench_fwd_flag(size_t k);
+int pt_bench_fwd_ok(size_t k, const char *v);
+/* The verdict arms' letters in file and key names: a, b, r, s. */
+extern const char pt_bench_varm_name[PT_NVARM];
 
 /* One run of generate.py: its parsed result, or NULL (reason on stderr).
  * varm < 0: a timed run of round `round`; else an untimed verdict arm that
  * saves its logits (PT_VA..PT_VS) on SDPA backend sdpa. */
 struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round, int varm, const char *sdpa);
 
+/* Finds examples/verdict.py for bn->verdict_script: 0, or -1 with why. */
+int pt_bench_find_verdict(struct pt_bench *bn, char *why, size_t whylen);
 /* The verdict's arms and examples/verdict.py: 0 with bn->verdict set, or -1
  * (reason on stderr). pt_bench_verdict_cleanup removes the logits files. */
 int pt_bench_verdict(struct pt_bench *bn);
