@@ -1,4 +1,4 @@
-/* `ponytail`: the command-line front of Ponytail. Dispatches to tools/cmd_*.c. */
+/* `ponytail`: the command-line front of Ponytail. Dispatches to tools/commands/cmd_*.c. */
 #include <stdio.h>
 #include <string.h>
 
