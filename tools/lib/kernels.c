@@ -148,6 +148,8 @@ out:
 }
 
 static int scan_writable(uint8_t *buf, size_t len, struct pt_kernel_list *l, char *err, size_t errlen) {
+  /* Before the input is read: a missing libelf.so.1 reads as one, not as corrupt input. */
+  if (pt_libelf_load(err, errlen)) return -1;
   if (len >= 4 && buf[0] == 0x7f && !memcmp(buf + 1, "ELF", 3)) return scan_host_elf(buf, len, l, err, errlen);
   if (len >= 4 && buf[0] == 0x50 && buf[1] == 0xed && buf[2] == 0x55 && buf[3] == 0xba)
     return scan_fatbin(buf, len, l, "fatbin", err, errlen);

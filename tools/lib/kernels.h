@@ -57,6 +57,10 @@ void pt_kernel_list_free(struct pt_kernel_list *l);
 int pt_kernels_scan_file(const char *path, struct pt_kernel_list *l, char *err, size_t errlen);
 int pt_kernels_scan_memory(const uint8_t *buf, size_t len, struct pt_kernel_list *l, char *err, size_t errlen);
 
+/* libelf is loaded on first use (tools/lib/libelf_dl.c): 0 when it is usable, else -1 with
+ * why in err. The scans above call it first. */
+int pt_libelf_load(char *err, size_t errlen);
+
 /* Lists the kernels of one cubin image; arch 0 = read it from e_flags. */
 int pt_cubin_list(const uint8_t *img, size_t len, unsigned arch, struct pt_kernel_list *l, char *err, size_t errlen);
 /* Parses one .nv.info.<name> section into k->params / param_bytes. -1 if malformed. */
