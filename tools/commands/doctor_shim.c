@@ -84,7 +84,7 @@ void pt_doctor_check_preload_env(void) {
 
 static const char kernels_todo[] =
     "install the CUDA toolkit (nvcc) and rebuild the shim with its kernels: "
-    "meson setup build -Dkernels=enabled && ninja -C build";
+    "meson setup build -Dkernels=enabled && ninja -C build, or pip install . again with nvcc on PATH";
 
 /* Why the kernel list could not be read (no libelf), when a GPU can settle it. */
 static char kernels_unlisted[512];
@@ -111,6 +111,8 @@ void pt_doctor_check_kernels_by_running(const struct pt_doctor_gpu *g) {
  * part of the shim (the launcher's C functions share the kernel names' prefix,
  * and an unstripped shim lists them). */
 #define PT_PREFILL_CUBIN_MARK ".text.pt_attn_prefill_"
+/* The same for the decode kernels, which every build with nvcc embeds. */
+#define PT_DECODE_CUBIN_MARK ".text.pt_attn_decode_"
 static int file_has(const char *path, const char *what) {
   size_t n = 0;
   char *b = pt_doctor_slurp(path, &n);
@@ -151,6 +153,16 @@ void pt_doctor_check_kernels(const char *shim, const struct pt_doctor_gpu *g, co
   struct pt_kernel_list l = {0};
   char err[512];
   if (pt_kernels_scan_file(shim, &l, err, sizeof err) != 0) {
+    if (strstr(err, "libelf") && !file_has(shim, PT_DECODE_CUBIN_MARK)) {
+      /* Without libelf the list cannot be read, but the bytes tell a shim built without nvcc
+       * (a pip install on a machine with no CUDA toolkit): it holds no decode cubin at all. */
+      pt_doctor_add("kernels", ST_FAIL, 1, kernels_todo,
+                    "kernels not built: %s holds no Ponytail kernel (no %s* section; the full list needs libelf)",
+                    shim, PT_DECODE_CUBIN_MARK);
+      pt_doctor_add("kernel-arch", ST_SKIP, 1, NULL, "(no kernels)");
+      pt_kernel_list_free(&l);
+      return;
+    }
     if (strstr(err, "libelf") && g->ok) {
       /* Decided after the GPU checks: a self-test that ran Ponytail's kernels
        * on this GPU proves both (the GPU machine has no libelf). */
