@@ -2,7 +2,7 @@
  * ponytail, the one `ponytail run` preloads, for programs started otherwise:
  *   LD_PRELOAD=$(ponytail shim-path) python serve.py
  * Found the way `run` finds it (tools/lib/shimpath.c: the build tree, or the
- * install). On failure nothing goes to stdout, so that
+ * install, a wheel's included). On failure nothing goes to stdout, so that
  * $(...) never hands LD_PRELOAD a message; the reason goes to stderr. */
 #include <limits.h>
 #include <stdio.h>
@@ -15,8 +15,8 @@ static void usage(FILE *f) {
   fprintf(f, "usage: ponytail shim-path\n"
              "\n"
              "Prints the absolute path of this ponytail's libponytail_shim.so (the one\n"
-             "`ponytail run` preloads: its build tree's, or the installed one), for programs\n"
-             "started another way:\n"
+             "`ponytail run` preloads: its build tree's, or the installed one, pip's wheel\n"
+             "included), for programs started another way:\n"
              "\n"
              "  LD_PRELOAD=$(ponytail shim-path) python serve.py\n"
              "\n"
@@ -43,7 +43,7 @@ int pt_cmd_shim_path(int argc, char **argv) {
     static const char tail[] = "; pass --shim PATH";
     size_t n = strlen(why);
     if (n >= sizeof tail - 1 && !strcmp(why + n - (sizeof tail - 1), tail)) why[n - (sizeof tail - 1)] = '\0';
-    fprintf(stderr, "ponytail shim-path: %s: build it (ninja -C build) or install it (meson install)\n",
+    fprintf(stderr, "ponytail shim-path: %s: build it (ninja -C build) or install it (pip install ., docs/install.md)\n",
             why);
     return 1;
   }

@@ -9,8 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef PT_LIBDIR
-#define PT_LIBDIR "lib"
+/* Where `meson install` put the shim and the examples, relative to the prefix (or absolute):
+ * meson.build's pt_shim_rel and pt_data_rel (libdir and datadir; for a wheel, lib/ponytail and
+ * share, where pip places the wheel's data beside its bin/). */
+#ifndef PT_SHIMDIR
+#define PT_SHIMDIR "lib"
 #endif
 #ifndef PT_DATADIR
 #define PT_DATADIR "share"
@@ -51,9 +54,10 @@ int pt_tool_find_shim(const char *override, char *out, size_t len, char *why, si
   }
   snprintf(cand, sizeof cand, "%s/../shim/" PT_SHIM_NAME, dir);
   if (pt_tool_try(cand, out, len) == 0) return 0;
-  /* An absolute libdir (meson -Dlibdir=/...) is used as is. */
-  if (PT_LIBDIR[0] == '/') snprintf(cand2, sizeof cand2, PT_LIBDIR "/" PT_SHIM_NAME);
-  else snprintf(cand2, sizeof cand2, "%s/../" PT_LIBDIR "/" PT_SHIM_NAME, dir);
+  /* Installed: <prefix>/bin/ponytail and <prefix>/<shimdir>/, by meson install or by pip from
+   * the wheel. An absolute dir (meson -Dlibdir=/...) is used as is. */
+  if (PT_SHIMDIR[0] == '/') snprintf(cand2, sizeof cand2, PT_SHIMDIR "/" PT_SHIM_NAME);
+  else snprintf(cand2, sizeof cand2, "%s/../" PT_SHIMDIR "/" PT_SHIM_NAME, dir);
   if (pt_tool_try(cand2, out, len) == 0) return 0;
   snprintf(why, whylen, "shim " PT_SHIM_NAME " not found (looked at %s and %s); pass --shim PATH",
            cand, cand2);

@@ -10,7 +10,8 @@ int pt_tool_self_dir(char *out, size_t len);
 
 /* The shim to preload: `override` when non-NULL (must exist), else
  * <exedir>/../shim/libponytail_shim.so (build tree), else
- * <exedir>/../<libdir>/libponytail_shim.so (install). Writes an absolute path.
+ * <exedir>/../<shimdir>/libponytail_shim.so (install: shimdir is libdir, or
+ * lib/ponytail in a wheel installed by pip). Writes an absolute path.
  * Returns 0, or -1 with a message in `why`. */
 int pt_tool_find_shim(const char *override, char *out, size_t len, char *why, size_t whylen);
 

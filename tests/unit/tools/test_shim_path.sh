@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `ponytail shim-path` and the shim lookup it shares with `ponytail run` (tools/lib/shimpath.c):
 # the build tree's shim; an installed layout, <prefix>/bin/ponytail with the shim in
-# <prefix>/<shimdir> (libdir), made here by copying ponytail beside a stand-in shim; and on
+# <prefix>/<shimdir> (libdir, or lib/ponytail in a wheel), made here by copying both; and on
 # failure nothing on stdout, so that LD_PRELOAD=$(ponytail shim-path) never gets a message.
-# Usage: test_shim_path.sh PONYTAIL SHIM_SO SHIMDIR
+# Usage: test_shim_path.sh PONYTAIL SHIM_SO SHIMDIR   (SHIMDIR: meson.build's pt_shim_rel)
 set -uo pipefail
 pt=$1 shim=$2 shimdir=$3 bad=0
 fail() { echo "FAIL: $*"; bad=1; }
