@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# CPU check: every bench/records/<date>-<slug>.md named in a source or document exists, and every
+# CPU check: every bench/records/<date>-<slug>.md named in a source or document exists, every
 # record starts with its fixed header (# title, Date:, Issue:, Machine:, Command:) and has
-# "## Prediction" and "## Outcome". Usage: bench/check_records.sh [ROOT]   Exit 0 when all hold.
+# "## Prediction" and "## Outcome", and every record has exactly one line in the index (the table
+# under "## Index of records" in bench/NOTES.md: question | answer | record, none empty), so that
+# the index answers for every record and a new record cannot be left out of it.
+# Usage: bench/check_records.sh [ROOT]   Exit 0 when all hold.
 set -uo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$root" || exit 2
@@ -20,5 +23,18 @@ for f in bench/records/*.md; do
     NR==5 && !/^Machine: /{e=1} NR==6 && !/^Command: /{e=1} END{exit e}' || { echo "$f: header"; bad=1; }
   grep -q '^## Prediction$' "$f" && grep -q '^## Outcome$' "$f" || { echo "$f: sections"; bad=1; }
 done
-[ $bad -eq 0 ] && echo "check_records: $n mentions of records, all exist; $(ls bench/records/*.md | wc -l) records well formed"
+# The index's rows: from its heading to the next heading.
+index=$(awk '/^## Index of records$/{on=1; next} /^## /{on=0} on && /^\| /' bench/NOTES.md)
+[ -n "$index" ] || { echo "bench/NOTES.md: no \"## Index of records\" table"; bad=1; }
+while IFS= read -r row; do
+  case $row in '| question |'*|'|---'*) continue ;; esac
+  # Three cells, none empty: | question | answer | record |
+  printf '%s\n' "$row" | awk -F' [|] ' '{ sub(/^[|] /, ""); sub(/ [|]$/, "") } NF != 3 || $1 == "" || $2 == "" || $3 == "" { exit 1 }' ||
+    { echo "bench/NOTES.md index: not question | answer | record: ${row:0:80}"; bad=1; }
+done <<<"$index"
+for f in bench/records/*.md; do
+  c=$(printf '%s\n' "$index" | grep -cF "(records/${f#bench/records/})")
+  [ "$c" = 1 ] || { echo "$f: $c lines in the index of bench/NOTES.md (one wanted)"; bad=1; }
+done
+[ $bad -eq 0 ] && echo "check_records: $n mentions of records, all exist; $(ls bench/records/*.md | wc -l) records well formed, each on one line of the index"
 exit $bad

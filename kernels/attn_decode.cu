@@ -31,17 +31,18 @@
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
 // split merges (merge_cluster, merge_splits(_staged), split_count_last) in
-// kernels/attn_merge.cuh.
+// kernels/attn_merge.cuh, the masked key-range scan (narrow_to_visible,
+// bias_src) in kernels/attn_decode_scan.cuh, and the test builds' timeline
+// (PT_TL) in kernels/attn_decode_timeline.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
-#ifdef PT_ATTN_TIMELINE
-#include <stdio.h>
-#endif
 
 #include "kernels/attn_kparams.h"
 #include "kernels/ptx.cuh"
 #include "kernels/attn_merge.cuh"
+#include "kernels/attn_decode_scan.cuh"
+#include "kernels/attn_decode_timeline.cuh"
 
 namespace pt_attn {
 
@@ -67,158 +68,6 @@ template <int D> __device__ __forceinline__ int swz(int row, int ch) {
 }
 
 constexpr float LOG2E = 1.4426950408889634f;
-
-// Bias row i (of p.bias_rows) of a (batch, KV head) unit; bb is the bias of
-// the unit's batch entry. Broadcast over heads (bias_hs == 0) the CTA rows of
-// one query position share a row, so row i is query position i; otherwise
-// row i is CTA row i: row_of's query position i / group of head kh * group + i % group, spelled
-// out here because through row_of the d 64 kt kernels compile to other code (instruction order),
-// which these kernels were not measured with.
-template <typename T>
-__device__ __forceinline__ const T *bias_src(const pt_attn_kparams &p, const T *bb, int kh, int group,
-                                             int i) {
-  return p.bias_hs == 0 ? bb + i * p.bias_rs
-                        : bb + (kh * group + i % group) * p.bias_hs + (i / group) * p.bias_rs;
-}
-
-// Whether a key of one 8-key chunk (16 bytes at `key`, a multiple of 8) of a
-// bias row may be seen: its bias is not -inf (NaN counts as seen: torch's
-// kernels propagate it). Keys at or past key_end are left out.
-template <typename T>
-__device__ __forceinline__ bool chunk_visible(const T *row, int key, int key_end) {
-  constexpr uint32_t NI = dt<T>::NEG_INF_BITS;
-  if (key + 8 <= key_end) {
-    const uint4 v = *reinterpret_cast<const uint4 *>(row + key);
-    return (v.x & 0xffffu) != NI || (v.x >> 16) != NI || (v.y & 0xffffu) != NI || (v.y >> 16) != NI ||
-           (v.z & 0xffffu) != NI || (v.z >> 16) != NI || (v.w & 0xffffu) != NI || (v.w >> 16) != NI;
-  }
-  const uint16_t *const bits = reinterpret_cast<const uint16_t *>(row);
-  bool any = false;
-  for (int k = key; k < key_end; ++k) any |= bits[k] != NI;
-  return any;
-}
-
-// 8-key chunks each thread tests per step of the key-range scan: with one
-// bias row, SCAN_CPT independent 16-byte loads in flight per thread, so a
-// step covers NT * SCAN_CPT * 8 = 8192 keys for one memory latency.
-constexpr int SCAN_CPT = 8;
-
-// Narrows [key_begin, key_end) (key_begin a multiple of 8) to the keys some
-// row of this CTA may see, to 8-key granularity; an empty range when every
-// key is masked. The keys let back in around the visible ones are masked for
-// every row, so computing them is harmless. Every thread of the CTA calls it
-// (it synchronises once); the loops are uniform.
-//
-// It runs before the first K/V load, so its latency is paid by every masked
-// launch: one pass over the range (one memory round trip per 8192 keys, all
-// of a split of up to 8192 keys at once), each thread keeping the first and
-// last visible chunk it saw, reduced per warp and then over the 4 warps
-// through shared memory. A first version scanned from the front and then from
-// the back, with a barrier round per direction: 1.3-2.0 us per launch, 0.9-1.5
-// for one pass (bench/records/2026-12-02-decode-tail.md).
-template <typename T, int NT>
-__device__ __forceinline__ void narrow_to_visible(const pt_attn_kparams &p, const T *bb, int kh,
-                                                  int group, int &key_begin, int &key_end) {
-  __shared__ int s_vis_lo[NT / 32], s_vis_hi[NT / 32];
-  const int tid = threadIdx.x, nb = p.bias_rows;
-  const int c0 = key_begin >> 3, c1 = (key_end + 7) >> 3;  // chunks [c0, c1)
-  int first = key_end, last = -1;                          // keys
-#pragma unroll 1
-  for (int cb = c0; cb < c1; cb += NT * SCAN_CPT) {
-    bool vis[SCAN_CPT];
-#pragma unroll
-    for (int j = 0; j < SCAN_CPT; ++j) vis[j] = false;
-#pragma unroll 1
-    for (int i = 0; i < nb; ++i) {
-      const T *const row = bias_src(p, bb, kh, group, i);
-#pragma unroll
-      for (int j = 0; j < SCAN_CPT; ++j) {
-        const int c = cb + j * NT + tid;
-        if (c < c1) vis[j] |= chunk_visible(row, c * 8, key_end);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < SCAN_CPT; ++j) {
-      const int c = cb + j * NT + tid;
-      if (vis[j]) {
-        first = min(first, c * 8);
-        last = max(last, min(c * 8 + 7, key_end - 1));
-      }
-    }
-  }
-  first = __reduce_min_sync(0xffffffffu, first);
-  last = __reduce_max_sync(0xffffffffu, last);
-  if ((tid & 31) == 0) {
-    s_vis_lo[tid >> 5] = first;
-    s_vis_hi[tid >> 5] = last;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int w = 0; w < NT / 32; ++w) {
-    first = min(first, s_vis_lo[w]);
-    last = max(last, s_vis_hi[w]);
-  }
-  key_begin = first < key_end ? first : key_end;
-  key_end = first < key_end ? last + 1 : key_end;
-}
-
-// ---- timeline (test builds only: -DPT_ATTN_TIMELINE) -------------------------------------
-// Thread 0 of each CTA reads %globaltimer at the kernel's phase boundaries. The first CTA and
-// the CTA that finishes last print their phases, and the last one also prints the launch's span
-// from the earliest CTA start to the latest CTA end: where the fixed per-launch microseconds of
-// small problems go (bench/records/2026-12-01-read-floor.md). Production builds compile none of it.
-#ifdef PT_ATTN_TIMELINE
-__device__ unsigned long long tl_min = ~0ull, tl_max = 0ull, tl_smax = 0ull;
-__device__ unsigned tl_count = 0;
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define PT_TL_N 9
-#define PT_TL(i) do { if (threadIdx.x == 0) tl[i] = gtimer(); } while (0)
-// -DPT_ATTN_TIMELINE_ALL (with PT_ATTN_TIMELINE): every CTA also prints one "TLC" line with
-// absolute %globaltimer values (ns), its tile count, and the time its tile ntiles / 2 arrived,
-// so that the CTAs of one launch can be laid side by side (which ones stream while others idle).
-__device__ __noinline__ void tl_finish(unsigned long long (&tl)[PT_TL_N], int reached, int ntiles,
-                                       unsigned long long mid) {
-  if (threadIdx.x != 0) return;
-  const unsigned long long end = gtimer();
-  for (int i = reached + 1; i < PT_TL_N; ++i) tl[i] = end;
-  atomicMin(&tl_min, tl[0]);
-  atomicMax(&tl_max, end);
-  atomicMax(&tl_smax, tl[0]);
-  __threadfence();
-  const unsigned total = gridDim.x * gridDim.y * gridDim.z;
-  const unsigned n = atomicAdd(&tl_count, 1u);
-  const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0, last = n == total - 1;
-#ifdef PT_ATTN_TIMELINE_ALL
-  printf("TLC %u,%u,%u tiles %d start %llu tile0 %llu mid %llu loopend %llu end %llu\n", blockIdx.x, blockIdx.y,
-         blockIdx.z, ntiles, tl[0], tl[3], mid, tl[4], end);
-#endif
-  if (first || last)
-    printf("TL cta %u,%u,%u%s ns from entry: scan %llu q %llu tile0 %llu loop %llu warpmerge %llu out %llu "
-           "counted %llu merged %llu end %llu\n",
-           blockIdx.x, blockIdx.y, blockIdx.z, last ? " (last to finish)" : "", tl[1] - tl[0], tl[2] - tl[0],
-           tl[3] - tl[0], tl[4] - tl[0], tl[5] - tl[0], tl[6] - tl[0], tl[7] - tl[0], tl[8] - tl[0],
-           end - tl[0]);
-  if (last) {
-    __threadfence();
-    const unsigned long long lo = atomicAdd(&tl_min, 0ull), hi = atomicAdd(&tl_max, 0ull),
-                             shi = atomicAdd(&tl_smax, 0ull);
-    printf("TL launch span %llu ns (first CTA start to last CTA end), CTA starts spread over %llu ns, %u CTAs\n",
-           hi - lo, shi - lo, total);
-    atomicExch(&tl_min, ~0ull);
-    atomicExch(&tl_max, 0ull);
-    atomicExch(&tl_smax, 0ull);
-    atomicExch(&tl_count, 0u);
-  }
-}
-#define PT_TL_END(i) tl_finish(tl, i, ntiles, tl_mid)
-#else
-#define PT_TL(i) do { } while (0)
-#define PT_TL_END(i) do { } while (0)
-#endif
 
 // The 4-warp merge's first step, shared by both decode loops: the writer lanes publish this
 // warp's (m, l) for its two rows ra and rb, every thread waits for all four warps, and gets the

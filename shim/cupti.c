@@ -5,7 +5,7 @@
  * libcudart (PyTorch wheels: site-packages/nvidia/cu13/lib). Records are
  * written as they arrive (CUPTI hands over full buffers from its own thread),
  * so memory stays bounded however long the run. Output format: see
- * tools/trace_report.h. Every failure is logged, noted in the file as an
+ * tools/lib/trace_report.h. Every failure is logged, noted in the file as an
  * "E <reason>" line (the CLI reports it) and leaves the host process alone. */
 #include "shim/cupti.h"
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: builds and runs every CPU test, then the same tests in an
-# AddressSanitizer/UBSan build. Works without a GPU.
+# AddressSanitizer/UBSan build, then the package as pip builds and installs it (tests/wheel.sh:
+# the wheel in a fresh virtual environment, its CLI and its shim; needs PyPI). Works without a
+# GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -12,3 +14,5 @@ pt_ensure_build_tools --tests || exit
 meson test -C build --print-errorlogs
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dkernels=disabled
 meson test -C build-asan --print-errorlogs
+# The wheel (pyproject.toml) installed into a fresh virtual environment, checked from there.
+tests/wheel.sh build

@@ -1,4 +1,4 @@
-/* Helpers shared by the `ponytail` subcommands (tools/cmd_*.c): the usage
+/* Helpers shared by the `ponytail` subcommands (tools/commands/cmd_*.c): the usage
  * error path and the option parser. See cmd.h. */
 #include <getopt.h>
 #include <stdio.h>

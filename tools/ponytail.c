@@ -1,4 +1,4 @@
-/* `ponytail`: the command-line front of Ponytail. Dispatches to tools/cmd_*.c. */
+/* `ponytail`: the command-line front of Ponytail. Dispatches to tools/commands/cmd_*.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +23,7 @@ static const struct pt_cmd cmds[] = {
   {"timeline", pt_cmd_timeline, "plot the memory timelines of a bench result (PNG or SVG)"},
   {"plot-sweep", pt_cmd_plot_sweep, "plot a bench --sweep result: speed-up and memory saved by prompt length"},
   {"doctor", pt_cmd_doctor, "check driver, GPU, torch, shim and kernels; say what is missing"},
+  {"shim-path", pt_cmd_shim_path, "print the shim's path, for LD_PRELOAD=$(ponytail shim-path) CMD"},
 };
 
 static void usage(FILE *f) {

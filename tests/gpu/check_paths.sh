@@ -3,7 +3,7 @@
 # (*.sh *.py *.md *.c *.cu *.h, meson.build) must exist, so that moving or renaming a GPU script
 # cannot leave a stale reference behind. Mentions with a wildcard or a placeholder
 # (tests/gpu/bench/*_suite.sh, tests/gpu/<name>) are skipped; build directories, .ext/ and
-# gpu-out/ are not searched, nor raw result files (bench/*.txt, which quote old paths as run).
+# gpu-out/ are not searched, nor raw result files (bench/raw/*.txt, which quote old paths as run).
 # Usage: tests/gpu/check_paths.sh [ROOT]   Exit 0 when every path exists, 1 otherwise (each listed
 # as file:line: path).
 set -uo pipefail

@@ -8,7 +8,7 @@
 # per point, the summary), the result file, the exit status (0; 3 with the planted fault of
 # PONYTAIL_TEST_FAULT in B's environment; 4 with a NaN; 1 when a point's runs fail, the
 # sweep going on), `ponytail plot-sweep` on the result, and the single A/B, which shares
-# the sweep's steps (tools/bench.h): its verdict first, exit 0, and 3 with the planted fault.
+# the sweep's steps (tools/commands/bench.h): its verdict first, exit 0, and 3 with the planted fault.
 # $1: ponytail; $2: the fakecuda build dir; $3: fixtures dir.
 set -u
 PT=$1 FAKE=$2 FX=$3

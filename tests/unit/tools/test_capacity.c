@@ -1,4 +1,4 @@
-/* Tests of the KV-cache arithmetic behind `ponytail capacity` (tools/capacity.c). */
+/* Tests of the KV-cache arithmetic behind `ponytail capacity` (tools/lib/capacity.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "tools/capacity.h"
-#include "tools/json.h"
+#include "tools/lib/capacity.h"
+#include "tools/lib/json.h"
 
 static struct pt_cap_shape resolve_ok(const struct pt_cap_in *f, const struct pt_cap_in *c) {
   struct pt_cap_shape s;

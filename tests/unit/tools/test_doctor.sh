@@ -5,9 +5,10 @@
 # missing --shim, a missing LD_PRELOAD file, a python without torch, a missing
 # python, no driver at all, --json, exit codes.
 # $1: ponytail; $2: the shim .so; $3: the fakecuda build dir; $4: 1 when the
-# shim was built with its kernels; $5: a shared object without CUDA code.
+# shim was built with its kernels; $5: a shared object without CUDA code;
+# $6 (optional): a ponytail whose kernel lister is that of a build without libelf.
 set -u
-PT=$1 SHIM=$2 FAKE=$3 BUILT=$4 NOFAT=$5
+PT=$1 SHIM=$2 FAKE=$3 BUILT=$4 NOFAT=$5 NOELF=${6:-}
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -70,6 +71,19 @@ out=$(doc --shim "$NOFAT" --python "$tmp/notorch"); rc=$?
 has "$(line kernels "$out")" "[FAIL] kernels          kernels not built" "kernels of $NOFAT"
 has "$out" "-Dkernels=enabled" "kernels what-to-do"
 has "$(line prefill-kernel "$out")" "[skip] prefill-kernel   not in this build" "prefill-kernel of $NOFAT"
+
+# Without libelf the list cannot be read, but a shim without kernels is still told by its bytes,
+# and a shim with them is not called one without.
+if [ -n "$NOELF" ]; then
+  out=$(LD_LIBRARY_PATH=$FAKE "$NOELF" doctor --timeout 60 --shim "$NOFAT" --python "$tmp/notorch"); rc=$?
+  [ $rc = 1 ] || fail "no libelf, shim without kernels: exit $rc"
+  has "$(line kernels "$out")" "[FAIL] kernels          kernels not built" "no libelf: kernels of $NOFAT"
+  if [ "$BUILT" = 1 ]; then
+    out=$(LD_LIBRARY_PATH=$FAKE "$NOELF" doctor --timeout 60 --shim "$SHIM" --python "$tmp/notorch")
+    has "$(line kernels "$out")" "cannot list the shim's kernels" "no libelf: kernels of the shim"
+    grep -q "kernels not built" <<<"$(line kernels "$out")" && fail "no libelf: a shim with kernels called one without"
+  fi
+fi
 
 # A missing --shim is named.
 out=$(doc --shim "$tmp/missing_shim.so" --python "$tmp/notorch"); rc=$?

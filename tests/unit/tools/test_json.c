@@ -1,4 +1,4 @@
-/* Tests of the CLI's strict JSON reader (tools/json.c). */
+/* Tests of the CLI's strict JSON reader (tools/lib/json.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "tools/json.h"
+#include "tools/lib/json.h"
 
 static struct pt_json *parse(const char *s) {
   char err[200];

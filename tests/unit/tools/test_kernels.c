@@ -1,4 +1,4 @@
-/* Tests of the kernel lister (tools/kernels.c, fatbin.c, cubin.c, ptx.c) on
+/* Tests of the kernel lister (tools/lib/kernels.c, fatbin.c, cubin.c, ptx.c) on
  * the fixture shared objects nvcc built from kernels_fixture.cu at build
  * time: argv[1] uncompressed cubins + zstd PTX (nvcc's default), argv[2]
  * everything LZ4-compressed. Without nvcc there are no fixtures: skip (77). */
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "tools/fatbin.h"
-#include "tools/kernels.h"
+#include "tools/lib/fatbin.h"
+#include "tools/lib/kernels.h"
 
 static const char *fx_default, *fx_lz4;
 

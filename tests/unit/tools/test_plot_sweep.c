@@ -19,7 +19,7 @@
 static const char *ponytail, *fixtures;
 static char tmpdir[PATH_MAX];
 
-/* The first two series colours of tools/cmd_plot_sweep.c: batch 1, batch 4. */
+/* The first two series colours of tools/commands/cmd_plot_sweep.c: batch 1, batch 4. */
 #define COL_B1 0x1f77b4u
 #define COL_B4 0xe4572eu
 

@@ -1,6 +1,6 @@
 /* `ponytail run`: argument errors, LD_PRELOAD composition (existing entries
  * kept, shim first), flag -> PONYTAIL_* mapping, exit status passthrough; and
- * the environment / preload helpers of tools/spawn.c. */
+ * the environment / preload helpers of tools/lib/spawn.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "tests/unit/tools/test_run_exec.h"
-#include "tools/spawn.h"
+#include "tools/lib/spawn.h"
 
 static const char *ponytail;
 static char fake_shim[PATH_MAX];

@@ -1,4 +1,4 @@
-/* tools/sweep.c, the part of `ponytail bench --sweep` that runs nothing: the
+/* tools/lib/sweep.c, the part of `ponytail bench --sweep` that runs nothing: the
  * spec (good and bad --sweep values and their reasons), the order of the
  * points, the summary rows of a recorded sweep result (fixtures/sweep_result.json,
  * written by the sweep itself with the fake generate.py of fixtures/sweep/:
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/json.h"
-#include "tools/sweep.h"
+#include "tools/lib/json.h"
+#include "tools/lib/sweep.h"
 
 static const char *fixtures;
 

@@ -18,7 +18,7 @@
 static const char *ponytail, *fixtures;
 static char tmpdir[PATH_MAX];
 
-/* The series colours tools/cmd_timeline.c uses. */
+/* The series colours tools/commands/cmd_timeline.c uses. */
 #define COL_A 0x1f77b4u
 #define COL_B 0xe4572eu
 

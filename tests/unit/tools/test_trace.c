@@ -12,8 +12,8 @@
 #include <math.h>
 
 #include "tests/unit/tools/test_run_exec.h"
-#include "tools/json.h"
-#include "tools/trace_report.h"
+#include "tools/lib/json.h"
+#include "tools/lib/trace_report.h"
 
 static const char *ponytail, *fixtures;
 

@@ -19,7 +19,7 @@
 
 #include "shim/cupti.h"
 #include "common/options.h"
-#include "tools/trace_report.h"
+#include "tools/lib/trace_report.h"
 
 static char dir[PATH_MAX];
 
