@@ -29,6 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/control_path.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "shim/gate.h"
@@ -44,15 +45,8 @@ static pid_t ctl_pid; /* the process whose socket ctl_path is */
 static char ctl_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
 int pt_control_dir(char *out, size_t n) {
-  const char *d = pt_opt_str(PT_OPT_CONTROL_DIR);
-  int k;
-  if (d[0]) k = snprintf(out, n, "%s", d);
-  else {
-    const char *x = secure_getenv("XDG_RUNTIME_DIR");
-    if (x && x[0] == '/') k = snprintf(out, n, "%s/ponytail", x);
-    else k = snprintf(out, n, "/tmp/ponytail-%u", (unsigned)geteuid());
-  }
-  return k > 0 && (size_t)k < n ? 0 : -1;
+  return pt_control_dir_of(pt_opt_str(PT_OPT_CONTROL_DIR), secure_getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(),
+                           out, n);
 }
 
 /* The directory exists (made here if not) as ours alone: 0 or -1 (logged). */
@@ -150,8 +144,7 @@ void pt_control_start(void) {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   int fd = -1;
   if (pt_control_dir(dir, sizeof dir) || private_dir(dir)) goto out;
-  int k = snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", dir, (int)getpid());
-  if (k <= 0 || (size_t)k >= sizeof a.sun_path) {
+  if (pt_control_sock_of(dir, (int)getpid(), a.sun_path, sizeof a.sun_path)) {
     pt_warn("control: socket path under %s too long: no control socket", dir);
     goto out;
   }

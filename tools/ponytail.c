@@ -24,6 +24,8 @@ static const struct pt_cmd cmds[] = {
   {"plot-sweep", pt_cmd_plot_sweep, "plot a bench --sweep result: speed-up and memory saved by prompt length"},
   {"doctor", pt_cmd_doctor, "check driver, GPU, torch, shim and kernels; say what is missing"},
   {"shim-path", pt_cmd_shim_path, "print the shim's path, for LD_PRELOAD=$(ponytail shim-path) CMD"},
+  {"sleep", pt_cmd_sleep, "give a running process's pooled GPU memory back and hold its CUDA work"},
+  {"wake", pt_cmd_wake, "wake a process put to sleep: its memory back at the same addresses"},
 };
 
 static void usage(FILE *f) {

@@ -13,6 +13,7 @@
 #   compat     compat-progs compat-matrix                                  (~9 min)
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
 #   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
+#   sleep      sleep-wake: `ponytail sleep` / `ponytail wake` of a running model (issue 50)   (~4 min)
 #   prefill    the prefill kernel of issue 18 alone (checks/prefill.sh: correctness and the
 #              sanitizers) and inside the shim (checks/prefill_swap.sh without timing);
 #              the default shim runs it in the other groups too         (~3-4 min)
@@ -35,7 +36,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 py="${PYTHON:-python3}"
 g="$root/tests/gpu/checks"
 
-all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill prefill-swap)
+all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill prefill-swap sleep-wake)
 group() {
   case $1 in
     core) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim" ;;
@@ -43,6 +44,7 @@ group() {
     torch) echo "compat-torch" ;;
     multi-gpu) echo "tp2" ;;
     prefill) echo "prefill prefill-swap" ;;
+    sleep) echo "sleep-wake" ;;
     all) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2" ;;
     *) echo "$1" ;;
   esac
@@ -55,14 +57,14 @@ est() {
   case $1 in
     smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {
   case $1 in
     smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 280 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 330 ;; compat-matrix) echo 420 ;;
-    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; *) echo 120 ;;
+    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; *) echo 120 ;;
   esac
 }
 describe() {
@@ -80,6 +82,7 @@ describe() {
     tp2) echo "checks/tp2.sh: peer access, TP all-reduce + IPC, TP generate (>= 2 GPUs)" ;;
     prefill) echo "checks/prefill.sh: the sm_90a prefill kernel vs fp32, memcheck, racecheck, synccheck" ;;
     prefill-swap) echo "checks/prefill_swap.sh: the prefill kernel in the shim (PONYTAIL_ATTN_PREFILL=1) vs fp32, verify, graph" ;;
+    sleep-wake) echo "checks/sleep_wake.py: ponytail sleep/wake of a running model (issue 50): memory given back, bandwidth, tokens, graphs, bad requests" ;;
     *) echo "?" ;;
   esac
 }
@@ -88,7 +91,7 @@ want=()
 for w in ${CHECKS:-all}; do
   [ "$w" = list ] && {
     for c in "${all_checks[@]}"; do printf '%-14s est %3s s, limit %3s s  %s\n' "$c" "$(est "$c")" "$(lim "$c")" "$(describe "$c")"; done
-    for gr in core compat torch multi-gpu prefill; do echo "group $gr: $(group "$gr")"; done
+    for gr in core compat torch multi-gpu prefill sleep; do echo "group $gr: $(group "$gr")"; done
     exit 0; }
   for c in $(group "$w"); do
     case " ${all_checks[*]} " in
@@ -146,6 +149,7 @@ run_check() { # NAME: the command of one check (runs inside `timeout`, in a subs
       TP_N="${TP_N:-128}" bash "$g/tp2.sh" ;;
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
+    sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" ;;
   esac
 }
 summary() { # NAME LOG: one line
@@ -163,6 +167,7 @@ summary() { # NAME LOG: one line
     tp2) pat='^(SKIP|tp2:)' ;;
     prefill) pat='^correctness:|^compute-sanitizer' ;;
     prefill-swap) pat='^prefill_swap:' ;;
+    sleep-wake) pat='^sleep_wake:' ;;
   esac
   local s
   if [ "$1" = alloc-stress ]; then # config ops corr errs ...: corruptions and errors per configuration
@@ -188,7 +193,7 @@ for c in "${want[@]}"; do
   echo "== $c (limit $l s, $(date -u +%H:%M:%S)): $(describe "$c")"
   t0=$SECONDS
   # timeout signals its whole process group, so the check's children go with it.
-  OUT="$work/$c" timeout -k 10 "$l" bash -c "$(declare -f run_check); $(declare -p g py shim work ngpu root); run_check $c $l" \
+  OUT="$work/$c" timeout -k 10 "$l" bash -c "$(declare -f run_check); $(declare -p g py shim pt work ngpu root); run_check $c $l" \
     >"$work/$c.log" 2>&1
   rc=$?
   dt=$(( SECONDS - t0 ))

@@ -280,6 +280,45 @@ static int sc_nosocket(void) {
   return g_failed;
 }
 
+/* A process for the CLI test (tests/preload/sleep_cli.sh): pooled buffers
+ * with patterns, a worker launching, "DIR/ready" holding its pid; it runs
+ * until DIR/stop appears. When DIR/check appears it checks every byte and
+ * answers in DIR/checked ("intact" or "broken"). */
+static int sc_serve(void) {
+  setup();
+  fill(11);
+  pthread_t t;
+  pthread_create(&t, NULL, worker, NULL);
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/ready", g_dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return 1;
+  fprintf(f, "%d\n", (int)getpid());
+  fclose(f);
+  rename(tmp, path);
+  char stop[4200], chk[4200], ans[4300];
+  snprintf(stop, sizeof stop, "%s/stop", g_dir);
+  snprintf(chk, sizeof chk, "%s/check", g_dir);
+  snprintf(ans, sizeof ans, "%s/checked", g_dir);
+  for (int i = 0; i < 60000 && access(stop, F_OK); i++) {
+    if (!access(chk, F_OK)) {
+      FILE *a = fopen(tmp, "w");
+      if (a) {
+        fprintf(a, "%s\n", intact(11) ? "intact" : "broken");
+        fclose(a);
+        unlink(chk);
+        rename(tmp, ans);
+      }
+    }
+    sleep_ms(1);
+  }
+  __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  CHECK(__atomic_load_n(&g_launches, __ATOMIC_RELAXED) > 0);
+  return g_failed;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
@@ -299,7 +338,7 @@ int main(int argc, char **argv) {
     int (*run)(void);
     void (*check)(const char *);
   } sc[] = {{"cycle", sc_cycle, check_cycle}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
-            {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}};
+            {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (strcmp(sc[i].name, argv[1])) continue;
     int status;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `ponytail sleep` / `ponytail wake` against a process under the shim (the fake
+# CUDA; preload_sleep's "serve" scenario): the answers, the exit statuses, and
+# every kind of bad request refused with one line while the process runs on.
+#   sleep_cli.sh PONYTAIL PRELOAD_SLEEP DIR   (environment: the preload test's)
+set -u
+pt=$1 prog=$2 dir=$3
+rm -rf "$dir" && mkdir -p "$dir"
+fail=0
+check() { # DESCRIPTION EXPECTED_RC PATTERN COMMAND...
+  local what=$1 want=$2 pat=$3; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != "$want" ] || ! grep -qE "$pat" <<<"$out"; then
+    echo "FAIL: $what: rc $rc (want $want), output:"; echo "$out" | sed 's/^/    /'; fail=1
+  else
+    echo "ok: $what"
+  fi
+}
+"$prog" serve "$dir" &
+runner=$!
+for _ in $(seq 500); do [ -s "$dir/ready" ] && break; sleep 0.02; done
+pid=$(cat "$dir/ready" 2>/dev/null)
+[ -n "$pid" ] || { echo "FAIL: the target did not start"; kill $runner; exit 1; }
+
+check "sleep" 0 "asleep \(copy\)" "$pt" sleep "$pid"
+check "status while asleep" 0 "asleep \(copy\) for .* 1 thread\(s\) waiting" "$pt" sleep --status "$pid"
+check "second sleep" 1 "process $pid: already asleep" "$pt" sleep "$pid"
+check "wake" 0 "mapped .* back at the same addresses" "$pt" wake "$pid"
+# Every byte came back (the target checks its patterns on request).
+touch "$dir/check"
+for _ in $(seq 500); do [ -s "$dir/checked" ] && break; sleep 0.01; done
+[ "$(cat "$dir/checked" 2>/dev/null)" = intact ] && echo "ok: bytes intact after the wake" ||
+  { echo "FAIL: bytes after the wake: $(cat "$dir/checked" 2>/dev/null || echo 'no answer')"; fail=1; }
+check "second wake" 1 "process $pid: not asleep" "$pt" wake "$pid"
+check "sleep --discard --json" 0 '^\{"ok": true, "state": "asleep", "mode": "discard"' "$pt" sleep --discard --json "$pid"
+check "wake --json" 0 '^\{"ok": true, "state": "awake"' "$pt" wake --json "$pid"
+check "status while awake" 0 "awake; Ponytail's pool holds" "$pt" sleep --status "$pid"
+check "dead pid" 1 "no process with pid 999999" "$pt" sleep 999999
+env -u LD_PRELOAD sleep 30 &
+plain=$!
+check "no shim" 1 "process $plain does not run under Ponytail" "$pt" sleep "$plain"
+kill "$plain" 2>/dev/null
+check "not a pid" 2 "not a process id: x" "$pt" wake x
+check "no pid" 2 "expected one PID" "$pt" sleep
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  check "another user" 1 "belongs to another user" setpriv --reuid=65534 --regid=65534 --clear-groups "$pt" sleep "$pid"
+fi
+# The process ran on through all of it: it checks its bytes and exits 0.
+touch "$dir/stop"
+wait $runner; rc=$?
+[ "$rc" = 0 ] || { echo "FAIL: the target exited $rc"; fail=1; }
+[ "$fail" = 0 ] && echo "sleep_cli: all checks passed"
+exit $fail

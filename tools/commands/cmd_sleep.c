@@ -1,0 +1,384 @@
+/* `ponytail sleep PID` and `ponytail wake PID` (issue 50): ask a process that
+ * runs under the shim, through its control socket (shim/control.c), to give
+ * its pooled GPU memory back and hold its CUDA work, or to take it back.
+ *
+ * Before anything is sent the target is checked here, so that each mistake
+ * gets its own one-line answer and exit status 1: no such process, another
+ * user's process, a process without the shim, a process with the shim but no
+ * control socket. The socket's directory is computed from the target's own
+ * environment (/proc/PID/environ), as the shim computed it there. What the
+ * process says (asleep, awake, or why not) is printed readably, or as JSON
+ * with --json; NVML's figure for the process, before and after, is added when
+ * the driver's NVML is there. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/control_path.h"
+#include "tools/cmd.h"
+#include "tools/lib/nvml_proc.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+static void usage_sleep(FILE *f) {
+  fprintf(f, "usage: ponytail sleep [--discard] [--status] [--json] PID\n"
+             "\n"
+             "Puts process PID, which runs under Ponytail, to sleep: its CUDA calls are held,\n"
+             "its GPU work drains, the bytes of Ponytail's pool go to page-locked host memory\n"
+             "and the pool's GPU memory is released; every address stays valid (CUDA graphs\n"
+             "captured before replay after the wake). `ponytail wake PID` takes it back.\n"
+             "\n"
+             "  --discard   drop the pool's contents instead of copying them (its memory comes\n"
+             "              back undefined: for a process that reloads or recomputes it)\n"
+             "  --status    only say whether the process is asleep\n"
+             "  --json      print the process's answer as one JSON object\n"
+             "\n"
+             "Not covered: the CUDA context, allocations below PONYTAIL_KV_MIN, memory the\n"
+             "program maps itself (cuMemCreate), the driver's own pools. Inside the process a\n"
+             "script can do the same: os.system(f\"ponytail sleep {os.getpid()}\").\n"
+             "\n"
+             "Exit status: 0 done; 1 refused or failed (the reason on stderr; the process runs\n"
+             "on as before); 2 usage error.\n");
+}
+
+static void usage_wake(FILE *f) {
+  fprintf(f, "usage: ponytail wake [--json] PID\n"
+             "\n"
+             "Wakes process PID, put to sleep by `ponytail sleep`: new GPU memory at the same\n"
+             "addresses, the bytes copied back, its held CUDA calls let go. If the GPU has no\n"
+             "room (another process took the memory), the process stays asleep and the wake can\n"
+             "be asked again.\n"
+             "\n"
+             "Exit status: 0 awake; 1 refused or failed (the reason on stderr); 2 usage error.\n");
+}
+
+/* The value of NAME in /proc/PID/environ into out ("" when absent); -1 when
+ * the environment cannot be read. */
+static int target_env(int pid, const char *name, char *out, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+  FILE *f = fopen(path, "r");
+  out[0] = 0;
+  if (!f) return -1;
+  size_t nl = strlen(name);
+  char buf[8192];
+  int c, len = 0;
+  for (;;) {
+    c = fgetc(f);
+    if (c == EOF || c == 0) {
+      buf[len] = 0;
+      if (!strncmp(buf, name, nl) && buf[nl] == '=') {
+        snprintf(out, n, "%s", buf + nl + 1);
+        break;
+      }
+      len = 0;
+      if (c == EOF) break;
+    } else if (len + 1 < (int)sizeof buf) {
+      buf[len++] = (char)c;
+    }
+  }
+  fclose(f);
+  return 0;
+}
+
+/* The effective uid of pid from /proc/PID/status, or -1. */
+static long target_euid(int pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long uid = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned r, e;
+    if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+      uid = (long)e;
+      break;
+    }
+  }
+  fclose(f);
+  return uid;
+}
+
+/* 1 when libponytail_shim.so is mapped in pid, 0 when not, -1 unknown. */
+static int target_has_shim(int pid) {
+  char path[64], line[4096];
+  snprintf(path, sizeof path, "/proc/%d/maps", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, "libponytail_shim") != NULL;
+  fclose(f);
+  return found;
+}
+
+/* Checks the target and finds its socket; prints the reason and returns -1. */
+static int locate(const char *cmd, int pid, char *sock, size_t n) {
+  if (kill(pid, 0) && errno == ESRCH) {
+    fprintf(stderr, "ponytail %s: no process with pid %d\n", cmd, pid);
+    return -1;
+  }
+  long uid = target_euid(pid);
+  if (uid >= 0 && (uid_t)uid != geteuid() && geteuid() != 0) {
+    fprintf(stderr, "ponytail %s: process %d belongs to another user (uid %ld); only its owner can put it to sleep\n",
+            cmd, pid, uid);
+    return -1;
+  }
+  int has = target_has_shim(pid);
+  if (has == 0) {
+    fprintf(stderr, "ponytail %s: process %d does not run under Ponytail (libponytail_shim.so is not loaded; "
+                    "start it with `ponytail run` or LD_PRELOAD=$(ponytail shim-path))\n", cmd, pid);
+    return -1;
+  }
+  char dir_opt[4096], xdg[4096], dir[4096];
+  if (target_env(pid, "PONYTAIL_CONTROL_DIR", dir_opt, sizeof dir_opt)) {
+    /* Unreadable environment: assume ours (same user, same session). */
+    const char *d = getenv("PONYTAIL_CONTROL_DIR"), *x = getenv("XDG_RUNTIME_DIR");
+    snprintf(dir_opt, sizeof dir_opt, "%s", d ? d : "");
+    snprintf(xdg, sizeof xdg, "%s", x ? x : "");
+  } else {
+    target_env(pid, "XDG_RUNTIME_DIR", xdg, sizeof xdg);
+  }
+  if (pt_control_dir_of(dir_opt, xdg, uid >= 0 ? (unsigned)uid : (unsigned)geteuid(), dir, sizeof dir) ||
+      pt_control_sock_of(dir, pid, sock, n)) {
+    fprintf(stderr, "ponytail %s: the control socket's path is too long\n", cmd);
+    return -1;
+  }
+  struct stat st;
+  if (stat(sock, &st)) {
+    fprintf(stderr, "ponytail %s: process %d runs under Ponytail but has no control socket (%s): it has not "
+                    "allocated through Ponytail's pool yet, or runs with PONYTAIL_CONTROL=0 (its log says why)\n",
+            cmd, pid, sock);
+    return -1;
+  }
+  return 0;
+}
+
+/* Sends one request; the answer in rep, or -1 (printed). */
+static int request(const char *cmd, const char *sock, const char *req, char *rep, size_t n) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  size_t sl = strlen(sock);
+  if (sl >= sizeof a.sun_path) {
+    fprintf(stderr, "ponytail %s: the socket path %s is too long for a Unix socket\n", cmd, sock);
+    return -1;
+  }
+  memcpy(a.sun_path, sock, sl + 1);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a)) {
+    fprintf(stderr, "ponytail %s: cannot reach %s: %s%s\n", cmd, sock, strerror(errno),
+            errno == ECONNREFUSED ? " (nothing listens: a stale socket of an ended process?)" : "");
+    if (s >= 0) close(s);
+    return -1;
+  }
+  /* A sleep waits for the process's CUDA calls (PONYTAIL_SLEEP_TIMEOUT) and
+   * copies; the answer may take a while, never forever. */
+  struct timeval tv = {.tv_sec = 600};
+  (void)setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char line[64];
+  int k = snprintf(line, sizeof line, "%s\n", req);
+  if (write(s, line, (size_t)k) != k) {
+    fprintf(stderr, "ponytail %s: %s: %s\n", cmd, sock, strerror(errno));
+    close(s);
+    return -1;
+  }
+  size_t len = 0;
+  ssize_t r;
+  while (len + 1 < n && (r = read(s, rep + len, n - 1 - len)) > 0) len += (size_t)r;
+  rep[len] = 0;
+  close(s);
+  if (!len) {
+    fprintf(stderr, "ponytail %s: no answer from %s\n", cmd, sock);
+    return -1;
+  }
+  return 0;
+}
+
+static bool num(const char *rep, const char *key, double *v) {
+  char k[64];
+  snprintf(k, sizeof k, "\n%s=", key);
+  const char *p = strstr(rep, k);
+  if (!p) return false;
+  *v = strtod(p + strlen(k), NULL);
+  return true;
+}
+
+static const char *str(const char *rep, const char *key, char *out, size_t n) {
+  char k[64];
+  snprintf(k, sizeof k, "\n%s=", key);
+  const char *p = strstr(rep, k);
+  out[0] = 0;
+  if (p) {
+    p += strlen(k);
+    size_t i = 0;
+    while (p[i] && p[i] != '\n' && i + 1 < n) {
+      out[i] = p[i];
+      i++;
+    }
+    out[i] = 0;
+  }
+  return out;
+}
+
+static void print_json(const char *rep, long long nv_before, long long nv_after) {
+  bool ok = !strncmp(rep, "ok", 2);
+  printf("{\"ok\": %s", ok ? "true" : "false");
+  if (!ok) {
+    const char *e = rep + (strncmp(rep, "error: ", 7) ? 0 : 7);
+    printf(", \"error\": \"");
+    for (; *e && *e != '\n'; e++) printf(*e == '"' || *e == '\\' ? "\\%c" : "%c", *e);
+    printf("\"");
+  }
+  for (const char *p = strchr(rep, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+    const char *eq = strchr(p + 1, '='), *nl = strchr(p + 1, '\n');
+    if (!eq || (nl && eq > nl)) continue;
+    int kl = (int)(eq - p - 1), vl = (int)((nl ? nl : eq + strlen(eq)) - eq - 1);
+    char *end;
+    strtod(eq + 1, &end);
+    bool isnum = vl > 0 && end == eq + 1 + vl;
+    printf(isnum ? ", \"%.*s\": %.*s" : ", \"%.*s\": \"%.*s\"", kl, p + 1, vl, eq + 1);
+  }
+  if (nv_before >= 0) printf(", \"nvml_process_bytes_before\": %lld", nv_before);
+  if (nv_after >= 0) printf(", \"nvml_process_bytes_after\": %lld", nv_after);
+  printf("}\n");
+}
+
+static void print_sleep(int pid, const char *rep, long long nv_before, long long nv_after) {
+  double s = 0, close_s = 0, bytes = 0, handles = 0, copied = 0, trimmed = 0, copy_s = 0, map_s = 0, host_s = 0;
+  double du_b = 0, du_a = 0, pt = 0;
+  char mode[32];
+  num(rep, "seconds", &s), num(rep, "close_s", &close_s), num(rep, "bytes", &bytes), num(rep, "handles", &handles);
+  num(rep, "copied_bytes", &copied), num(rep, "trimmed_bytes", &trimmed), num(rep, "copy_s", &copy_s);
+  num(rep, "map_s", &map_s), num(rep, "host_s", &host_s);
+  num(rep, "before_device_used_bytes", &du_b), num(rep, "after_device_used_bytes", &du_a);
+  num(rep, "passthrough_live", &pt);
+  str(rep, "mode", mode, sizeof mode);
+  printf("ponytail sleep %d: asleep (%s) in %.3f s (%.3f s waiting for its CUDA calls and GPU work)\n", pid, mode, s,
+         close_s);
+  printf("  released  %.2f GiB of Ponytail's pool on the GPU (%.0f physical handles, unmapped in %.3f s)",
+         bytes / GiB, handles, map_s);
+  if (trimmed > 0) printf(", and %.2f GiB the pool held free", trimmed / GiB);
+  printf("\n");
+  if (!strcmp(mode, "copy"))
+    printf("  kept      %.2f GiB in page-locked host memory: copied in %.3f s (%.1f GB/s), host memory taken in "
+           "%.3f s\n", copied / GiB, copy_s, copy_s > 0 ? copied / copy_s / 1e9 : 0.0, host_s);
+  else
+    printf("  dropped   the pool's contents (--discard): its memory comes back undefined\n");
+  if (nv_before >= 0 && nv_after >= 0)
+    printf("  process   %.2f GiB of GPU memory before, %.2f GiB asleep (NVML)\n", (double)nv_before / GiB,
+           (double)nv_after / GiB);
+  double other = nv_after >= 0 ? (double)nv_after : du_a;
+  printf("  not covered%s: %.2f GiB still held by the process: the CUDA context, %.0f allocation(s) below "
+         "PONYTAIL_KV_MIN passed to CUDA, memory it maps itself (cuMemCreate), the driver's pools\n",
+         nv_after >= 0 ? "" : " (device-wide, all processes)", other / GiB, pt);
+  printf("  device    %.2f GiB used before, %.2f GiB after (all processes)\n", du_b / GiB, du_a / GiB);
+  printf("  its CUDA calls wait until `ponytail wake %d`\n", pid);
+}
+
+static void print_wake(int pid, const char *rep) {
+  double s = 0, bytes = 0, copied = 0, copy_s = 0, map_s = 0, slept = 0;
+  num(rep, "seconds", &s), num(rep, "bytes", &bytes), num(rep, "copied_bytes", &copied);
+  num(rep, "copy_s", &copy_s), num(rep, "map_s", &map_s), num(rep, "slept_s", &slept);
+  printf("ponytail wake %d: awake in %.3f s after %.1f s asleep\n", pid, s, slept);
+  printf("  mapped    %.2f GiB back at the same addresses in %.3f s\n", bytes / GiB, map_s);
+  if (copied > 0)
+    printf("  copied    %.2f GiB back in %.3f s (%.1f GB/s)\n", copied / GiB, copy_s,
+           copy_s > 0 ? copied / copy_s / 1e9 : 0.0);
+}
+
+static void print_status(int pid, const char *rep) {
+  char state[32], mode[32];
+  double slept = 0, held = 0, pool = 0;
+  str(rep, "state", state, sizeof state);
+  str(rep, "mode", mode, sizeof mode);
+  num(rep, "slept_s", &slept), num(rep, "held_threads", &held), num(rep, "now_pool_bytes", &pool);
+  if (!strcmp(state, "asleep"))
+    printf("ponytail sleep %d: asleep (%s) for %.1f s; %.0f thread(s) waiting at a CUDA call\n", pid, mode, slept,
+           held);
+  else
+    printf("ponytail sleep %d: awake; Ponytail's pool holds %.2f GiB on the GPU\n", pid, pool / GiB);
+}
+
+static int parse_pid(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  return *s && !*end && v > 0 && v <= 0x3fffffff ? (int)v : -1;
+}
+
+static int run(const char *cmd, int pid, const char *req, bool json, int kind) {
+  char sock[4096];
+  if (locate(cmd, pid, sock, sizeof sock)) return 1;
+  unsigned long long b = 0, a = 0;
+  long long nv_before = kind == 's' && !pt_nvml_process_bytes(pid, &b) ? (long long)b : -1;
+  static char rep[8192];
+  if (request(cmd, sock, req, rep, sizeof rep)) return 1;
+  bool ok = !strncmp(rep, "ok", 2);
+  long long nv_after = ok && kind == 's' && !pt_nvml_process_bytes(pid, &a) ? (long long)a : -1;
+  if (json) print_json(rep, nv_before, nv_after);
+  if (!ok) {
+    const char *e = strncmp(rep, "error: ", 7) ? rep : rep + 7;
+    const char *nl = strchr(e, '\n');
+    fprintf(stderr, "ponytail %s: process %d: %.*s\n", cmd, pid, nl ? (int)(nl - e) : (int)strlen(e), e);
+    return 1;
+  }
+  if (!json) {
+    if (kind == 's') print_sleep(pid, rep, nv_before, nv_after);
+    else if (kind == 'w') print_wake(pid, rep);
+    else print_status(pid, rep);
+  }
+  return 0;
+}
+
+int pt_cmd_sleep(int argc, char **argv) {
+  static const struct option opts[] = {{"discard", no_argument, NULL, 'd'}, {"status", no_argument, NULL, 's'},
+                                       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  bool discard = false, status = false, json = false;
+  const char *w;
+  int c;
+  optind = 0;
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    if (c == 'h') {
+      usage_sleep(stdout);
+      return 0;
+    }
+    if (c == 'd') discard = true;
+    else if (c == 's') status = true;
+    else if (c == 'j') json = true;
+    else return pt_cmd_usage_error("sleep", usage_sleep, "unknown option", w);
+  }
+  if (optind != argc - 1) return pt_cmd_usage_error("sleep", usage_sleep, "expected one PID", NULL);
+  int pid = parse_pid(argv[optind]);
+  if (pid < 0) return pt_cmd_usage_error("sleep", usage_sleep, "not a process id", argv[optind]);
+  if (status && discard) return pt_cmd_usage_error("sleep", usage_sleep, "--status changes nothing", "--discard");
+  if (status) return run("sleep", pid, "status", json, 't');
+  return run("sleep", pid, discard ? "sleep discard" : "sleep", json, 's');
+}
+
+int pt_cmd_wake(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  bool json = false;
+  const char *w;
+  int c;
+  optind = 0;
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    if (c == 'h') {
+      usage_wake(stdout);
+      return 0;
+    }
+    if (c == 'j') json = true;
+    else return pt_cmd_usage_error("wake", usage_wake, "unknown option", w);
+  }
+  if (optind != argc - 1) return pt_cmd_usage_error("wake", usage_wake, "expected one PID", NULL);
+  int pid = parse_pid(argv[optind]);
+  if (pid < 0) return pt_cmd_usage_error("wake", usage_wake, "not a process id", argv[optind]);
+  return run("wake", pid, "wake", json, 'w');
+}
