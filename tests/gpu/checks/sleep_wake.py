@@ -178,7 +178,17 @@ def main():
     row("target still fine after refusals", c.get("tokens_same"), c.get("tokens_same") is True)
     t.end()
 
+    # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
+    # bytes (the figures to set beside torch_memory_saver's), then --discard.
     d = Target(a, ["--hold-gib", "10"], env)
+    rc, s, text = pt(a, "sleep", "--json", str(d.pid))
+    if rc == 0 and s and s.get("ok"):
+        row("10 GiB alone: sleep s (GB/s)", "%.3f (%.1f)" % (s["seconds"], s["copied_bytes"] / s["seconds"] / 1e9))
+        rc, w, text = pt(a, "wake", "--json", str(d.pid))
+        if rc == 0 and w:
+            row("10 GiB alone: wake s (GB/s)", "%.3f (%.1f)" % (w["seconds"], w["copied_bytes"] / w["seconds"] / 1e9))
+    else:
+        row("10 GiB alone: sleep", text[-200:], False)
     rc, s, text = pt(a, "sleep", "--discard", "--json", str(d.pid))
     ok = rc == 0 and s and s.get("ok")
     row("--discard 10 GiB: s", "%.3f" % s["seconds"] if ok else text[-200:], bool(ok) and s["seconds"] < 1.0)
@@ -188,11 +198,18 @@ def main():
     row("discarded memory usable after wake", c.get("checked"), c.get("checked") is True)
     d.end()
 
-    try:
-        import torch_memory_saver  # noqa: F401
-        row("torch_memory_saver", "importable: comparison not written yet", None)
-    except ImportError:
-        row("torch_memory_saver", "not installed on this machine (no network to install it)")
+    env_plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    r = subprocess.run([sys.executable, os.path.join(HERE, "tms_pause.py"), "10"], capture_output=True, text=True,
+                       env=env_plain)
+    if r.returncode == 0 and r.stdout.strip():
+        m = json.loads(r.stdout.strip().splitlines()[-1])
+        row("torch_memory_saver 10 GiB: pause s (GB/s)", "%.3f (%.1f)" % (m["pause_s"], m["bytes"] / m["pause_s"] / 1e9))
+        row("torch_memory_saver 10 GiB: resume s (GB/s)", "%.3f (%.1f)" % (m["resume_s"], m["bytes"] / m["resume_s"] / 1e9))
+        row("torch_memory_saver pattern after resume", m["pattern_same"])
+    elif "No module named 'torch_memory_saver'" in r.stderr:
+        row("torch_memory_saver", "not installed here (carry its wheel: tests/gpu/README.md)")
+    else:
+        row("torch_memory_saver", "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:80])
 
     table = "\n".join("%-44s %-28s %s" % r for r in rows)
     table += "\nsleep_wake: %s\n" % ("PASS" if not fails else "FAIL: " + ", ".join(fails))
