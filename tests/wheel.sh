@@ -93,7 +93,7 @@ step "ponytail capacity on the installed model config"
 cfg="$venv/share/ponytail/examples/llama-1b-config.json"
 cap=$(ponytail capacity --model-config "$cfg" --batch 32 --seq 4096 --gpu-mem 140G --weights 1628M) ||
   fail "capacity: exit $?"
-grep -qE 'largest batch at seq 4096 +995$' <<<"$cap" || fail "capacity: no 'largest batch at seq 4096 995' (the README's figure)"
+grep -qE 'largest batch at seq 4096 +995$' <<<"$cap" || fail "capacity: no 'largest batch at seq 4096 995' (docs/cli.md's figure)"
 
 step "ponytail replay of the bundled traces (against $ref/tools/ponytail)"
 for t in tests/data/traces/*.trace.gz; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layers (README "How it works"): common/ depends on nothing above it;
+# The layers (docs/architecture.md, "Layers"): common/ depends on nothing above it;
 # allocator/, kernels/ and hooks/ depend on common/ (and hooks/ on kernels/)
 # but never on the shim, which hands them what they need at load
 # (shim/init.c, pt_compose). Fails when:

@@ -1,6 +1,6 @@
 /* `ponytail config`: every PONYTAIL_* option with its current value (from
  * this environment), default, type and doc. --json for tools, --markdown for
- * the README's options table. Generated from common/options.def. */
+ * the options table of docs/options.md. Generated from common/options.def. */
 #include <stdio.h>
 #include <string.h>
 
@@ -29,7 +29,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: ponytail config [--json | --markdown]\n\n"
              "Lists every PONYTAIL_* option: its value in this environment, default,\n"
              "type and documentation. --json writes one JSON array; --markdown the\n"
-             "README's options table.\n");
+             "options table of docs/options.md.\n");
 }
 
 int pt_cmd_config(int argc, char **argv) {

@@ -55,7 +55,7 @@ static int run_cli(char *out, char *err, size_t n, int argc, const char **argv) 
   return rc;
 }
 
-/* The small shared trace (the README's and the CLI tests' figures are its). */
+/* The small shared trace (docs/cli.md's and the CLI tests' figures are its). */
 static const char *small_trace(void) {
   const char *t = NULL;
   for (int i = 0; i < ntraces; i++)
@@ -128,7 +128,7 @@ static void test_keep_default(void **state) {
   assert_true(seen_b32);
 }
 
-/* The README's figures for the small trace, through the CLI's JSON. */
+/* docs/cli.md's figures for the small trace, through the CLI's JSON. */
 static void test_cli_json(void **state) {
   (void)state;
   static char out[8192], err[8192];
