@@ -273,7 +273,9 @@ static inline CUresult pt_drv_launch_in(enum pt_sym sym, int ptsz, CUfunction f,
 
 /* The launch waits at the gate while the process sleeps (shim/gate.h). */
 static inline CUresult pt_drv_launch(enum pt_sym sym, int ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
-  if (PT_UNLIKELY(!pt_active())) return pt_drv_launch_in(sym, ptsz, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+  /* Forwarded by libcudart: the runtime entry point already holds the gate. */
+  if (PT_UNLIKELY(!pt_active()) || pt_tls_in_rt)
+    return pt_drv_launch_in(sym, ptsz, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
   struct pt_tblock *gt = pt_gate_enter();
   CUresult r = pt_drv_launch_in(sym, ptsz, f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
   pt_gate_leave(gt);
@@ -306,7 +308,7 @@ static inline CUresult pt_drv_launch_ex_in(enum pt_sym sym, int ptsz, const CUla
 
 /* The launch waits at the gate while the process sleeps (shim/gate.h). */
 static inline CUresult pt_drv_launch_ex(enum pt_sym sym, int ptsz, const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-  if (PT_UNLIKELY(!pt_active())) return pt_drv_launch_ex_in(sym, ptsz, config, f, params, extra);
+  if (PT_UNLIKELY(!pt_active()) || pt_tls_in_rt) return pt_drv_launch_ex_in(sym, ptsz, config, f, params, extra);
   struct pt_tblock *gt = pt_gate_enter();
   CUresult r = pt_drv_launch_ex_in(sym, ptsz, config, f, params, extra);
   pt_gate_leave(gt);

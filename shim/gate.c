@@ -11,7 +11,11 @@
 #include "common/log.h"
 
 int pt_gate_closed;
-int pt_gate_fence = 1;
+/* 0 until pt_gate_setup finds no membarrier: before the control thread starts
+ * (which runs setup first) no close can happen, so no enter needs a fence;
+ * without membarrier, setup sets it long before the first request can arrive
+ * (a client must find and connect to the socket that is made after it). */
+int pt_gate_fence;
 
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
@@ -59,8 +63,8 @@ static void setup_run(void) {
   if (q >= 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
       syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) {
     have_membarrier = 1;
-    __atomic_store_n(&pt_gate_fence, 0, __ATOMIC_RELEASE);
   } else {
+    __atomic_store_n(&pt_gate_fence, 1, __ATOMIC_SEQ_CST);
     pt_debug("gate: membarrier unavailable (%s): gated calls use a full fence", q < 0 ? "no syscall" : "no command");
   }
 }

@@ -15,7 +15,8 @@
  * barrier on one side; membarrier(2) (MEMBARRIER_CMD_PRIVATE_EXPEDITED) lets
  * the closer issue it on behalf of every running thread, so enter keeps only
  * a compiler barrier. Where membarrier is not available enter uses a full
- * fence (pt_gate_fence, a load that predicts well).
+ * fence (pt_gate_fence, a load that predicts well), from the moment the
+ * control channel starts (nothing can close the gate before).
  *
  * Nesting: a runtime call forwards to gated driver calls; a thread already
  * inside a gated call passes (its outer call was admitted before the gate
@@ -29,7 +30,7 @@
 #include "shim/counters.h"
 
 extern int pt_gate_closed; /* atomic: 1 while a sleep holds or is closing the gate */
-extern int pt_gate_fence;  /* atomic: 1 until membarrier is registered */
+extern int pt_gate_fence;  /* atomic: 1 when closing cannot use membarrier (gate.c) */
 
 /* Slow paths (shim/gate.c). */
 struct pt_tblock *pt_gate_attach(void);
