@@ -62,7 +62,7 @@ hash -r
 
 step "ponytail --help"
 help=$(ponytail --help) || fail "ponytail --help: exit $?"
-for c in run config capacity kernels replay doctor shim-path; do
+for c in run config capacity kernels replay doctor shim-path sleep wake; do
   grep -q "^  $c " <<<"$help" || fail "ponytail --help lacks $c"
 done
 
