@@ -44,7 +44,7 @@ static int ctl_fd = -1;
 static pid_t ctl_pid; /* the process whose socket ctl_path is */
 static char ctl_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
-int pt_control_dir(char *out, size_t n) {
+static int control_dir(char *out, size_t n) {
   return pt_control_dir_of(pt_opt_str(PT_OPT_CONTROL_DIR), secure_getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(),
                            out, n);
 }
@@ -143,7 +143,7 @@ void pt_control_start(void) {
   char dir[sizeof ctl_path];
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   int fd = -1;
-  if (pt_control_dir(dir, sizeof dir) || private_dir(dir)) goto out;
+  if (control_dir(dir, sizeof dir) || private_dir(dir)) goto out;
   if (pt_control_sock_of(dir, (int)getpid(), a.sun_path, sizeof a.sun_path)) {
     pt_warn("control: socket path under %s too long: no control socket", dir);
     goto out;

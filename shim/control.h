@@ -10,7 +10,5 @@ void pt_control_start(void);
 void pt_control_stop(void);
 /* In a forked child: forgets the parent's socket. */
 void pt_control_atfork_child(void);
-/* The directory of the sockets (PONYTAIL_CONTROL_DIR or its default). */
-int pt_control_dir(char *out, size_t n);
 
 #endif

@@ -24,8 +24,6 @@ static int shared_depth;      /* atomic: gated calls of threads without a block 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int have_membarrier;
 
-struct pt_tblock *pt_gate_attach(void) { return pt_tb_attach(); }
-
 void pt_gate_shared_enter(void) {
   __atomic_fetch_add(&shared_depth, 1, __ATOMIC_SEQ_CST);
   while (__atomic_load_n(&pt_gate_closed, __ATOMIC_SEQ_CST)) {

@@ -33,7 +33,6 @@ extern int pt_gate_closed; /* atomic: 1 while a sleep holds or is closing the ga
 extern int pt_gate_fence;  /* atomic: 1 when closing cannot use membarrier (gate.c) */
 
 /* Slow paths (shim/gate.c). */
-struct pt_tblock *pt_gate_attach(void);
 void pt_gate_wait(struct pt_tblock *b);
 void pt_gate_shared_enter(void);
 void pt_gate_shared_leave(void);
@@ -42,7 +41,7 @@ void pt_gate_shared_leave(void);
  * fallback, when no per-thread block could be had). */
 static inline struct pt_tblock *pt_gate_enter(void) {
   struct pt_tblock *b = pt_tb;
-  if (PT_UNLIKELY(!b)) b = pt_gate_attach();
+  if (PT_UNLIKELY(!b)) b = pt_tb_attach();
   if (PT_UNLIKELY(!b)) {
     pt_gate_shared_enter();
     return NULL;

@@ -150,7 +150,6 @@ void pt_sleep_request(const char *line, char *buf, size_t n) {
   struct out o = {buf, n, 0};
   buf[0] = 0;
   pthread_mutex_lock(&sleep_mu);
-  put(&o, "");
   if (!strcmp(line, "sleep")) do_sleep(false, &o);
   else if (!strcmp(line, "sleep discard")) do_sleep(true, &o);
   else if (!strcmp(line, "wake")) do_wake(&o);

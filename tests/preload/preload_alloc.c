@@ -1177,19 +1177,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
     g_env = scenarios[i].env;
-    int status;
-    char *js = run_child(g_dir, scenarios[i].run, &status, &g_child);
-    if (status) {
-      fprintf(stderr, "scenario %s: child failed (status %d)\n", argv[1], status);
-      return 1;
-    }
-    if (!js) {
-      fprintf(stderr, "scenario %s: no stats file\n", argv[1]);
-      return 1;
-    }
-    if (scenarios[i].check) scenarios[i].check(js);
-    if (g_failed) fprintf(stderr, "stats: %.6000s\n", js);
-    return g_failed;
+    return run_scenario(g_dir, argv[1], scenarios[i].run, scenarios[i].check, &g_child, 6000);
   }
   fprintf(stderr, "unknown scenario %s\n", argv[1]);
   return 2;

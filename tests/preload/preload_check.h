@@ -63,6 +63,27 @@ static __attribute__((unused)) char *run_child(const char *dir, int (*fn)(void),
   return read_file(path);
 }
 
+/* The verdict of scenario `name` of a preload program: run runs in a child
+ * (run_child), whose exit status must be 0 and whose stats file must exist;
+ * check (if any) reads the stats; on any failure the stats' first `dump`
+ * bytes go to stderr. Returns the program's exit status (0 passed). */
+static __attribute__((unused)) int run_scenario(const char *dir, const char *name, int (*run)(void),
+                                                void (*check)(const char *), pid_t *pid, int dump) {
+  int status;
+  char *js = run_child(dir, run, &status, pid);
+  if (status) {
+    fprintf(stderr, "scenario %s: child failed (status %d)\n", name, status);
+    return 1;
+  }
+  if (!js) {
+    fprintf(stderr, "scenario %s: no stats file\n", name);
+    return 1;
+  }
+  if (check) check(js);
+  if (g_failed) fprintf(stderr, "stats: %.*s\n", dump, js);
+  return g_failed;
+}
+
 /* Count of a symbol in the stats JSON's "calls" (0 if absent, -1 without
  * a "calls" object). */
 static __attribute__((unused)) long long stat_call(const char *json, const char *sym) {

@@ -13,7 +13,6 @@
  * nobody:  a peer of another user reaches no socket (run as root only)
  * baddir:  PONYTAIL_CONTROL_DIR open to others: no socket, the process works
  * off:     PONYTAIL_CONTROL=0: no socket, the process works */
-#define _GNU_SOURCE
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -24,6 +23,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "common/control_path.h"
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/preload/preload_check.h"
 
@@ -49,12 +49,23 @@ static void sleep_ms(int ms) {
   nanosleep(&t, NULL);
 }
 
+/* The control socket of process pid, by the shim's own rule; -1 when its
+ * path does not fit. */
+static int sock_addr(struct sockaddr_un *a, int pid) {
+  char path[sizeof g_ctl + 32];
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  if (pt_control_sock_of(g_ctl, pid, path, sizeof path) || strlen(path) >= sizeof a->sun_path) return -1;
+  memcpy(a->sun_path, path, strlen(path) + 1);
+  return 0;
+}
+
 /* One request to this process's control socket; the answer, or NULL with
  * errno set (connect failed). */
 static char *ask(const char *req) {
   static char rep[8192];
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", g_ctl, (int)getpid());
+  struct sockaddr_un a;
+  if (sock_addr(&a, (int)getpid())) return NULL;
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return NULL;
   if (connect(s, (struct sockaddr *)&a, sizeof a)) {
@@ -246,8 +257,8 @@ static int sc_nobody(void) {
     pid_t c = fork();
     if (c == 0) {
       if (setgid(65534) || setuid(65534)) _exit(3);
-      struct sockaddr_un a = {.sun_family = AF_UNIX};
-      snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", g_ctl, (int)parent);
+      struct sockaddr_un a;
+      if (sock_addr(&a, (int)parent)) _exit(4);
       int s = socket(AF_UNIX, SOCK_STREAM, 0);
       int rc = connect(s, (struct sockaddr *)&a, sizeof a);
       _exit(rc == 0 ? 1 : errno == EACCES ? 0 : 2);
@@ -340,20 +351,7 @@ int main(int argc, char **argv) {
   } sc[] = {{"cycle", sc_cycle, check_cycle}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
             {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
-    if (strcmp(sc[i].name, argv[1])) continue;
-    int status;
-    char *js = run_child(g_dir, sc[i].run, &status, NULL);
-    if (status) {
-      fprintf(stderr, "scenario %s: child failed (status %d)\n", argv[1], status);
-      return 1;
-    }
-    if (!js) {
-      fprintf(stderr, "scenario %s: no stats file\n", argv[1]);
-      return 1;
-    }
-    if (sc[i].check) sc[i].check(js);
-    if (g_failed) fprintf(stderr, "stats: %.3000s\n", js);
-    return g_failed;
+    if (!strcmp(sc[i].name, argv[1])) return run_scenario(g_dir, argv[1], sc[i].run, sc[i].check, NULL, 3000);
   }
   fprintf(stderr, "unknown scenario %s\n", argv[1]);
   return 2;

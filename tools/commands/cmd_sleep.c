@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/control_path.h"
+#include "common/options.h"
 #include "tools/cmd.h"
 #include "tools/lib/nvml_proc.h"
 
@@ -141,8 +142,9 @@ static int locate(const char *cmd, int pid, char *sock, size_t n) {
   char dir_opt[4096], xdg[4096], dir[4096];
   if (target_env(pid, "PONYTAIL_CONTROL_DIR", dir_opt, sizeof dir_opt)) {
     /* Unreadable environment: assume ours (same user, same session). */
-    const char *d = getenv("PONYTAIL_CONTROL_DIR"), *x = getenv("XDG_RUNTIME_DIR");
-    snprintf(dir_opt, sizeof dir_opt, "%s", d ? d : "");
+    pt_opts_init();
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    snprintf(dir_opt, sizeof dir_opt, "%s", pt_opt_str(PT_OPT_CONTROL_DIR));
     snprintf(xdg, sizeof xdg, "%s", x ? x : "");
   } else {
     target_env(pid, "XDG_RUNTIME_DIR", xdg, sizeof xdg);
