@@ -31,6 +31,13 @@
 #               then throughput (256 prompts of 512 tokens, 128 new tokens, twice)
 #   big-serve   `vllm serve` of the 1B model, as tiny-serve
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
+# SGLang 0.5.17 (tests/gpu/serving/sglang/stage.sh -> .serving/sglang/parts: one piece, carried
+# with its WHOLE.sha256 in the call that runs these), FA3 attention, PyTorch sampling:
+#   sg-install  tests/gpu/serving/sglang/install.sh into $SGSITE (/tmp/sgsite), once
+#   sg-eager    sglang_offline.py, the 64 prompts on the tiny model, --disable-cuda-graph
+#   sg-graph    the same with CUDA graphs (SGLang's default)
+#   sg-serve    `sglang.launch_server` (--enable-deterministic-inference), the 64 requests
+#   sg-big      the 1B model: tokens, then throughput, arms "stock shim"
 # ARMS_<stage> overrides a stage's arms (e.g. ARMS_big="stock shim"). BUDGET_S (570) bounds the
 # call: an arm starts only with 60 s left and is cut at the budget (its result says NOT RUN).
 # The shim: SHIM_PREBUILT (carried, e.g. build-gpu/shim/libponytail_shim.so) or built here;
@@ -41,6 +48,8 @@ ROOT=$PWD
 OUT=${OUT:-$(mktemp -d)}
 PIECES=${PIECES:-/tmp/vp}
 SITE=${SITE:-/tmp/vsite}
+SGSITE=${SGSITE:-/tmp/sgsite}
+export TVM_FFI_CACHE_DIR=${TVM_FFI_CACHE_DIR:-/tmp/tvm-ffi}   # SGLang's JIT kernels, kept between arms
 MODELS=${MODELS:-/tmp/serving-models}
 R=${RUNS:-/tmp/serving-runs}
 STAGES=${STAGES:-"install models tiny-eager tiny-graph tiny-sleep tiny-serve"}
@@ -133,27 +142,29 @@ run_arm() {
 
 arms_of() { local v="ARMS_${1//-/_}"; echo "${!v:-$2}"; }
 
-offline_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
+offline_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...  (ENGINE=sglang: SGLang)
   local stage=$1 model=$2 secs=$3 arms; arms=$(arms_of "$1" "$4"); shift 4
-  local i=0
+  local i=0 site=$SITE script=vllm_offline.py
+  [ "${ENGINE:-vllm}" = sglang ] && { site=$SGSITE; script=sglang_offline.py; }
   for arm in $arms; do
     i=$((i + 1))
-    run_arm "$stage.$i.$arm" "$secs" "$arm" env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
-      $PY tests/gpu/serving/vllm_offline.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" "$@"
+    run_arm "$stage.$i.$arm" "$secs" "$arm" env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
+      $PY tests/gpu/serving/$script --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" "$@"
   done
 }
 
 serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
   local stage=$1 model=$2 secs=$3 arms; arms=$(arms_of "$1" "$4"); shift 4
-  local i=0
+  local i=0 site=$SITE
+  [ "${ENGINE:-vllm}" = sglang ] && site=$SGSITE
   for arm in $arms; do
     i=$((i + 1))
     local pre=(); [ "$arm" = shim ] && pre=(--preload "$shim")
-    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
+    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
       VLLM_BATCH_INVARIANT=1 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$stage.$i.$arm.stats-%p.json" \
       PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$stage.$i.$arm.shim-%p.log" \
       $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \
-      --log "$R/$stage.$i.$arm.server.log" "${pre[@]}" "$@"
+      --log "$R/$stage.$i.$arm.server.log" --engine "${ENGINE:-vllm}" "${pre[@]}" "$@"
   done
 }
 
@@ -180,6 +191,14 @@ for st in $STAGES; do
       run_arm fa3 240 plain env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
         $PY tests/gpu/serving/fa3_decode.py --lib "$lib" --out "$R"
       ;;
+    sg-install)
+      if [ -f "$SGSITE/.installed" ]; then echo "sg-install: $SGSITE already has SGLang"
+      else bash tests/gpu/serving/sglang/install.sh .serving/sglang/parts "$SGSITE" 2>&1 | tail -12 &&
+             touch "$SGSITE/.installed" || { echo "sg-install failed"; break; }; fi ;;
+    sg-eager) shim_setup; ENGINE=sglang offline_stage sg-eager tiny 200 "stock shim" --eager ;;
+    sg-graph) shim_setup; ENGINE=sglang offline_stage sg-graph tiny 240 "stock shim" ;;
+    sg-serve) shim_setup; ENGINE=sglang serve_stage sg-serve tiny 240 "stock shim" ;;
+    sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim" --throughput 256 ;;
     *) echo "unknown stage $st" ;;
   esac
 done
