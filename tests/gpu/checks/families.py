@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Model families under the shim (issue 51): for each popular transformers family, a small
+random-weight model built from AutoConfig.for_model(...) with the family's own attention shape
+(head_dim, query heads per KV head, sliding windows, soft-capping, MLA, sinks), greedy generate
+on an equal-length and a left-padded batch, stock and under the default shim, one process at a
+time. One table says, per family: the attention implementation it ran with, the attention kernels
+that ran, the share of decode attention launches the shim swapped, fallback reasons with counts,
+tokens against stock, and the decode step p50 of each arm.
+
+  python3 tests/gpu/checks/families.py --shim build-gpu/shim/libponytail_shim.so --out DIR
+      [--families llama,phi3,...] [--arms stock,shim,spread] [--list]
+
+Arms:
+  stock   no preload
+  shim    LD_PRELOAD of the shim, every PONYTAIL_* at its default
+  spread  stock with SDPA's flash and cuDNN backends off (mem-efficient / math): torch's own
+          backend-to-backend difference, the yardstick for a shim arm whose tokens differ
+          (its kernel is not stock's, so bitwise equality is not the bar there); run only for
+          a family whose shim tokens differ from stock's
+Tokens: "same" (identical to stock), else the shim's first-step logits against stock's, next to
+the spread arm's against stock's: within means max|shim - stock| <= 2 x max|spread - stock|
+(and the first differing token comes after the spread arm's, if it differs at all).
+Swapped share: the shim's swaps / (swaps + decode-path fallbacks) from its stats, decode steps
+only (the worker resets nothing; prefill launches are few and counted apart by the shim as
+prefill). Exit 1 when a family that runs stock fails under the shim, or changes tokens beyond
+the spread.
+
+The worker (--worker) is one arm of one family in this process: it writes a JSON with tokens,
+first decode steps' logits (as lists), decode step times and the attention path.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# family: (query heads, KV heads, head_dim, extra config, attn_implementation, what it tests).
+# Sizes are cut to 4 layers and hidden = heads x head_dim (where the family allows), keeping
+# the family's head_dim and grouping: what decides which attention kernel runs.
+FAMILIES = {
+    "llama": (16, 4, 128, {}, "sdpa", "baseline GQA, head_dim 128"),
+    "mistral": (16, 4, 128, {"sliding_window": 512}, "sdpa", "sliding window (512 < context)"),
+    "mixtral": (16, 4, 128, {"num_local_experts": 4, "num_experts_per_tok": 2}, "sdpa", "MoE"),
+    "qwen2": (14, 2, 64, {}, "sdpa", "QKV bias, head_dim 64"),
+    "qwen3": (16, 8, 128, {}, "sdpa", "QK norm"),
+    "qwen3_moe": (16, 4, 128, {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+                               "decoder_sparse_step": 1, "mlp_only_layers": []}, "sdpa", "QK norm, MoE"),
+    "gemma": (8, 8, 256, {}, "sdpa", "head_dim 256"),
+    "gemma2": (8, 4, 256, {"sliding_window": 512, "attn_logit_softcapping": 50.0,
+                           "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256}, "sdpa",
+               "logit soft-capping, alternating sliding window"),
+    "gemma3_text": (8, 4, 256, {"sliding_window": 512, "sliding_window_pattern": 2}, "sdpa",
+                    "local + global layers"),
+    "phi": (32, 32, 80, {"partial_rotary_factor": 0.4}, "sdpa", "head_dim 80, partial rotary"),
+    "phi3": (32, 32, 96, {}, "sdpa", "head_dim 96"),
+    "gpt2": (12, 12, 64, {}, "sdpa", "learned positions, MHA"),
+    "gpt_neox": (16, 16, 96, {"rotary_pct": 0.25}, "sdpa", "head_dim 96 (NeoX-20B), partial rotary"),
+    "falcon": (16, 1, 64, {"multi_query": True, "new_decoder_architecture": False}, "sdpa", "multi-query"),
+    "olmo2": (16, 16, 128, {}, "sdpa", "QK norm, MHA"),
+    "stablelm": (32, 32, 80, {"partial_rotary_factor": 0.25}, "sdpa", "head_dim 80, partial rotary"),
+    "granite": (16, 4, 128, {"attention_multiplier": 0.0078125}, "sdpa", "custom attention scale"),
+    "smollm3": (16, 4, 128, {"no_rope_layer_interval": 4}, "sdpa", "NoPE layers"),
+    "starcoder2": (24, 2, 128, {"sliding_window": 512}, "sdpa", "GQA 12, sliding window"),
+    "cohere2": (8, 8, 128, {"sliding_window": 512, "sliding_window_pattern": 2}, "sdpa",
+                "local + global layers, parallel block"),
+    "glm4": (16, 2, 128, {"partial_rotary_factor": 0.5}, "sdpa", "GQA 8, partial rotary"),
+    "deepseek_v3": (16, 16, 0, {"q_lora_rank": 256, "kv_lora_rank": 128, "qk_nope_head_dim": 128,
+                                "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 4,
+                                "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 256,
+                                "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}, "sdpa",
+                    "MLA: q/k head 192, v head 128"),
+    "gpt_oss": (16, 4, 64, {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128}, "sdpa",
+                "attention sinks, sliding window, MoE"),
+}
+LAYERS, VOCAB = 4, 32000
+
+
+def build_config(family):
+    from transformers import AutoConfig
+    heads, kv, hd, extra, _, _ = FAMILIES[family]
+    hidden = heads * (hd or 64)
+    kw = dict(num_hidden_layers=LAYERS, vocab_size=VOCAB, hidden_size=hidden, num_attention_heads=heads,
+              num_key_value_heads=kv, intermediate_size=2 * hidden, max_position_embeddings=4096,
+              bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+    if hd:
+        kw["head_dim"] = hd
+    if family == "gpt2":
+        kw = dict(n_layer=LAYERS, vocab_size=VOCAB, n_embd=hidden, n_head=heads, n_inner=2 * hidden,
+                  n_positions=4096, bos_token_id=1, eos_token_id=2)
+    elif family == "gpt_neox":
+        kw.pop("num_key_value_heads")
+    elif family == "falcon":  # head_dim is hidden / heads there (a property)
+        for k in ("num_key_value_heads", "intermediate_size", "head_dim"):
+            kw.pop(k)
+    kw.update(extra)
+    cfg = AutoConfig.for_model(family, **kw)
+    if family in ("gemma3_text", "cohere2") and hasattr(cfg, "layer_types"):
+        cfg.layer_types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(LAYERS)]
+    return cfg
+
+
+def worker(a):
+    import torch
+    from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
+    res = dict(family=a.family, arm=a.arm, ok=False, preload=os.environ.get("LD_PRELOAD", ""))
+    try:
+        if a.arm == "spread":
+            torch.backends.cuda.enable_flash_sdp(False)
+            torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.manual_seed(0)
+        cfg = build_config(a.family)
+        impl = FAMILIES[a.family][4]
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+        try:
+            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, dtype=dtype)
+        except (ValueError, NotImplementedError) as e:  # the family has no such path: eager
+            res["impl_refused"] = "%s: %s" % (type(e).__name__, str(e)[:200])
+            impl = "eager"
+            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, dtype=dtype)
+        res["attn_implementation"] = getattr(model.config, "_attn_implementation", impl)
+        model = model.to(dev).eval()
+        g = torch.Generator().manual_seed(1)
+        B, P, N = a.batch, a.prompt, a.new_tokens
+        ids = torch.randint(3, VOCAB, (B, P), generator=g)
+        runs = {}
+        for kind in ("equal", "padded"):
+            mask = torch.ones(B, P, dtype=torch.long)
+            if kind == "padded":  # left padding: row i loses i * P / (2B) tokens
+                for i in range(B):
+                    mask[i, : i * P // (2 * B)] = 0
+            x, m = ids.clone(), mask
+            x[m == 0] = 0
+            stamps, logits = [], []
+
+            class Stamp(LogitsProcessor):
+                def __call__(self, input_ids, scores):
+                    stamps.append(time.perf_counter())
+                    if len(logits) < a.logits_steps:
+                        logits.append(scores.float().cpu())
+                    return scores
+
+            for rep in range(2):  # the first is the warm-up (allocations, autotuning, first launches)
+                stamps.clear()
+                logits.clear()
+                with torch.no_grad():
+                    out = model.generate(input_ids=x.to(dev), attention_mask=m.to(dev), max_new_tokens=N,
+                                         min_new_tokens=N, do_sample=False, pad_token_id=0,
+                                         logits_processor=LogitsProcessorList([Stamp()]))
+            steps = sorted((b - s) * 1e3 for s, b in zip(stamps, stamps[1:]))
+            lg = torch.stack(logits)
+            runs[kind] = dict(tokens=out[:, P:].tolist(), step_ms_p50=steps[len(steps) // 2] if steps else None,
+                              logits=lg.tolist() if a.save_logits else None,
+                              logits_absmax=float(lg.abs().max()))
+        res["runs"] = runs
+        res["ok"] = True
+    except BaseException as e:
+        import traceback
+        res["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+        res["traceback"] = traceback.format_exc()[-3000:]
+        print(res["traceback"], file=sys.stderr)
+    with open(a.out, "w") as f:
+        json.dump(res, f)
+    return 0 if res["ok"] else 1
+
+
+def run_arm(a, family, arm):
+    tag = "%s.%s" % (family, arm)
+    out = os.path.join(a.out, tag + ".json")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if arm == "shim":
+        env.update(LD_PRELOAD=os.path.abspath(a.shim), PONYTAIL_STATS="json",
+                   PONYTAIL_STATS_FILE=os.path.join(a.out, tag + ".stats.json"), PONYTAIL_LOG="info",
+                   PONYTAIL_LOG_FILE=os.path.join(a.out, tag + ".shim.log"))
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", family, "--arm", arm,
+           "--out", out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
+           "--save-logits"]
+    t0 = time.time()
+    with open(os.path.join(a.out, tag + ".log"), "w") as log:
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    try:
+        with open(out) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        r = dict(ok=False, error="no result (rc %s)" % rc)
+    r["rc"], r["secs"] = rc, round(time.time() - t0, 1)
+    if arm == "shim":
+        r["stats"] = shim_stats(os.path.join(a.out, tag + ".stats.json"))
+    return r
+
+
+def shim_stats(path):
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, ValueError):
+        return None
+    k = j.get("kernels", {})
+    return dict(swapped=k.get("swapped", 0), fallbacks=k.get("fallbacks", 0),
+                reasons=k.get("fallback_reasons") or {}, internal_errors=j.get("internal_errors", 0),
+                attn=[(t["name"][:60], t["launches"]) for t in k.get("top", [])
+                      if any(s in t["name"].lower() for s in ("attn", "attention", "flash", "fmha", "sdpa", "softmax"))][:4])
+
+
+def max_diff(a, b):
+    import torch
+    if a is None or b is None:
+        return None
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    if ta.shape != tb.shape:
+        return None
+    return float((ta - tb).abs().max())
+
+
+def first_diff(ta, tb):
+    for i, (x, y) in enumerate(zip(ta, tb)):
+        if x != y:
+            return next(j for j, (u, v) in enumerate(zip(x, y)) if u != v) if len(x) == len(y) else 0
+    return None
+
+
+def compare(stock, other, spread):
+    """'same', 'within spread', or 'DIFFERS ...' for each batch kind, and whether it fails."""
+    out, fail = [], False
+    for kind in ("equal", "padded"):
+        s, o = stock["runs"][kind], other["runs"][kind]
+        if s["tokens"] == o["tokens"]:
+            out.append("%s same" % kind)
+            continue
+        d = max_diff(s["logits"], o["logits"])
+        sp = spread["runs"][kind] if spread and spread.get("ok") else None
+        dsp = max_diff(s["logits"], sp["logits"]) if sp else None
+        within = d is not None and dsp is not None and d <= 2 * dsp
+        out.append("%s %s (logit diff %.3g vs spread %s)" % (kind, "within spread" if within else "DIFFERS",
+                                                            d if d is not None else float("nan"),
+                                                            "%.3g" % dsp if dsp is not None else "-"))
+        fail |= not within
+    return "; ".join(out), fail
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--family")
+    p.add_argument("--arm", default="stock")
+    p.add_argument("--families", default=",".join(FAMILIES))
+    p.add_argument("--arms", default="stock,shim,spread")
+    p.add_argument("--shim")
+    p.add_argument("--out", required=False)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--prompt", type=int, default=512)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--logits-steps", type=int, default=4)
+    p.add_argument("--save-logits", action="store_true")
+    p.add_argument("--timeout", type=float, default=180)
+    p.add_argument("--list", action="store_true")
+    a = p.parse_args()
+    if a.list:
+        for f, v in FAMILIES.items():
+            print("%-12s heads %d/%d head_dim %s  %s" % (f, v[0], v[1], v[2] or "q/k 192, v 128", v[5]))
+        return 0
+    if a.worker:
+        return worker(a)
+    os.makedirs(a.out, exist_ok=True)
+    arms = a.arms.split(",")
+    rows, fails = [], []
+    for fam in a.families.split(","):
+        r = {arm: run_arm(a, fam, arm) for arm in arms if arm != "spread"}
+        # The spread arm only where it is needed: the shim's tokens differ from stock's.
+        if ("spread" in arms and r.get("stock", {}).get("ok") and r.get("shim", {}).get("ok") and
+                any(r["stock"]["runs"][k]["tokens"] != r["shim"]["runs"][k]["tokens"] for k in ("equal", "padded"))):
+            r["spread"] = run_arm(a, fam, "spread")
+        st, sh = r.get("stock"), r.get("shim")
+        row = dict(family=fam, what=FAMILIES[fam][5], arms={k: dict(ok=v.get("ok"), error=v.get("error"),
+                                                                     secs=v.get("secs")) for k, v in r.items()})
+        if st and st.get("ok"):
+            row["impl"] = st.get("attn_implementation")
+            row["stock_ms"] = [st["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+        if sh:
+            s = sh.get("stats") or {}
+            n = s.get("swapped", 0) + s.get("fallbacks", 0)
+            row.update(swapped=s.get("swapped"), fallbacks=s.get("fallbacks"), reasons=s.get("reasons"),
+                       share=(s.get("swapped", 0) / n) if n else None, kernels=s.get("attn"),
+                       internal_errors=s.get("internal_errors"))
+            if sh.get("ok"):
+                row["shim_ms"] = [sh["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+            if st and st.get("ok") and not sh.get("ok"):
+                fails.append("%s: runs stock, fails under the shim (%s)" % (fam, sh.get("error")))
+            if st and st.get("ok") and sh.get("ok"):
+                row["tokens"], bad = compare(st, sh, r.get("spread"))
+                if bad:
+                    fails.append("%s: tokens differ beyond torch's spread" % fam)
+            if s.get("internal_errors"):
+                fails.append("%s: %d shim internal errors" % (fam, s["internal_errors"]))
+        rows.append(row)
+        with open(os.path.join(a.out, "families.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+    lines = ["%-12s %-6s %8s %-26s %-16s %-16s %s" % ("family", "impl", "swapped", "fallbacks", "step ms stock",
+                                                      "step ms shim", "tokens vs stock")]
+    for row in rows:
+        ms = lambda v: "/".join("%.2f" % x if x is not None else "-" for x in v) if v else "-"
+        reasons = "; ".join("%s %d" % kv for kv in (row.get("reasons") or {}).items()) or "-"
+        err = next(("%s: %s" % (k, v["error"][:60]) for k, v in row["arms"].items() if not v["ok"]), "")
+        lines.append("%-12s %-6s %8s %-26s %-16s %-16s %s" % (
+            row["family"], row.get("impl") or "-",
+            "%.0f%%" % (100 * row["share"]) if row.get("share") is not None else "-", reasons[:26],
+            ms(row.get("stock_ms")), ms(row.get("shim_ms")), row.get("tokens") or err or "-"))
+    swapped = [r for r in rows if (r.get("share") or 0) >= 0.95]
+    lines.append("")
+    lines.append("families with >= 95%% of decode attention swapped: %d of %d" % (len(swapped), len(rows)))
+    lines.append("family check: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails)))
+    text = "\n".join(lines)
+    with open(os.path.join(a.out, "families.txt"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
