@@ -6,6 +6,7 @@
 #ifndef PT_TOOLS_BENCH_H
 #define PT_TOOLS_BENCH_H
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common/jsonw.h"
@@ -30,6 +31,15 @@ double pt_bench_metric(const struct pt_json *res, const char *path);
 /* The verdict's untimed arms (pt_bench.varm). */
 enum { PT_VA, PT_VB, PT_VR, PT_VS, PT_NVARM };
 
+/* The shim's attention counts over the B runs (tools/commands/bench_swaps.c). */
+#define PT_BENCH_REASONS 8
+struct pt_bench_swaps {
+  uint64_t runs; /* stats files read (one per B process that exited normally) */
+  uint64_t swapped, fallbacks, reasons_dropped;
+  struct { char why[96]; uint64_t n; } reason[PT_BENCH_REASONS];
+  int nreasons;
+};
+
 struct pt_bench {
   const char *fwd_val[PT_BENCH_NFWD];
   int repeats, timeline_ms, warmup;
@@ -52,6 +62,7 @@ struct pt_bench {
   struct pt_sweep_spec sweep;
   int sweeping, verdict_every;
   int unjudged; /* this A/B has no verdict by design (a sweep point between the judged ones) */
+  struct pt_bench_swaps sw; /* the timed B runs', summed (a sweep: over every point) */
 };
 
 /* Index of a workload flag ("--prompt") in fwd_val, or -1. */
@@ -93,6 +104,14 @@ void pt_bench_write_setup(struct pt_jw *w, const struct pt_bench *bn);
 
 /* Frees the runs and the verdict of one A/B (not the arrays a and b). */
 void pt_bench_free_results(struct pt_bench *bn);
+
+/* The shim's exit stats of the timed B runs (bench_swaps.c): pt_bench_run asks
+ * for them in files matching pattern and collects them after each run (the
+ * files are removed); print writes the table's line, json the "attention" key
+ * (null when no stats came back). */
+void pt_bench_swaps_collect(struct pt_bench *bn, const char *pattern);
+void pt_bench_swaps_print(FILE *f, const struct pt_bench *bn);
+void pt_bench_swaps_json(struct pt_jw *w, const struct pt_bench *bn);
 
 /* `ponytail bench --sweep`: every point of bn->sweep (tools/commands/bench_sweep.c).
  * Returns the exit status. */

@@ -116,6 +116,13 @@ struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round, int va
   const char *old = pt_env_get(&env, "LD_PRELOAD");
   pre = shimmed ? pt_preload_compose(bn->shim, old) : pt_preload_remove(bn->shim, old);
   if (!pre || pt_env_set(&env, "LD_PRELOAD", *pre ? pre : NULL)) goto oom;
+  /* The shim's exit stats of a timed B run, for the table's "attention swapped" line; set
+   * before --shim-env, which may replace them (the line then says unknown). */
+  char stats[PATH_MAX + 64], pattern[PATH_MAX + 64];
+  snprintf(stats, sizeof stats, "%s/b-%d-stats-%%p.json", bn->dir, round);
+  snprintf(pattern, sizeof pattern, "%s/b-%d-stats-*.json", bn->dir, round);
+  if (shimmed && varm < 0 && (pt_env_set(&env, "PONYTAIL_STATS", "json") || pt_env_set(&env, "PONYTAIL_STATS_FILE", stats)))
+    goto oom;
   for (size_t i = 0; shimmed && i < bn->nshim_env; i++)
     if (pt_env_put(&env, bn->shim_env[i])) goto oom;
   for (size_t i = 0; !shimmed && i < bn->nstock_env; i++)
@@ -124,6 +131,7 @@ struct pt_json *pt_bench_run(struct pt_bench *bn, int shimmed, int round, int va
   double wall = 0;
   unlink(json);
   int st = pt_spawn_wait((char *const *)args, env.v, 2, &wall);
+  if (shimmed && varm < 0) pt_bench_swaps_collect(bn, pattern);
   if (st != 0) {
     fprintf(stderr, "ponytail bench: %s run failed: '%s %s' exited with status %d\n", what, bn->python,
             bn->script, st);

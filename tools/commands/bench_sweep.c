@@ -109,6 +109,7 @@ static int pt_sweep_write(struct pt_bench *bn, struct pt_sweep_pt *pts, size_t n
   pt_jw_arr_begin(&w, "points");
   for (size_t i = 0; i < done; i++) pt_sweep_write_row(&w, &rows[i]);
   pt_jw_arr_end(&w);
+  pt_bench_swaps_json(&w, bn); /* over every point's B runs so far */
   pt_jw_obj_end(&w);
   pt_jw_arr_begin(&w, "points");
   for (size_t i = 0; i < done; i++) {
@@ -243,6 +244,8 @@ int pt_bench_sweep(struct pt_bench *bn) {
          bn->repeats, bn->repeats > 1 ? "s" : "");
   printf("%s\n\n", line);
   pt_sweep_print_summary(stdout, rows, n);
+  printf("\n");
+  pt_bench_swaps_print(stdout, bn); /* over every point's B runs */
   if (pt_sweep_write(bn, pts, n, n, rows, ip, ib, 1) != 0) goto out;
   printf("\nwrote %s (plot: ponytail plot-sweep %s -o sweep.png)\n", bn->out, bn->out);
   fflush(stdout);

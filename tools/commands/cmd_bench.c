@@ -108,6 +108,7 @@ static int pt_bench_write(const struct pt_bench *bn, double med[2][PT_BENCH_NMET
   pt_jw_str(&w, "tool", "ponytail bench");
   pt_bench_write_setup(&w, bn);
   pt_bench_write_body(&w, bn, (const double(*)[PT_BENCH_NMETRICS])med, match);
+  pt_bench_swaps_json(&w, bn);
   pt_jw_obj_end(&w);
   pt_jw_finish(&w);
   int bad_io = ferror(f);
@@ -297,6 +298,7 @@ int pt_cmd_bench(int argc, char **argv) {
   }
   printf("  %-26s %s\n", "generated token ids",
          match ? "identical (sha256 equal in every run)" : "DIFFER between runs (see token_ids in the result)");
+  pt_bench_swaps_print(stdout, &bn);
   if (pt_bench_write(&bn, med, match) != 0) goto out;
   printf("\nwrote %s (plot: ponytail timeline %s -o timeline.png)\n", bn.out, bn.out);
   rc = verdict_failed ? 1 : !vstatus ? 0 : !strcmp(vstatus, "outside") ? 3 : !strcmp(vstatus, "nonfinite") ? 4 : 0;

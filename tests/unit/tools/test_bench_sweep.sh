@@ -127,6 +127,22 @@ out=$(sweep "$tmp/log7" --prompt 1024 --batch 2 --out "$tmp/b.json" 2>/dev/null)
 has "$out" "  decode step p50 (ms)               14.500         11.000    0.759" "single A/B table"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tool"] == "ponytail bench" and d["summary"]["verdict"] == "within" and d["settings"]["prompt"] == 1024' \
   "$tmp/b.json" || fail "single A/B result"
+# What the shim swapped in B, from its exit stats: a share, or NONE with the reasons.
+has "$out" "  attention swapped (B)      120 of 126 hooked launches (95.2%); fallbacks: seqlen_q > 16 6" "swapped line"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["attention"]; assert a["swapped"] == 120 and a["fallbacks"] == 6 and not a["none_swapped"] and a["fallback_reasons"] == {"seqlen_q > 16": 6}, a' \
+  "$tmp/b.json" || fail "single A/B: attention in the result"
+out=$(FAKE_SWAPPED=0 sweep "$tmp/log9" --prompt 1024 --batch 2 --verdict-steps 0 --out "$tmp/b3.json" 2>/dev/null); rc=$?
+[ $rc = 0 ] || fail "nothing swapped: exit $rc"
+has "$out" "  attention swapped (B)      NONE: no attention launch ran on Ponytail's kernels, so B/A measures the" "nothing swapped"
+has "$out" "head_dim not 64/128/256 30" "nothing swapped: the reason"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["attention"]; assert a["none_swapped"] and a["swapped"] == 0, a' \
+  "$tmp/b3.json" || fail "nothing swapped: attention in the result"
+# PONYTAIL_STATS given by the user: their choice stands, and the line says unknown.
+out=$(sweep "$tmp/log10" --prompt 1024 --batch 2 --verdict-steps 0 --shim-env PONYTAIL_STATS=0 --out "$tmp/b4.json" 2>/dev/null)
+has "$out" "  attention swapped (B)      unknown (no shim stats from the B runs" "user's PONYTAIL_STATS"
+# The sweep: over every point's B runs (2 points x 120).
+out=$(sweep "$tmp/log11" --sweep prompt=512,2k --verdict-steps 0 --out "$tmp/s7.json" 2>/dev/null)
+has "$out" "  attention swapped (B)      240 of 252 hooked launches" "sweep swapped line"
 sweep "$tmp/log8" --prompt 1024 --batch 2 --shim-env PONYTAIL_TEST_FAULT=200 --out "$tmp/b2.json" >/dev/null 2>&1; rc=$?
 [ $rc = 3 ] || fail "single A/B with the planted fault: exit $rc, want 3"
 
