@@ -26,7 +26,8 @@ prefill). Exit 1 when a family that runs stock fails under the shim, or changes 
 the spread.
 
 The worker (--worker) is one arm of one family in this process: it writes a JSON with tokens,
-first decode steps' logits (as lists), decode step times and the attention path.
+decode step times and the attention path, and the first decode steps' logits beside it (.pt,
+removed once the family is compared).
 """
 import argparse
 import json
@@ -152,9 +153,12 @@ def worker(a):
                                          logits_processor=LogitsProcessorList([Stamp()]))
             steps = sorted((b - s) * 1e3 for s, b in zip(stamps, stamps[1:]))
             lg = torch.stack(logits)
+            lpath = None
+            if a.save_logits:  # beside the JSON, read and removed by the driver (MBs per run)
+                lpath = a.out[:-5] + ".%s.logits.pt" % kind
+                torch.save(lg, lpath)
             runs[kind] = dict(tokens=out[:, P:].tolist(), step_ms_p50=steps[len(steps) // 2] if steps else None,
-                              logits=lg.tolist() if a.save_logits else None,
-                              logits_absmax=float(lg.abs().max()))
+                              logits=lpath, logits_absmax=float(lg.abs().max()))
         res["runs"] = runs
         res["ok"] = True
     except BaseException as e:
@@ -211,9 +215,9 @@ def shim_stats(path):
 
 def max_diff(a, b):
     import torch
-    if a is None or b is None:
+    if not a or not b or not os.path.exists(a) or not os.path.exists(b):
         return None
-    ta, tb = torch.tensor(a), torch.tensor(b)
+    ta, tb = torch.load(a), torch.load(b)
     if ta.shape != tb.shape:
         return None
     return float((ta - tb).abs().max())
@@ -300,6 +304,10 @@ def main():
             if s.get("internal_errors"):
                 fails.append("%s: %d shim internal errors" % (fam, s["internal_errors"]))
         rows.append(row)
+        for v in r.values():  # the logits files are only for the comparison above
+            for run in (v.get("runs") or {}).values():
+                if run.get("logits") and os.path.exists(run["logits"]):
+                    os.unlink(run["logits"])
         with open(os.path.join(a.out, "families.json"), "w") as f:
             json.dump(rows, f, indent=1)
     lines = ["%-12s %-6s %8s %-26s %-16s %-16s %s" % ("family", "impl", "swapped", "fallbacks", "step ms stock",
