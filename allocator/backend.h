@@ -93,6 +93,14 @@ struct pt_backend_ops {
   int (*host_free)(void *ctx, void *p);
   int (*copy_to_host)(void *ctx, void *dst, uintptr_t src, size_t size);
   int (*copy_to_device)(void *ctx, uintptr_t dst, const void *src, size_t size);
+
+  /* Optional (NULL: no host tier): size bytes of page-locked host memory as
+   * a handle like create's, mapped, released and given access the same way,
+   * that the device reads and writes over the link (pool_tier.c). Not
+   * counted against the device's memory. copy_d2d copies between two mapped
+   * pool ranges (moving a host granule back to the device), synchronously. */
+  int (*create_host)(void *ctx, size_t size, pt_bk_handle *h);
+  int (*copy_d2d)(void *ctx, uintptr_t dst, uintptr_t src, size_t size);
 };
 
 struct pt_backend {

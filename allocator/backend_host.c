@@ -19,13 +19,14 @@ struct host_marker {
 struct host_ctx {
   int fd;
   size_t gran;
-  uint64_t max_granules;
+  uint64_t max_granules, max_tier_granules;
   /* Granule slots of the memfd: in_use[i] (part of a created handle); for a
    * handle's first slot, len[i] (its granules, else 0) and mapped_va[i]
    * (where it is mapped, 0 when not). */
   uint8_t *in_use;
   uintptr_t *mapped_va;
   uint32_t *len;
+  uint8_t *tier; /* first slot of a handle: 1 when it is host-tier memory (create_host) */
   uint64_t nslots;
   struct host_marker *markers;
   uint64_t nmarkers;
@@ -84,6 +85,10 @@ static int host_grow_slots(struct host_ctx *h, uint64_t n) {
   uint32_t *l = realloc(h->len, cap * sizeof *l);
   if (!l) return PT_HOST_ERR_OOM;
   h->len = l;
+  uint8_t *t = realloc(h->tier, cap);
+  if (!t) return PT_HOST_ERR_OOM;
+  h->tier = t;
+  memset(t + h->nslots, 0, cap - h->nslots);
   /* The memfd only grows in size; ftruncate commits no memory. */
   if (ftruncate(h->fd, (off_t)(cap * h->gran))) return PT_HOST_ERR_OOM;
   memset(u + h->nslots, 0, cap - h->nslots);
@@ -95,23 +100,40 @@ static int host_grow_slots(struct host_ctx *h, uint64_t n) {
 
 /* A handle is a run of granule slots of the memfd, named by its first slot;
  * the lowest free run that fits is used. */
-static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
-  struct host_ctx *h = ctx;
-  if (host_fault(h, PT_HOST_OP_CREATE)) return h->fail_err[PT_HOST_OP_CREATE];
+static int create_run(struct host_ctx *h, size_t size, bool tier, pt_bk_handle *out) {
   if (!size || size % h->gran || size / h->gran > UINT32_MAX) return PT_HOST_ERR_INVALID;
   uint64_t n = size / h->gran;
-  if (h->max_granules && h->c.live_granules + n > h->max_granules) return PT_HOST_ERR_OOM;
+  if (tier ? h->max_tier_granules && h->c.tier_granules + n > h->max_tier_granules
+           : h->max_granules && h->c.live_granules + n > h->max_granules)
+    return PT_HOST_ERR_OOM;
   uint64_t s = 0, run = 0;
   for (; s < h->nslots && run < n; s++) run = h->in_use[s] ? 0 : run + 1;
   uint64_t first = run == n ? s - n : s - run; /* else the run continues past the end */
   if (host_grow_slots(h, first + n)) return PT_HOST_ERR_OOM;
   memset(h->in_use + first, 1, n);
   h->len[first] = (uint32_t)n;
+  h->tier[first] = tier;
   h->c.live_handles++;
-  h->c.live_granules += n;
+  if (tier) h->c.tier_granules += n;
+  else h->c.live_granules += n;
   h->c.creates++;
   *out = first;
   return 0;
+}
+
+static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_CREATE)) return h->fail_err[PT_HOST_OP_CREATE];
+  return create_run(h, size, false, out);
+}
+
+/* Host-tier memory: the same memfd (a test sees the same bytes either way),
+ * counted apart and capped by pt_backend_host_tier_cap, not by the device's
+ * max_granules. */
+static int host_create_host(void *ctx, size_t size, pt_bk_handle *out) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_CREATE_HOST)) return h->fail_err[PT_HOST_OP_CREATE_HOST];
+  return create_run(h, size, true, out);
 }
 
 static bool host_handle_ok(const struct host_ctx *h, pt_bk_handle hd) {
@@ -128,7 +150,9 @@ static int host_release(void *ctx, pt_bk_handle hd) {
   memset(h->in_use + hd, 0, n);
   h->len[hd] = 0;
   h->c.live_handles--;
-  h->c.live_granules -= n;
+  if (h->tier[hd]) h->c.tier_granules -= n;
+  else h->c.live_granules -= n;
+  h->tier[hd] = 0;
   h->c.releases++;
   return 0;
 }
@@ -262,6 +286,7 @@ static void host_destroy(void *ctx) {
   free(h->in_use);
   free(h->mapped_va);
   free(h->len);
+  free(h->tier);
   free(h->markers);
   free(h);
 }
@@ -315,6 +340,13 @@ static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t
   return 0;
 }
 
+static int host_copy_d2d(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
+  memmove((void *)dst, (const void *)src, size);
+  return 0;
+}
+
 static const struct pt_backend_ops host_ops = {
   .name = "host",
   .err_oom = PT_HOST_ERR_OOM,
@@ -344,6 +376,8 @@ static const struct pt_backend_ops host_ops = {
   .host_free = host_host_free,
   .copy_to_host = host_copy_to_host,
   .copy_to_device = host_copy_to_device,
+  .create_host = host_create_host,
+  .copy_d2d = host_copy_d2d,
 };
 
 int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_granules) {
@@ -381,4 +415,8 @@ void pt_backend_host_complete_markers(struct pt_backend *bk) {
 
 void pt_backend_host_counters(struct pt_backend *bk, struct pt_host_counters *out) {
   *out = ((struct host_ctx *)bk->ctx)->c;
+}
+
+void pt_backend_host_tier_cap(struct pt_backend *bk, uint64_t max_granules) {
+  ((struct host_ctx *)bk->ctx)->max_tier_granules = max_granules;
 }

@@ -31,7 +31,7 @@ int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_
 
 enum pt_host_op { PT_HOST_OP_CREATE, PT_HOST_OP_MAP, PT_HOST_OP_SET_ACCESS, PT_HOST_OP_RESERVE,
                   PT_HOST_OP_RECORD, PT_HOST_OP_HOST_ALLOC, PT_HOST_OP_COPY, PT_HOST_OP_UNMAP,
-                  PT_HOST_OP_COUNT };
+                  PT_HOST_OP_CREATE_HOST, PT_HOST_OP_COUNT };
 
 /* Makes the nth call (1-based, counted from now) of op return err; 0 disarms. */
 void pt_backend_host_fail_at(struct pt_backend *bk, enum pt_host_op op, unsigned nth, int err);
@@ -54,7 +54,11 @@ struct pt_host_counters {
   uint64_t record_seq; /* number of records so far (a clock for tests) */
   uint64_t host_allocs;  /* live host_alloc buffers (a sleeping pool's copies) */
   uint64_t host_bytes;   /* bytes ever given by host_alloc */
+  uint64_t tier_granules; /* live granules made by create_host (the host tier) */
 };
 void pt_backend_host_counters(struct pt_backend *bk, struct pt_host_counters *out);
+/* create_host fails with PT_HOST_ERR_OOM past this many live tier granules (0 = unlimited): the
+ * host running out of memory it can pin. */
+void pt_backend_host_tier_cap(struct pt_backend *bk, uint64_t max_granules);
 
 #endif

@@ -303,6 +303,40 @@ static int vmm_copy_to_device(void *c, uintptr_t dst, const void *src, size_t si
   VMM_CALL(v, v->drv->cuMemcpyHtoD((CUdeviceptr)dst, src, size));
 }
 
+/* The host tier's granules: pinned host memory on the host NUMA node closest
+ * to the device (one reserved range holds them beside device granules; a
+ * kernel reads them over the link), else on the host as a whole. Created
+ * without a shareable handle type: tier blocks are never exported. */
+static int raw_create_host(void *c, size_t size, pt_bk_handle *h) {
+  struct vmm_ctx *v = c;
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED};
+  int numa = -1;
+  if (!v->drv->cuDeviceGetAttribute ||
+      v->drv->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, v->dev) != CUDA_SUCCESS)
+    numa = -1;
+  prop.location.type = numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST;
+  prop.location.id = numa >= 0 ? numa : 0;
+  CUmemGenericAllocationHandle g = 0;
+  CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
+  if (pr != CUDA_SUCCESS) return (int)pr;
+  CUresult r = v->drv->cuMemCreate(&g, size, &prop, 0);
+  CUcontext old;
+  pr = v->drv->cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
+    (void)v->drv->cuMemRelease(g);
+    return (int)pr;
+  }
+  if (r == CUDA_SUCCESS) *h = (pt_bk_handle)g;
+  return (int)r;
+}
+static int vmm_create_host(void *c, size_t size, pt_bk_handle *h) { VMM_TIMED(vmm_ns, raw_create_host(c, size, h)); }
+
+static int vmm_copy_d2d(void *c, uintptr_t dst, uintptr_t src, size_t size) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemcpyDtoD) return CUDA_ERROR_NOT_SUPPORTED;
+  VMM_CALL(v, v->drv->cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, size));
+}
+
 static const struct pt_backend_ops vmm_ops = {
   .name = "vmm",
   .err_oom = CUDA_ERROR_OUT_OF_MEMORY,
@@ -335,6 +369,8 @@ static const struct pt_backend_ops vmm_ops = {
   .host_free = vmm_host_free,
   .copy_to_host = vmm_copy_to_host,
   .copy_to_device = vmm_copy_to_device,
+  .create_host = vmm_create_host,
+  .copy_d2d = vmm_copy_d2d,
 };
 
 int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags,

@@ -225,6 +225,7 @@ int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config
   p->chunk = (chunk + g - 1) / g;
   if (p->chunk > 255) p->chunk = 255;
   p->order_up = cfg && cfg->order_up;
+  p->tier_limit = cfg && bk.ops->create_host ? cfg->tier_bytes / g * g : 0;
   *out = p;
   return 0;
 }
@@ -236,12 +237,14 @@ void pt_pool_destroy(struct pt_pool *p) {
   (void)p->bk.ops->device_sync(p->bk.ctx);
   pt_sleep_forget(p); /* a sleeping pool has nothing mapped: only host copies to free */
   pt_unmap_all(p);
+  if (p->scratch) (void)p->bk.ops->unreserve(p->bk.ctx, p->scratch, 255 * p->gran);
   for (int i = 0; i < p->narenas; i++) {
     struct pt_arena *a = &p->arenas[i];
     (void)p->bk.ops->unreserve(p->bk.ctx, a->base, a->nslots * p->gran);
     free(a->bits);
     free(a->handles);
     free(a->hlen);
+    free(a->host);
   }
   for (uint64_t i = 0; i < p->nstreams; i++)
     if (p->streams[i].has_marker) (void)p->bk.ops->marker_destroy(p->bk.ctx, p->streams[i].marker);
@@ -298,7 +301,15 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   if (!b) {
     /* cudaMalloc semantics (any): a fresh range goes where the driver would
      * put it, below the earlier ones (pool.h, order_up). */
-    if ((rc = pt_grow(p, r, any && !p->order_up))) goto out;
+    if ((rc = pt_grow(p, r, any && !p->order_up))) {
+      /* The device (or the limit) cannot hold it: the host tier, if any. */
+      struct pt_blk *tb;
+      if (rc != p->bk.ops->err_oom || !p->tier_limit || (rc = pt_tier_alloc(p, r, size, any && !p->order_up, &tb)))
+        goto out;
+      *ptr = (void *)tb->addr;
+      pthread_mutex_unlock(&p->mu);
+      return 0;
+    }
     if (!(b = pool_fit(p, r, &at))) {
       rc = p->bk.ops->err_oom;
       goto out;
@@ -359,8 +370,7 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   p->st.requested_bytes += size;
   if (p->st.requested_bytes > p->st.peak_requested_bytes)
     p->st.peak_requested_bytes = p->st.requested_bytes;
-  if (p->st.physical_bytes - p->st.live_bytes < p->trim_floor)
-    p->trim_floor = p->st.physical_bytes - p->st.live_bytes;
+  if (p->st.physical_bytes - pt_dev_live(p) < p->trim_floor) p->trim_floor = p->st.physical_bytes - pt_dev_live(p);
   *ptr = (void *)b->addr;
   pthread_mutex_unlock(&p->mu);
   return 0;
@@ -402,11 +412,11 @@ static void free_block(struct pt_pool *p, struct pt_blk *b, const struct pt_fenc
     b = v;
   }
   pt_fit_insert(p, b);
-  uint64_t free_phys = p->st.physical_bytes - p->st.live_bytes;
+  uint64_t free_phys = p->st.physical_bytes - pt_dev_live(p);
   if (free_phys > p->keep && free_phys > p->trim_floor + PT_TRIM_STEP) {
     pt_streams_refresh(p);
     pt_trim_locked(p, p->keep, false);
-    p->trim_floor = p->st.physical_bytes - p->st.live_bytes;
+    p->trim_floor = p->st.physical_bytes - pt_dev_live(p);
   }
 }
 
@@ -416,6 +426,11 @@ int pt_pool_free(struct pt_pool *p, void *ptr, pt_bk_stream stream) {
   if (!b) {
     pthread_mutex_unlock(&p->mu);
     return p->bk.ops->err_invalid;
+  }
+  if (b->tier) {
+    int rc = pt_tier_free(p, b, stream, false);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
   }
   struct pt_stream_st *st = stream_get(p, stream, true);
   struct pt_fence f = {stream, ++p->free_seq};
@@ -445,6 +460,12 @@ int pt_pool_free_sync(struct pt_pool *p, void *ptr) {
   if (!b) {
     pthread_mutex_unlock(&p->mu);
     return p->bk.ops->err_invalid; /* freed meanwhile by another thread */
+  }
+  if (b->tier) {
+    /* After a failed sync its work may still run: wait for it like an async free. */
+    int trc = pt_tier_free(p, b, 0, !rc);
+    pthread_mutex_unlock(&p->mu);
+    return rc ? rc : trc;
   }
   if (rc) {
     /* The sync failed: still free it, fenced on the legacy stream (which

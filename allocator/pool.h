@@ -86,6 +86,8 @@ struct pt_pool_config {
   uint64_t chunk_bytes; /* largest handle created when growing (rounded up to granules, at most
                            255 granules); 0 = PT_POOL_CHUNK_DEFAULT; a granule or less = one
                            granule per handle, so stitching can move any free granule */
+  uint64_t tier_bytes;  /* host tier (PONYTAIL_HOST_TIER): page-locked host bytes that may back
+                           allocations the device (or the limit) cannot; 0 = none (pool_tier.c) */
   int order_up;         /* synchronous allocations (pt_pool_alloc_any, cudaMalloc semantics):
                            0 = a fresh range goes at the highest free place, below the ranges
                            placed before it, where the driver's cudaMalloc puts large
@@ -121,7 +123,13 @@ struct pt_pool_config {
   X(sleeps)            /* pt_pool_sleep calls that put the pool to sleep */        \
   X(wakes)             /* pt_pool_wake calls that woke it */                       \
   X(asleep_bytes)      /* physical bytes released by the current sleep (0 awake) */ \
-  X(host_bytes)        /* of those, kept in host memory (the rest was dropped) */
+  X(host_bytes)        /* of those, kept in host memory (the rest was dropped) */ \
+  X(tier_bytes)        /* host-tier bytes now backing live allocations */          \
+  X(peak_tier_bytes)                                                               \
+  X(tier_allocs)       /* allocations given host-tier granules */                  \
+  X(tier_frees)                                                                    \
+  X(tier_moved_bytes)  /* host-tier bytes moved back to the device */              \
+  X(tier_refusals)     /* allocations the tier could not cover either */
 
 struct pt_pool_stats {
 #define PT_POOL_STAT_MEMBER(name) uint64_t name;
@@ -210,6 +218,33 @@ void pt_pool_wake_undo(struct pt_pool *pool);
 /* Waits for all work on the pool's device (before a sleep of several pools:
  * each device's work may read another's pool). 0 or the backend's error. */
 int pt_pool_drain(struct pt_pool *pool);
+/* The host tier (pool_tier.c). When neither free blocks nor new device
+ * memory (within the limit) can hold an allocation, the pool maps it into a
+ * range of its own: as many device granules as the device and the limit
+ * still give, the rest host-tier granules (backend op create_host) at the
+ * following addresses, up to the tier's size. Such a block is never split,
+ * stitched or reused: its free unmaps and releases the whole range (after
+ * the freeing stream's work), so host memory lives exactly as long as the
+ * allocation that needed it. Its device granules count in physical_bytes
+ * and live_bytes as usual; its host granules count in tier_bytes only.
+ * The sleep of a pool that holds tier blocks is refused (err_invalid), as is
+ * exporting one by IPC.
+ *
+ * pt_pool_tier_promote moves host granules of live tier blocks back to the
+ * device, at the same addresses, while the device and the limit give room
+ * (after giving back the pool's wholly free device memory, as a trim to 0):
+ * for each, new device memory is mapped at a scratch range, the bytes
+ * copied (copy_d2d), the host granule unmapped and the device one mapped in
+ * its place. The caller guarantees that no device work touches tier blocks
+ * meanwhile (the shim holds the process at its gate and drains the device,
+ * as for sleep). Moves at most max_bytes (0: all it can); returns the bytes
+ * moved, or the backend's error with *moved set to what was moved before it
+ * (each granule is moved whole or not at all). */
+int pt_pool_tier_promote(struct pt_pool *pool, uint64_t max_bytes, uint64_t *moved);
+/* tier_bytes now, without the lock (relaxed). */
+uint64_t pt_pool_tier_bytes(const struct pt_pool *pool);
+uint64_t pt_pool_tier_room(const struct pt_pool *pool); /* tier size left */
+
 /* Current figures without the lock (relaxed reads; for the limit check and
  * cudaMemGetInfo on the pass-through path, where a lock would serialise). */
 struct pt_pool_usage {

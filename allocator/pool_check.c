@@ -83,7 +83,23 @@ int pt_pool_check(struct pt_pool *p, const char **why) {
       if (b->addr >= p->gran && mapped(p, b->addr - p->gran)) FAIL("mapped granule before a segment");
     }
     if (!b->is_free && b->nfence) FAIL("live block with fences");
+    if (b->tier && (b->is_free || b->prev || b->next || b->size % p->gran)) FAIL("tier block not alone in its range");
   }
+  /* Host slots lie exactly in tier blocks, and add up to tier_bytes. */
+  uint64_t host_g = 0, tier_host_g = 0;
+  for (int i = 0; i < p->narenas; i++)
+    for (uint64_t s = 0; s < p->arenas[i].nslots; s++) {
+      if (p->arenas[i].host[s] && !pt_bit(p->arenas[i].bits, s)) FAIL("host slot not mapped");
+      host_g += p->arenas[i].host[s];
+    }
+  for (uint64_t i = 0; i < n; i++) {
+    struct pt_arena *ar;
+    uint64_t s0;
+    if (!all[i]->tier || pt_arena_slot(p, all[i]->addr, &ar, &s0)) continue;
+    for (uint64_t s = s0; s < s0 + all[i]->size / p->gran; s++) tier_host_g += ar->host[s];
+  }
+  if (host_g != tier_host_g) FAIL("host slot outside a tier block");
+  if (host_g * p->gran != p->st.tier_bytes) FAIL("tier bytes accounting");
   for (int i = 0; i < p->narenas; i++) {
     const struct pt_arena *a = &p->arenas[i];
     for (uint64_t w = 0; w < (a->nslots + 63) / 64; w++) mapped_g += (uint64_t)__builtin_popcountll(a->bits[w]);
@@ -104,8 +120,9 @@ int pt_pool_check(struct pt_pool *p, const char **why) {
   if (live != p->st.live_bytes) FAIL("live bytes accounting");
   if (req != p->st.requested_bytes) FAIL("requested bytes accounting");
   /* A sleeping pool keeps its slots (bits, handle lengths) without their
-   * physical memory: pool_sleep.c. */
-  uint64_t slots_bytes = p->st.physical_bytes + (p->asleep ? p->st.asleep_bytes : 0);
+   * physical memory: pool_sleep.c. Host-tier granules are mapped slots
+   * outside physical_bytes: pool_tier.c. */
+  uint64_t slots_bytes = p->st.physical_bytes + p->st.tier_bytes + (p->asleep ? p->st.asleep_bytes : 0);
   if (mapped_g * p->gran != slots_bytes) FAIL("physical bytes accounting");
   if (total != slots_bytes) FAIL("blocks do not cover the mapped memory");
   if (!p->asleep && p->st.asleep_bytes) FAIL("asleep bytes while awake");

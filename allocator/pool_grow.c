@@ -94,11 +94,14 @@ static int arena_add(struct pt_pool *p, uint64_t min_slots) {
   a.bits = calloc((a.nslots + 63) / 64, sizeof *a.bits);
   a.handles = calloc(a.nslots, sizeof *a.handles);
   a.hlen = calloc(a.nslots, sizeof *a.hlen);
-  int rc = !a.bits || !a.handles || !a.hlen ? p->bk.ops->err_oom : p->bk.ops->reserve(p->bk.ctx, bytes, &a.base);
+  a.host = calloc(a.nslots, sizeof *a.host);
+  int rc = !a.bits || !a.handles || !a.hlen || !a.host ? p->bk.ops->err_oom
+                                                       : p->bk.ops->reserve(p->bk.ctx, bytes, &a.base);
   if (rc) {
     free(a.bits);
     free(a.handles);
     free(a.hlen);
+    free(a.host);
     return rc;
   }
   p->arenas[p->narenas] = a;
@@ -107,7 +110,7 @@ static int arena_add(struct pt_pool *p, uint64_t min_slots) {
   return 0;
 }
 
-static int place_fresh(struct pt_pool *p, uint64_t k, bool down, uintptr_t *va) {
+int pt_place_fresh(struct pt_pool *p, uint64_t k, bool down, uintptr_t *va) {
   for (int pass = 0; pass < 2; pass++) {
     bool got = false;
     for (int i = 0; i < p->narenas; i++) {
@@ -475,7 +478,7 @@ int pt_grow(struct pt_pool *p, uint64_t r, bool down) {
   }
   struct pt_blk *tail = pl.tail >= 0 ? c[pl.tail] : NULL;
   uintptr_t va = tail ? tail->addr + tail->size : 0;
-  if (!tail && (rc = place_fresh(p, w.ng, down, &va))) goto fail;
+  if (!tail && (rc = pt_place_fresh(p, w.ng, down, &va))) goto fail;
   hspans_by_size(w.h, w.nh);
   if ((rc = map_range(p, va, w.h, w.nh, w.ng))) {
     w.nh = w.ng = 0; /* map_range released them */
@@ -513,7 +516,7 @@ fail:
 
 uint64_t pt_trim_locked(struct pt_pool *p, uint64_t keep, bool wait) {
   const uint64_t G = p->gran;
-  uint64_t free_phys = p->st.physical_bytes - p->st.live_bytes;
+  uint64_t free_phys = p->st.physical_bytes - pt_dev_live(p);
   if (free_phys <= keep) return 0;
   uint64_t need = (free_phys - keep + G - 1) / G, released = 0;
   uint64_t n = p->nfree_blocks;
@@ -553,12 +556,15 @@ void pt_unmap_all(struct pt_pool *p) {
       uint64_t e = s;
       while (e < a->nslots && pt_bit(a->bits, e)) e++;
       (void)p->bk.ops->unmap(p->bk.ctx, a->base + s * p->gran, (e - s) * p->gran);
+      uint64_t dev = 0;
       for (uint64_t j = s; j < e; j++) {
         if (a->hlen[j]) (void)p->bk.ops->release(p->bk.ctx, a->handles[j]);
+        dev += !a->host[j];
         a->hlen[j] = 0;
+        a->host[j] = 0;
         pt_bit_clr(a->bits, j);
       }
-      pt_stat_physical(p, -(int64_t)(e - s));
+      pt_stat_physical(p, -(int64_t)dev);
       s = e;
     }
   }

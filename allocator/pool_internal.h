@@ -29,6 +29,7 @@ struct pt_blk {
   struct pt_blk *tl, *tr;     /* free index (treap) children */
   uint32_t prio;              /* treap priority, from the address */
   uint8_t is_free, nfence;
+  uint8_t tier; /* a host-tier block: alone in its range, freed by unmapping it (pool_tier.c) */
   struct pt_fence fence[PT_POOL_FENCES];
 };
 
@@ -42,6 +43,7 @@ struct pt_arena {
   uint64_t *bits;
   pt_bk_handle *handles;
   uint8_t *hlen;
+  uint8_t *host; /* 1 on every slot of a host-tier handle */
 };
 
 /* A handle and its size in granules, as the slow path moves them around. */
@@ -83,6 +85,8 @@ struct pt_pool {
   uint64_t gran;
   uint64_t keep, limit, arena_bytes;
   uint64_t chunk; /* granules per handle created when growing (1..255) */
+  uint64_t tier_limit; /* host tier size in bytes (0: none) */
+  uintptr_t scratch;   /* promote's scratch range (255 granules), reserved at first use */
   bool order_up;  /* synchronous allocations' fresh ranges lowest first, as stream-ordered ones */
 
   struct pt_arena arenas[PT_POOL_MAX_ARENAS];
@@ -154,7 +158,19 @@ void pt_stat_physical(struct pt_pool *p, int64_t delta_granules);
  * copies, and the slots of its released handles) so that it can be destroyed. */
 void pt_sleep_forget(struct pt_pool *p);
 
+/* pool_tier.c */
+/* Under the mutex: a tier block for r bytes (size the caller asked: req),
+ * or err_oom (counted in tier_refusals). */
+int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct pt_blk **out);
+/* Under the mutex, b out of the live map: waits for stream's work (sync:
+ * the device was synchronized already), unmaps and releases b's range. */
+int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool sync);
+/* Device bytes in use (live_bytes less the tier's host bytes). */
+static inline uint64_t pt_dev_live(const struct pt_pool *p) { return p->st.live_bytes - p->st.tier_bytes; }
+
 /* pool_grow.c */
+/* A fresh range of k granules with guard slots (pt_grow's placement). */
+int pt_place_fresh(struct pt_pool *p, uint64_t k, bool down, uintptr_t *va);
 /* down: a fresh range goes at the highest free place (else the lowest). */
 int pt_grow(struct pt_pool *p, uint64_t size, bool down);
 uint64_t pt_trim_locked(struct pt_pool *p, uint64_t keep, bool wait);

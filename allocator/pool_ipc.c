@@ -9,12 +9,13 @@
  * is found by a scan of the live blocks. Under the pool's mutex. */
 static struct pt_blk *block_holding(struct pt_pool *p, uintptr_t a) {
   struct pt_blk *b = pt_ptrmap_get(&p->live, a);
-  if (b) return b;
-  for (uint64_t i = 0; i < p->live.cap; i++) {
+  for (uint64_t i = 0; !b && i < p->live.cap; i++) {
     struct pt_blk *c = p->live.keys[i] ? p->live.vals[i] : NULL;
-    if (c && a - c->addr < c->size) return c;
+    if (c && a - c->addr < c->size) b = c;
   }
-  return NULL;
+  /* A host-tier block is not exported: its host granules have no device
+   * behind them for an importer to map (pool.h). */
+  return b && !b->tier ? b : NULL;
 }
 
 /* The block and the whole handles under it (a handle is exported whole). */

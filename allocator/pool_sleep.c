@@ -117,7 +117,9 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
   bool can_copy = o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
   pthread_mutex_lock(&p->mu);
   int rc = 0;
-  if (p->asleep || (!discard && !can_copy)) {
+  /* Host-tier granules would come back as device memory (or not at all):
+   * a pool holding any is refused (pool.h). */
+  if (p->asleep || (!discard && !can_copy) || p->st.tier_bytes) {
     rc = o->err_invalid;
     goto out;
   }

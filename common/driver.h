@@ -75,6 +75,7 @@
   X(cuMemcpyAsync, 4000)                       \
   X(cuMemcpyDtoH, 3020)                        \
   X(cuMemcpyHtoD, 3020)                        \
+  X(cuMemcpyDtoD, 3020)                        \
   X(cuMemHostAlloc, 2020)                      \
   X(cuMemFreeHost, 2000)                       \
   X(cuIpcGetMemHandle, 4010)                   \

@@ -203,10 +203,20 @@ static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_ro
   bool any;
   uint64_t sid = pool_stream(sm, stream, &any);
   void *p = NULL;
+  uint64_t tier0 = R.tier ? pt_pool_tier_bytes(pool) : 0;
   int rc = any ? pt_pool_alloc_any(pool, size, &p) : pt_pool_alloc(pool, size, sid, &p);
   if (rc) {
     if (rc != PT_OOM) PT_LOG_ONCE(PT_LOG_WARN, "pool allocation failed with CUDA error %d (returned to the caller)", rc);
+    else if (R.tier)
+      PT_LOG_ONCE(PT_LOG_WARN, "host tier: an allocation of %zu bytes on device %d fits neither the device nor the "
+                  "tier (PONYTAIL_HOST_TIER=%" PRIu64 ", %" PRIu64 " in use, or host memory could not be pinned): "
+                  "out of memory", size, dev, R.tier, pt_pool_tier_bytes(pool));
     return api == PT_API_RT ? pt_route_rt_err(rc) : rc;
+  }
+  if (R.tier && pt_pool_tier_bytes(pool) > tier0) {
+    PT_LOG_ONCE(PT_LOG_INFO, "host tier in use on device %d: allocations past the device are placed partly in host "
+                "memory (slower to read); stats: tier_bytes", dev);
+    pt_debug("host tier: %zu bytes at %p, %" PRIu64 " bytes of the tier in use", size, p, pt_pool_tier_bytes(pool));
   }
   *ptr = p;
   pt_trace_alloc(R.trace, true, size, p, stream);
@@ -240,6 +250,7 @@ static int route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, 
     bool any;
     rc = sm == PT_SM_SYNC ? pt_pool_free_sync(pool, ptr) : pt_pool_free(pool, ptr, pool_stream(sm, stream, &any));
     if (rc == 0) pt_ipc_block_freed(ptr); /* its export record goes with it */
+    if (rc == 0 && R.tier && pt_pool_tier_bytes(pool)) pt_tier_kick(); /* room for the host's bytes? */
     /* cudaFree gives the memory back to the device, and programs rely on it:
      * a caching allocator above us (PyTorch's empty_cache, its out-of-memory
      * retry) frees synchronously exactly when it wants the memory released.

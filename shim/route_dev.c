@@ -93,7 +93,8 @@ struct pt_pool *rt_pool_get(int dev) {
   if (!devs[dev].pool && !devs[dev].failed) {
     struct pt_backend bk;
     struct pt_pool_config cfg = {
-      .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = R.chunk, .order_up = R.order_up};
+      .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = R.chunk, .order_up = R.order_up,
+      .tier_bytes = R.tier};
     /* The backend calls the driver through the shim's table, handed here
      * (the allocator includes nothing of the shim); NULL when it is absent. */
     int rc = pt_backend_vmm_create(&bk, dev, R.ipc ? PT_VMM_EXPORTABLE : 0,

@@ -45,6 +45,7 @@
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
 #include "shim/stats.h"
+#include "shim/tier.h"
 
 #define PT_ROUTE_MAX_DEV 64
 #define PT_OOM 2 /* cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY */
@@ -97,6 +98,8 @@ struct pt_route_settings {
   bool ipc; /* PONYTAIL_IPC=fd: exportable granules, real IPC of pooled blocks */
   uint64_t kv_min, kv_min_async, keep, limit, chunk;
   bool order_up; /* PONYTAIL_POOL_ORDER=up */
+  uint64_t tier;  /* PONYTAIL_HOST_TIER (bytes, per pool) */
+  bool tier_info; /* PONYTAIL_HOST_TIER_INFO */
   struct pt_trace_writer *trace;
 };
 extern struct pt_route_settings R;

@@ -6,16 +6,23 @@
 /* ---- queries ------------------------------------------------------------- */
 
 void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_bytes) {
-  if (!R.limit || !R.pool_on || !free_bytes || !total_bytes) return;
+  if ((!R.limit && !R.tier_info) || !R.pool_on || !free_bytes || !total_bytes) return;
   int dev = rt_route_device(api, PT_SM_SYNC, 0);
   struct pt_pool *pool = dev >= 0 ? rt_pool_get(dev) : NULL;
   if (!pool) return;
-  struct pt_pool_usage u;
-  pt_pool_usage(pool, &u);
-  uint64_t used = u.physical_bytes + u.passthrough_bytes;
-  uint64_t f = used < R.limit ? R.limit - used : 0;
-  if (f < *free_bytes) *free_bytes = (size_t)f;
-  *total_bytes = (size_t)R.limit;
+  if (R.limit) {
+    struct pt_pool_usage u;
+    pt_pool_usage(pool, &u);
+    uint64_t used = u.physical_bytes + u.passthrough_bytes;
+    uint64_t f = used < R.limit ? R.limit - used : 0;
+    if (f < *free_bytes) *free_bytes = (size_t)f;
+    *total_bytes = (size_t)R.limit;
+  }
+  /* PONYTAIL_HOST_TIER_INFO: the tier as more memory of this device. */
+  if (R.tier_info) {
+    *free_bytes += (size_t)pt_pool_tier_room(pool);
+    *total_bytes += (size_t)R.tier;
+  }
 }
 
 /* The ordinal whose default pool mempool is, among devices with a pool. */

@@ -30,6 +30,8 @@ void pt_route_setup(void) {
   R.limit = pt_opt_size(PT_OPT_MEM_LIMIT);
   R.chunk = pt_pool_chunk_auto(pt_opt_size(PT_OPT_POOL_CHUNK), R.limit); /* 0 = auto, resolved here */
   R.order_up = pt_opt_enum(PT_OPT_POOL_ORDER) == PT_POOL_ORDER_UP;
+  R.tier = pt_opt_size(PT_OPT_HOST_TIER);
+  R.tier_info = R.tier && pt_opt_bool(PT_OPT_HOST_TIER_INFO);
   trace_open();
   pt_stats_alloc_json = rt_stats_json;
   pt_stats_alloc_text = rt_stats_text;
@@ -37,6 +39,7 @@ void pt_route_setup(void) {
 
 void pt_route_atfork_child(void) {
   pt_ipc_atfork_child();
+  pt_tier_atfork_child();
   if (!R.trace || !strstr(pt_opt_str(PT_OPT_TRACE), "%p")) return;
   pt_trace_close(R.trace);
   R.trace = NULL;

@@ -36,6 +36,7 @@ void pt_route_sleep_figures(struct pt_route_sleep_figures *f) {
     f->pools++;
     f->physical_bytes += u.physical_bytes;
     f->live_bytes += u.live_bytes;
+    f->tier_bytes += pt_pool_tier_bytes(p);
     if (pt_pool_asleep(p)) f->asleep_pools++;
     size_t fr = 0, tot = 0;
     if (pt_drv.cuMemGetInfo && push(d)) {
@@ -115,4 +116,49 @@ int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev) {
     if (p) pt_pool_wake_finish(p, sum);
   }
   return 0;
+}
+
+int pt_route_tier_promote(uint64_t *moved, uint64_t *left) {
+  *moved = *left = 0;
+  int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE), rc = 0;
+  for (int d = 0; d < nd && !rc; d++) { /* a kernel on one device may read another's pool */
+    struct pt_pool *p = pool_at(d);
+    if (p && pt_pool_tier_bytes(p)) rc = pt_pool_drain(p);
+  }
+  for (int d = 0; d < nd && !rc; d++) {
+    struct pt_pool *p = pool_at(d);
+    uint64_t m = 0;
+    if (!p || !pt_pool_tier_bytes(p)) continue;
+    rc = pt_pool_tier_promote(p, 0, &m);
+    *moved += m;
+  }
+  for (int d = 0; d < nd; d++) {
+    struct pt_pool *p = pool_at(d);
+    if (p) *left += pt_pool_tier_bytes(p);
+  }
+  return rc;
+}
+
+bool pt_route_tier_room(void) {
+  int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
+  for (int d = 0; d < nd; d++) {
+    struct pt_pool *p = pool_at(d);
+    if (!p || !pt_pool_tier_bytes(p)) continue;
+    struct pt_pool_usage u;
+    pt_pool_usage(p, &u);
+    uint64_t dev_live = u.live_bytes - pt_pool_tier_bytes(p), pool_free = u.physical_bytes - dev_live;
+    size_t fr = 0, tot = 0;
+    if (pt_drv.cuMemGetInfo && push(d)) {
+      if (pt_drv.cuMemGetInfo(&fr, &tot) != CUDA_SUCCESS) fr = 0;
+      pop();
+    }
+    uint64_t room = (uint64_t)fr + pool_free;
+    if (R.limit) {
+      uint64_t used = u.physical_bytes + u.passthrough_bytes - pool_free;
+      uint64_t lim_room = used < R.limit ? R.limit - used : 0;
+      if (lim_room < room) room = lim_room;
+    }
+    if (room >= (2u << 20)) return true;
+  }
+  return false;
 }

@@ -15,6 +15,7 @@ struct pt_route_sleep_figures {
   uint64_t device_used_bytes, device_total_bytes;
   uint64_t passthrough_live; /* allocations passed to CUDA and not freed (count) */
   uint64_t ipc_exports_live; /* pooled blocks exported by CUDA IPC, still live */
+  uint64_t tier_bytes;       /* the pools' host-tier bytes (PONYTAIL_HOST_TIER) */
 };
 void pt_route_sleep_figures(struct pt_route_sleep_figures *f);
 
@@ -23,5 +24,15 @@ void pt_route_sleep_figures(struct pt_route_sleep_figures *f);
 int pt_route_sleep(bool discard, struct pt_pool_sleep_info *sum, int *failed_dev);
 /* Every sleeping pool awake, or all still asleep. */
 int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev);
+
+/* The host tier's move back (shim/tier.c), with the gate closed: every device
+ * drained, then each pool's host granules moved to the device while it has
+ * room. *moved: bytes moved; *left: host-tier bytes still on the host.
+ * 0 or the first error (the pools stay consistent: pool.h). */
+int pt_route_tier_promote(uint64_t *moved, uint64_t *left);
+/* Whether a move could do anything: some pool holds host-tier bytes and its
+ * device has at least a granule free (driver's figure plus the pool's own
+ * free memory, within PONYTAIL_MEM_LIMIT). Without the gate. */
+bool pt_route_tier_room(void);
 
 #endif

@@ -46,8 +46,8 @@ static void put(struct out *o, const char *fmt, ...) {
 static double secs(uint64_t ns) { return (double)ns / 1e9; }
 
 static void figures(struct out *o, const char *when, const struct pt_route_sleep_figures *f) {
-  put(o, "%s_pool_bytes=%" PRIu64 "\n%s_device_used_bytes=%" PRIu64 "\n", when, f->physical_bytes, when,
-      f->device_used_bytes);
+  put(o, "%s_pool_bytes=%" PRIu64 "\n%s_device_used_bytes=%" PRIu64 "\n%s_tier_bytes=%" PRIu64 "\n", when,
+      f->physical_bytes, when, f->device_used_bytes, when, f->tier_bytes);
 }
 
 static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
@@ -68,6 +68,11 @@ static void do_sleep(bool discard, struct out *o) {
   if (!before.pools) {
     put(o, "error: nothing to put to sleep: no allocation of this process went to Ponytail's pool "
            "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n");
+    return;
+  }
+  if (before.tier_bytes) {
+    put(o, "error: %" PRIu64 " bytes of the pool live in host memory (PONYTAIL_HOST_TIER); a process whose "
+           "host tier holds memory cannot sleep\n", before.tier_bytes);
     return;
   }
   if (before.ipc_exports_live) {
@@ -157,6 +162,19 @@ void pt_sleep_request(const char *line, char *buf, size_t n) {
   else put(&o, "error: unknown request (sleep, sleep discard, wake, status)\n");
   pthread_mutex_unlock(&sleep_mu);
   put(&o, "pid=%d\n", (int)getpid());
+}
+
+int pt_sleep_hold_and_run(uint64_t timeout_ms, int (*fn)(void *), void *arg, bool *ran) {
+  *ran = false;
+  pthread_mutex_lock(&sleep_mu);
+  int rc = 0;
+  if (!asleep && pt_gate_close(timeout_ms, NULL) == 0) {
+    rc = fn(arg);
+    pt_gate_open();
+    *ran = true;
+  }
+  pthread_mutex_unlock(&sleep_mu);
+  return rc;
 }
 
 bool pt_sleep_asleep(void) {

@@ -4,10 +4,16 @@
 #define PT_SHIM_SLEEP_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Runs one request ("sleep", "sleep discard", "wake", "status") and writes the
  * answer: "ok" or "error: <reason>" on the first line, then key=value lines. */
 void pt_sleep_request(const char *line, char *buf, size_t n);
 bool pt_sleep_asleep(void);
+/* Holds the process at its gate (up to timeout_ms for the calls in flight)
+ * and runs fn, unless the process sleeps or a sleep request runs meanwhile;
+ * *ran says whether fn ran. Returns fn's result (0 when it did not run). For
+ * the host tier's move back (shim/tier.c). */
+int pt_sleep_hold_and_run(uint64_t timeout_ms, int (*fn)(void *), void *arg, bool *ran);
 
 #endif

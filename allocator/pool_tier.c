@@ -1,0 +1,241 @@
+/* The host tier: allocations the device cannot hold, backed partly by
+ * page-locked host memory at the same virtual addresses (pool.h). Under the
+ * pool's mutex, except the two relaxed readers at the end.
+ *
+ * Why a tier block has a range of its own and is never reused: host granules
+ * are ~60x slower to read than device ones, so none should linger in the
+ * free index where a later allocation, fitting on the device, could land on
+ * them; and unmapping the whole range at its free gives the pinned host
+ * memory back at once. */
+#include <stdlib.h>
+#include "allocator/pool_internal.h"
+
+struct tspan {
+  pt_bk_handle h;
+  uint64_t n;
+  bool host;
+};
+
+/* Granules the limit still allows on the device (UINT64_MAX: no limit). */
+static uint64_t dev_room(const struct pt_pool *p) {
+  if (!p->limit) return UINT64_MAX;
+  uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
+  return used < p->limit ? (p->limit - used) / p->gran : 0;
+}
+
+/* Up to want granules in handles of at most chunk, halving on out-of-memory;
+ * appended to sp. Stops short at out-of-memory of a single granule (0), or
+ * returns another error. */
+static int create_some(struct pt_pool *p, bool host, uint64_t want, struct tspan *sp, uint64_t *nsp, uint64_t *got) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  while (*got < want) {
+    uint64_t n = want - *got < p->chunk ? want - *got : p->chunk;
+    for (;;) {
+      int rc = host ? o->create_host(p->bk.ctx, n * p->gran, &sp[*nsp].h) : o->create(p->bk.ctx, n * p->gran, &sp[*nsp].h);
+      if (!rc) break;
+      if (rc != o->err_oom) return rc;
+      if (n == 1) return 0;
+      n /= 2;
+    }
+    sp[*nsp].n = n;
+    sp[(*nsp)++].host = host;
+    *got += n;
+  }
+  return 0;
+}
+
+int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct pt_blk **out) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  const uint64_t G = p->gran, k = (r + G - 1) / G;
+  struct tspan *sp = malloc(k * sizeof *sp);
+  struct pt_blk *b = pt_blk_new(p);
+  uint64_t nsp = 0, dev = 0, host = 0, mapped = 0;
+  uintptr_t va = 0;
+  struct pt_arena *ar = NULL;
+  uint64_t s0 = 0;
+  int rc = o->err_oom;
+  if (!sp || !b) goto fail;
+  /* As much as the device and the limit give, then the host for the rest. */
+  uint64_t room = dev_room(p);
+  if ((rc = create_some(p, false, k < room ? k : room, sp, &nsp, &dev))) goto fail;
+  uint64_t tier_left = (p->tier_limit - p->st.tier_bytes) / G;
+  if (k - dev > tier_left) {
+    rc = o->err_oom;
+    goto refuse;
+  }
+  if ((rc = create_some(p, true, k - dev, sp, &nsp, &host))) goto fail;
+  if (dev + host < k) {
+    rc = o->err_oom; /* the host could not pin that much */
+    goto refuse;
+  }
+  if ((rc = pt_place_fresh(p, k, down, &va)) || (rc = pt_arena_slot(p, va, &ar, &s0) ? o->err_invalid : 0)) goto fail;
+  for (uint64_t i = 0; i < nsp; i++) {
+    if ((rc = o->map(p->bk.ctx, va + mapped * G, sp[i].n * G, sp[i].h))) goto unmap;
+    ar->hlen[s0 + mapped] = (uint8_t)sp[i].n;
+    for (uint64_t j = 0; j < sp[i].n; j++) {
+      ar->handles[s0 + mapped + j] = sp[i].h;
+      ar->host[s0 + mapped + j] = sp[i].host;
+      pt_bit_set(ar->bits, s0 + mapped + j);
+    }
+    mapped += sp[i].n;
+  }
+  if ((rc = o->set_access(p->bk.ctx, va, k * G))) goto unmap;
+  *b = (struct pt_blk){.addr = va, .size = k * G, .req = req, .tier = 1};
+  if (pt_ptrmap_put(&p->live, va, b)) {
+    rc = o->err_oom;
+    goto unmap;
+  }
+  pt_stat_physical(p, (int64_t)dev);
+  p->st.tier_bytes += host * G;
+  if (p->st.tier_bytes > p->st.peak_tier_bytes) p->st.peak_tier_bytes = p->st.tier_bytes;
+  p->st.tier_allocs++;
+  p->st.pooled_allocs++;
+  p->st.live_bytes += k * G;
+  if (p->st.live_bytes > p->st.peak_live_bytes) p->st.peak_live_bytes = p->st.live_bytes;
+  if (p->st.live_bytes > p->high_live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
+  p->st.requested_bytes += req;
+  if (p->st.requested_bytes > p->st.peak_requested_bytes) p->st.peak_requested_bytes = p->st.requested_bytes;
+  free(sp);
+  *out = b;
+  return 0;
+unmap:
+  if (mapped) (void)o->unmap(p->bk.ctx, va, mapped * G);
+  for (uint64_t j = 0; j < mapped; j++) {
+    pt_bit_clr(ar->bits, s0 + j);
+    ar->hlen[s0 + j] = 0;
+    ar->host[s0 + j] = 0;
+  }
+  goto fail;
+refuse:
+  p->st.tier_refusals++;
+fail:
+  for (uint64_t i = 0; i < nsp; i++) (void)o->release(p->bk.ctx, sp[i].h);
+  if (b) pt_blk_put(p, b);
+  free(sp);
+  return rc;
+}
+
+int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool sync) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  const uint64_t G = p->gran, k = b->size / G;
+  (void)stream;
+  struct pt_arena *ar;
+  uint64_t s0;
+  /* Its memory goes back at once, so the work queued on it must be done:
+   * the whole device is waited for (a slow path, and the stream may have
+   * work on other streams waiting on it). */
+  int rc = sync ? 0 : o->device_sync(p->bk.ctx);
+  if (!sync && !rc) p->st.syncs++;
+  if (!rc) rc = pt_arena_slot(p, b->addr, &ar, &s0) ? o->err_invalid : 0;
+  if (!rc) rc = o->unmap(p->bk.ctx, b->addr, b->size);
+  if (rc) {
+    (void)pt_ptrmap_put(&p->live, b->addr, b); /* still live: nothing was released */
+    return rc;
+  }
+  uint64_t dev = 0, host = 0;
+  for (uint64_t s = s0; s < s0 + k; s++) {
+    if (ar->hlen[s]) (void)o->release(p->bk.ctx, ar->handles[s]);
+    if (ar->host[s]) host++;
+    else dev++;
+    ar->hlen[s] = 0;
+    ar->host[s] = 0;
+    pt_bit_clr(ar->bits, s);
+  }
+  pt_stat_physical(p, -(int64_t)dev);
+  p->st.tier_bytes -= host * G;
+  p->st.live_bytes -= b->size;
+  p->st.requested_bytes -= b->req;
+  p->st.pooled_frees++;
+  p->st.tier_frees++;
+  pt_blk_put(p, b);
+  return 0;
+}
+
+/* Moves the host handle at slots [s, s+n) of ar (mapped at va) to new device
+ * memory, through the scratch range. 0 (moved), err_oom (no device memory:
+ * nothing changed), or another error: the host handle is mapped back where it
+ * was (its bytes never left it). */
+static int move_one(struct pt_pool *p, struct pt_arena *ar, uint64_t s, uint64_t n, uintptr_t va) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  const uint64_t G = p->gran, bytes = n * G;
+  pt_bk_handle d;
+  int rc = o->create(p->bk.ctx, bytes, &d);
+  if (rc) return rc;
+  if ((rc = o->map(p->bk.ctx, p->scratch, bytes, d))) goto release;
+  if ((rc = o->set_access(p->bk.ctx, p->scratch, bytes)) || (rc = o->copy_d2d(p->bk.ctx, p->scratch, va, bytes))) {
+    (void)o->unmap(p->bk.ctx, p->scratch, bytes);
+    goto release;
+  }
+  if ((rc = o->unmap(p->bk.ctx, p->scratch, bytes)) || (rc = o->unmap(p->bk.ctx, va, bytes))) goto release;
+  if ((rc = o->map(p->bk.ctx, va, bytes, d)) || (rc = o->set_access(p->bk.ctx, va, bytes))) {
+    /* Put the host granule back where it was: its bytes are still there. */
+    (void)o->unmap(p->bk.ctx, va, bytes);
+    if (!o->map(p->bk.ctx, va, bytes, ar->handles[s])) (void)o->set_access(p->bk.ctx, va, bytes);
+    goto release;
+  }
+  (void)o->release(p->bk.ctx, ar->handles[s]);
+  for (uint64_t j = s; j < s + n; j++) {
+    ar->handles[j] = d;
+    ar->host[j] = 0;
+  }
+  pt_stat_physical(p, (int64_t)n);
+  p->st.tier_bytes -= bytes;
+  p->st.tier_moved_bytes += bytes;
+  return 0;
+release:
+  (void)o->release(p->bk.ctx, d);
+  return rc;
+}
+
+int pt_pool_tier_promote(struct pt_pool *p, uint64_t max_bytes, uint64_t *moved) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  *moved = 0;
+  pthread_mutex_lock(&p->mu);
+  int rc = 0;
+  if (!p->st.tier_bytes || p->asleep) goto out;
+  if (!o->copy_d2d) {
+    rc = o->err_invalid;
+    goto out;
+  }
+  if (!p->scratch && (rc = o->reserve(p->bk.ctx, 255 * p->gran, &p->scratch))) {
+    p->scratch = 0;
+    goto out;
+  }
+  /* The pool's own free device memory first: under a limit it counts as
+   * used, and on a full device it is what new handles need. */
+  (void)pt_trim_locked(p, 0, true);
+  for (uint64_t i = 0; i < p->live.cap && !rc; i++) {
+    struct pt_blk *b = p->live.keys[i] ? p->live.vals[i] : NULL;
+    struct pt_arena *ar;
+    uint64_t s0;
+    if (!b || !b->tier || pt_arena_slot(p, b->addr, &ar, &s0)) continue;
+    for (uint64_t s = s0; s < s0 + b->size / p->gran && !rc;) {
+      uint64_t n = ar->hlen[s];
+      if (!n) { /* cannot happen in a consistent pool; never loop on it */
+        s++;
+        continue;
+      }
+      if (ar->host[s]) {
+        if (max_bytes && *moved >= max_bytes) goto out;
+        if (dev_room(p) < n) goto out; /* the limit: stop, not an error */
+        rc = move_one(p, ar, s, n, ar->base + s * p->gran);
+        if (rc == o->err_oom) { /* the device is full: what moved stays moved */
+          rc = 0;
+          goto out;
+        }
+        if (!rc) *moved += n * p->gran;
+      }
+      s += n;
+    }
+  }
+out:
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+uint64_t pt_pool_tier_bytes(const struct pt_pool *p) { return __atomic_load_n(&p->st.tier_bytes, __ATOMIC_RELAXED); }
+
+uint64_t pt_pool_tier_room(const struct pt_pool *p) {
+  uint64_t t = pt_pool_tier_bytes(p);
+  return t < p->tier_limit ? p->tier_limit - t : 0;
+}
