@@ -36,6 +36,7 @@ static uint64_t fc_in_use, fc_argsum;
 static uint64_t fc_dev_bytes[2], fc_devmem_cap;
 static int fc_devmem_read;
 static uint64_t fc_vmm_handles, fc_va_reserved;
+static uint64_t fc_host_vmm_bytes; /* cuMemCreate on a host location, live */
 static uint64_t fc_exports, fc_imports, fc_imports_live; /* shareable-handle counters */
 
 static uint64_t fc_cap(void) {
@@ -484,6 +485,13 @@ FC_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
   memcpy(dst, (const void *)src, n);
   return CUDA_SUCCESS;
 }
+FC_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  FC_ENTER(cuMemcpyDtoD_v2);
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  memmove((void *)dst, (const void *)src, n);
+  return CUDA_SUCCESS;
+}
+FC_EXPORT uint64_t fakecuda_host_vmm_bytes(void) { return __atomic_load_n(&fc_host_vmm_bytes, __ATOMIC_RELAXED); }
 FC_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   FC_ENTER(cuMemcpyHtoD_v2);
   if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
@@ -585,7 +593,7 @@ FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 /* ---- virtual memory management ---------------------------------------------- */
 struct fc_phys {
   int fd;
-  int dev;      /* charged to this device; -1: imported */
+  int dev;      /* charged to this device; -1: imported; -2: host memory (a host NUMA location) */
   int location; /* the device the memory lives on, imported handles too */
   size_t size;
   int exportable; /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested */
@@ -664,20 +672,34 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
                                unsigned long long flags) {
   FC_ENTER(cuMemCreate);
   if (!handle || !prop || !size || size % FC_GRAN) return CUDA_ERROR_INVALID_VALUE;
-  int dev = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
-  if (dev < 0 || dev > 1) return CUDA_ERROR_INVALID_DEVICE;
-  if (fc_charge(dev, size) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  /* Host memory (the pool's host tier): not charged to a device, capped by
+   * FAKECUDA_HOSTMEM (0/unset: no cap) as pinning is by the host's limits. */
+  const int host = prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA || prop->location.type == CU_MEM_LOCATION_TYPE_HOST;
+  int dev = host ? -2 : prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+  if (!host && (dev < 0 || dev > 1)) return CUDA_ERROR_INVALID_DEVICE;
+  if (host) {
+    const char *e = getenv("FAKECUDA_HOSTMEM");
+    uint64_t cap = e ? strtoull(e, NULL, 0) : 0, n = __atomic_add_fetch(&fc_host_vmm_bytes, size, __ATOMIC_RELAXED);
+    if (cap && n > cap) {
+      __atomic_sub_fetch(&fc_host_vmm_bytes, size, __ATOMIC_RELAXED);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  } else if (fc_charge(dev, size) != CUDA_SUCCESS) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   struct fc_phys *ph = calloc(1, sizeof *ph);
   if (!ph) {
-    fc_uncharge(dev, size);
+    if (host) __atomic_sub_fetch(&fc_host_vmm_bytes, size, __ATOMIC_RELAXED);
+    else fc_uncharge(dev, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   /* The name carries the device to an importing process (fc_fd_location). */
-  ph->fd = memfd_create(dev ? "fakecuda-dev1" : "fakecuda-dev0", MFD_CLOEXEC);
+  ph->fd = memfd_create(host ? "fakecuda-host" : dev ? "fakecuda-dev1" : "fakecuda-dev0", MFD_CLOEXEC);
   if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size)) {
     if (ph->fd >= 0) close(ph->fd);
     free(ph);
-    fc_uncharge(dev, size);
+    if (host) __atomic_sub_fetch(&fc_host_vmm_bytes, size, __ATOMIC_RELAXED);
+    else fc_uncharge(dev, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   ph->size = size;
@@ -695,6 +717,7 @@ FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (!ph) return CUDA_ERROR_INVALID_VALUE;
   /* Like the driver: existing mappings keep the memory alive (memfd). */
   if (ph->dev >= 0) fc_uncharge(ph->dev, ph->size);
+  else if (ph->dev == -2) __atomic_fetch_sub(&fc_host_vmm_bytes, ph->size, __ATOMIC_RELAXED);
   else __atomic_fetch_sub(&fc_imports_live, 1, __ATOMIC_RELAXED);
   __atomic_fetch_sub(&fc_vmm_handles, 1, __ATOMIC_RELAXED);
   close(ph->fd);
@@ -1058,6 +1081,7 @@ static const struct {
     FC_ROW(cuMemcpyAsync, cuMemcpyAsync, 4000, FC_ANY),
     FC_ROW(cuMemcpyDtoH, cuMemcpyDtoH_v2, 3020, FC_ANY),
     FC_ROW(cuMemcpyHtoD, cuMemcpyHtoD_v2, 3020, FC_ANY),
+    FC_ROW(cuMemcpyDtoD, cuMemcpyDtoD_v2, 3020, FC_ANY),
     FC_ROW(cuMemHostAlloc, cuMemHostAlloc, 2020, FC_ANY),
     FC_ROW(cuMemFreeHost, cuMemFreeHost, 2000, FC_ANY),
     FC_ROW(cuPointerGetAttribute, cuPointerGetAttribute, 4000, FC_ANY),

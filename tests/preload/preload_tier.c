@@ -1,0 +1,143 @@
+/* The host tier under the shim (issue 49), against the fake CUDA with a
+ * 64 MiB device (FAKECUDA_DEVMEM, set by meson):
+ *
+ *   preload_tier SCENARIO DIR
+ *
+ * tier: PONYTAIL_HOST_TIER=256M, PONYTAIL_HOST_TIER_INFO=1. Allocations past
+ *       the device succeed, partly and then wholly on host memory, and keep
+ *       every byte; cudaMemGetInfo counts the tier; a free gives host memory
+ *       back at once; once device memory frees, the mover brings the host
+ *       bytes back (same addresses, bytes intact) while a worker thread keeps
+ *       launching copies; past device + tier: out of memory, said once in the
+ *       log; the exit stats count it all.
+ * off:  no tier (the default): the allocation past the device fails with
+ *       out-of-memory as stock, no host memory is used. */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/preload/preload_check.h"
+
+#define MiB (1ull << 20)
+
+static const char *g_dir;
+static int g_stop;
+static uint64_t g_copies;
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+static uint64_t word(uint64_t key, uint64_t off) { return (key * 0x9E3779B97F4A7C15ull) ^ off; }
+static void fill(void *p, uint64_t size, uint64_t key) {
+  for (uint64_t off = 0; off + 8 <= size; off += 4096) memcpy((char *)p + off, &(uint64_t){word(key, off)}, 8);
+}
+static int intact(const void *p, uint64_t size, uint64_t key) {
+  for (uint64_t off = 0; off + 8 <= size; off += 4096) {
+    uint64_t v;
+    memcpy(&v, (const char *)p + off, 8);
+    if (v != word(key, off)) return 0;
+  }
+  return 1;
+}
+
+/* Copies out of a small (not pooled) buffer, all the time: the process
+ * runs on while the mover holds it for a moment. */
+static void *worker(void *arg) {
+  void *x = arg;
+  static char host[4096];
+  while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+    if (cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)x, sizeof host) == CUDA_SUCCESS)
+      __atomic_fetch_add(&g_copies, 1, __ATOMIC_RELAXED);
+    sleep_ms(1);
+  }
+  return NULL;
+}
+
+static int sc_tier(void) {
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  size_t fr0 = 0, tot0 = 0, fr = 0, tot = 0;
+  void *x = NULL; /* the worker's, passed through (below PONYTAIL_KV_MIN), taken first */
+  CHECK_EQ(cudaMalloc(&x, 4096), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&a, 46 * MiB), cudaSuccess);
+  fill(a, 46 * MiB, 1);
+  CHECK_EQ(cudaMemGetInfo(&fr0, &tot0), cudaSuccess);
+  CHECK_EQ(tot0, (64 + 256) * MiB); /* PONYTAIL_HOST_TIER_INFO: the tier counts as memory */
+  CHECK_EQ(fr0, (18 + 256) * MiB - 4096);
+  CHECK_EQ(cudaMalloc(&b, 40 * MiB), cudaSuccess); /* 16 MiB on the device, 24 on the host */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 24 * MiB);
+  fill(b, 40 * MiB, 2);
+  CHECK_EQ(cudaMalloc(&c, 64 * MiB), cudaSuccess); /* all on the host */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 88 * MiB);
+  fill(c, 64 * MiB, 3);
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(fr, (2 + 256 - 88) * MiB - 4096);
+  CHECK(intact(a, 46 * MiB, 1) && intact(b, 40 * MiB, 2) && intact(c, 64 * MiB, 3));
+  /* Past the device and the tier: out of memory, nothing else changes. */
+  CHECK_EQ(cudaMalloc(&d, 200 * MiB), cudaErrorMemoryAllocation);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 88 * MiB);
+  pthread_t w;
+  CHECK_EQ(pthread_create(&w, NULL, worker, x), 0);
+  /* A free of a tier block gives its host memory back at once. */
+  CHECK_EQ(cudaFree(c), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 24 * MiB);
+  sleep_ms(300); /* the device is still full: nothing moves */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 24 * MiB);
+  /* a's 46 MiB go back to the device (a synchronous free trims): the mover
+   * brings b's 24 MiB from the host, at b's addresses. */
+  CHECK_EQ(cudaFree(a), cudaSuccess);
+  for (int i = 0; i < 300 && fakecuda_host_vmm_bytes(); i++) sleep_ms(10);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  CHECK(intact(b, 40 * MiB, 2));
+  uint64_t before = __atomic_load_n(&g_copies, __ATOMIC_RELAXED);
+  sleep_ms(50);
+  CHECK(__atomic_load_n(&g_copies, __ATOMIC_RELAXED) > before); /* the process runs on */
+  __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(w, NULL);
+  CHECK_EQ(cudaFree(b), cudaSuccess);
+  CHECK_EQ(cudaFree(x), cudaSuccess);
+  char *log = read_log(g_dir, (int)getpid());
+  CHECK(log && strstr(log, "host tier in use on device 0"));
+  CHECK(log && strstr(log, "fits neither the device nor the tier"));
+  CHECK(log && strstr(log, "host tier: 25165824 bytes moved back to the device"));
+  return g_failed;
+}
+
+static void check_tier(const char *js) {
+  CHECK_EQ(alloc_stat(js, "tier_allocs"), 2);
+  CHECK_EQ(alloc_stat(js, "tier_frees"), 2); /* c, and b (a tier block still, moved or not) */
+  CHECK_EQ(alloc_stat(js, "peak_tier_bytes"), 88 * MiB);
+  CHECK_EQ(alloc_stat(js, "tier_moved_bytes"), 24 * MiB);
+  CHECK_EQ(alloc_stat(js, "tier_refusals"), 1);
+  CHECK_EQ(alloc_stat(js, "tier_bytes"), 0);
+  CHECK(strstr(js, "\"internal_errors\":0"));
+}
+
+static int sc_off(void) {
+  void *a = NULL, *b = NULL;
+  size_t fr = 0, tot = 0;
+  CHECK_EQ(cudaMalloc(&a, 48 * MiB), cudaSuccess);
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(tot, 64 * MiB);
+  CHECK_EQ(cudaMalloc(&b, 40 * MiB), cudaErrorMemoryAllocation);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  CHECK_EQ(cudaFree(a), cudaSuccess);
+  return g_failed;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[2];
+  mkdir(g_dir, 0755);
+  if (!strcmp(argv[1], "tier")) return run_scenario(g_dir, "tier", sc_tier, check_tier, NULL, 3000);
+  if (!strcmp(argv[1], "off")) return run_scenario(g_dir, "off", sc_off, NULL, NULL, 3000);
+  fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  return 2;
+}
