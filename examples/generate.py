@@ -25,7 +25,9 @@ What is measured (host clock, time.perf_counter):
     with a device synchronize.
   * memory: torch's peak allocated/reserved after a reset following the
     warm-up, NVML's device memory used (whole device, via pynvml when it is
-    importable), and a timeline sampled by a thread every --timeline-ms.
+    importable), and a timeline sampled by a thread every --timeline-ms (under the shim with
+    PONYTAIL_HOST_TIER, each sample also has host_tier: the bytes in host memory, from the
+    shim's control socket; `ponytail timeline --metric tier` plots them).
 
 Capacity runs: --mem-cap caps torch's caching allocator (stock torch) with
 set_per_process_memory_fraction before the model is built. Running out of
@@ -194,6 +196,15 @@ class MemorySampler:
             self.nvml = (pynvml, handle)
         except Exception:
             self.nvml = None  # no pynvml or no NVML: skip NVML figures
+        # Under the shim with a host tier: its control socket (common/control_path.c's rule).
+        self.tier_sock = None
+        tier = os.environ.get("PONYTAIL_HOST_TIER", "0").strip()
+        if "libponytail_shim" in os.environ.get("LD_PRELOAD", "") and tier not in ("", "0"):
+            d = os.environ.get("PONYTAIL_CONTROL_DIR", "")
+            if not d:
+                xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+                d = os.path.join(xdg, "ponytail") if xdg.startswith("/") else "/tmp/ponytail-%d" % os.getuid()
+            self.tier_sock = os.path.join(d, "%d.sock" % os.getpid())
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def nvml_used(self):
@@ -207,12 +218,39 @@ class MemorySampler:
         self.nvml_peak = used if self.nvml_peak is None else max(self.nvml_peak, used)
         return used
 
+    def host_tier(self):
+        """Bytes in Ponytail's host tier (PONYTAIL_HOST_TIER), from the shim's control socket
+        (the `status` request `ponytail sleep --status` makes); None when not under the tier."""
+        if self.tier_sock is None:
+            return None
+        import socket
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(0.5)
+                s.connect(self.tier_sock)
+                s.sendall(b"status\n")
+                data = b""
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            for line in data.decode(errors="replace").splitlines():
+                if line.startswith("now_tier_bytes="):
+                    return int(line.split("=", 1)[1])
+        except (OSError, ValueError):
+            pass
+        return None
+
     def sample(self):
         t = self.torch.cuda
-        self.samples.append(dict(t=round(time.perf_counter() - self.t0, 4),
-                                 allocated=int(t.memory_allocated(self.device)),
-                                 reserved=int(t.memory_reserved(self.device)),
-                                 nvml_used=self.nvml_used()))
+        rec = dict(t=round(time.perf_counter() - self.t0, 4),
+                   allocated=int(t.memory_allocated(self.device)),
+                   reserved=int(t.memory_reserved(self.device)),
+                   nvml_used=self.nvml_used())
+        if self.tier_sock is not None:
+            rec["host_tier"] = self.host_tier()
+        self.samples.append(rec)
 
     def run(self):
         while not self.stop_event.wait(self.period):

@@ -16,6 +16,8 @@
 #   sleep      sleep-wake: `ponytail sleep` / `ponytail wake` of a running model (issue 50)   (~4 min)
 #   families   families: 23 transformers families, stock vs shim, the family table (issue 51)
 #              (~7 min; FAMILIES="llama,phi3" picks some)
+#   host-tier  host-tier: PONYTAIL_HOST_TIER's goals (issue 49), HOST_TIER_STAGES (default offpath;
+#              capacity and bigmodel each need a call of their own)
 #   prefill    the prefill kernel of issue 18 alone (checks/prefill.sh: correctness and the
 #              sanitizers) and inside the shim (checks/prefill_swap.sh without timing);
 #              the default shim runs it in the other groups too         (~3-4 min)
@@ -38,7 +40,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 py="${PYTHON:-python3}"
 g="$root/tests/gpu/checks"
 
-all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill prefill-swap sleep-wake families)
+all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill prefill-swap sleep-wake families host-tier)
 group() {
   case $1 in
     core) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim" ;;
@@ -48,6 +50,7 @@ group() {
     prefill) echo "prefill prefill-swap" ;;
     sleep) echo "sleep-wake" ;;
     families) echo "families" ;;
+    host-tier) echo "host-tier" ;;
     all) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2" ;;
     *) echo "$1" ;;
   esac
@@ -60,14 +63,14 @@ est() {
   case $1 in
     smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;; families) echo 300 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;; families) echo 300 ;; host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {
   case $1 in
     smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 280 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 330 ;; compat-matrix) echo 420 ;;
-    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; families) echo 540 ;; *) echo 120 ;;
+    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; families) echo 540 ;; host-tier) echo 580 ;; *) echo 120 ;;
   esac
 }
 describe() {
@@ -85,6 +88,7 @@ describe() {
     tp2) echo "checks/tp2.sh: peer access, TP all-reduce + IPC, TP generate (>= 2 GPUs)" ;;
     prefill) echo "checks/prefill.sh: the sm_90a prefill kernel vs fp32, memcheck, racecheck, synccheck" ;;
     prefill-swap) echo "checks/prefill_swap.sh: the prefill kernel in the shim (PONYTAIL_ATTN_PREFILL=1) vs fp32, verify, graph" ;;
+    host-tier) echo "checks/host_tier.py: the host tier: capacity past a 24 GiB cap, off the path, a model larger than the cap" ;;
     families) echo "checks/families.py: transformers families stock vs shim: kernels, swapped share, fallbacks, tokens, decode step" ;;
     sleep-wake) echo "checks/sleep_wake.py: ponytail sleep/wake of a running model (issue 50): memory given back, bandwidth, tokens, graphs, bad requests" ;;
     *) echo "?" ;;
@@ -95,7 +99,7 @@ want=()
 for w in ${CHECKS:-all}; do
   [ "$w" = list ] && {
     for c in "${all_checks[@]}"; do printf '%-14s est %3s s, limit %3s s  %s\n' "$c" "$(est "$c")" "$(lim "$c")" "$(describe "$c")"; done
-    for gr in core compat torch multi-gpu prefill sleep families; do echo "group $gr: $(group "$gr")"; done
+    for gr in core compat torch multi-gpu prefill sleep families host-tier; do echo "group $gr: $(group "$gr")"; done
     exit 0; }
   for c in $(group "$w"); do
     case " ${all_checks[*]} " in
@@ -155,6 +159,7 @@ run_check() { # NAME: the command of one check (runs inside `timeout`, in a subs
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
     sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" ;;
     families) "$py" "$g/families.py" --shim "$shim" --out "$d" ${FAMILIES:+--families "$FAMILIES"} ;;
+    host-tier) "$py" "$g/host_tier.py" --shim "$shim" --out "$d" --stages "${HOST_TIER_STAGES:-offpath}" ;;
   esac
 }
 summary() { # NAME LOG: one line
@@ -174,6 +179,7 @@ summary() { # NAME LOG: one line
     prefill-swap) pat='^prefill_swap:' ;;
     sleep-wake) pat='^sleep_wake:' ;;
     families) pat='^family check:|^families with' ;;
+    host-tier) pat='^host_tier:' ;;
   esac
   local s
   if [ "$1" = alloc-stress ]; then # config ops corr errs ...: corruptions and errors per configuration

@@ -21,8 +21,9 @@ static void usage(FILE *f) {
           "Options:\n"
           "  -o, --out FILE   output file, .png or .svg\n"
           "  --title T        chart title (default: from the bench settings)\n"
-          "  --metric M       auto|nvml|reserved|allocated (default auto: NVML device memory used\n"
-          "                   when both runs sampled it, else torch memory_reserved)\n"
+          "  --metric M       auto|nvml|reserved|allocated|tier (default auto: NVML device memory\n"
+          "                   used when both runs sampled it, else torch memory_reserved; tier:\n"
+          "                   bytes in Ponytail's host tier, sampled under PONYTAIL_HOST_TIER)\n"
           "  --size WxH       image size in pixels (default 1200x700)\n"
           "  -h, --help       this help\n");
 }
@@ -97,8 +98,8 @@ int pt_cmd_timeline(int argc, char **argv) {
   const int svg = pt_plot_format(out);
   if (svg < 0) return bad("the output must end in .png or .svg", out);
   if (strcmp(metric, "auto") && strcmp(metric, "nvml") && strcmp(metric, "reserved") &&
-      strcmp(metric, "allocated"))
-    return bad("--metric takes auto|nvml|reserved|allocated", metric);
+      strcmp(metric, "allocated") && strcmp(metric, "tier"))
+    return bad("--metric takes auto|nvml|reserved|allocated|tier", metric);
 
   char err[512];
   struct pt_json *doc = pt_json_parse_file(in, err, sizeof err);
@@ -134,6 +135,17 @@ int pt_cmd_timeline(int argc, char **argv) {
   }
   if (use_nvml) key = "nvml_used", ylabel = "device memory used, NVML (GiB)";
   else if (!strcmp(metric, "allocated")) key = "allocated", ylabel = "torch memory_allocated (GiB)";
+  else if (!strcmp(metric, "tier")) {
+    key = "host_tier", ylabel = "Ponytail host tier, bytes in host memory (GiB)";
+    int any = 0;
+    for (size_t i = 0; i < nres; i++) any |= pt_tl_has(res[i], "host_tier");
+    if (!any) {
+      fprintf(stderr, "ponytail timeline: %s has no host-tier samples (run with PONYTAIL_HOST_TIER set and "
+                      "--timeline-ms > 0)\n", in);
+      pt_json_free(doc);
+      return 2;
+    }
+  }
 
   char deftitle[256];
   if (!title) {

@@ -260,6 +260,30 @@ static void test_svg(void **state) {
   free(svg);
 }
 
+/* --metric tier: the host tier's bytes of a generate.py result sampled under
+ * PONYTAIL_HOST_TIER (a sample whose query failed is null: a gap); a result
+ * without such samples is refused. */
+static void test_tier(void **state) {
+  (void)state;
+  char out[PATH_MAX + 16];
+  snprintf(out, sizeof out, "%s/tier.svg", tmpdir);
+  char *argv[] = {(char *)ponytail, "timeline", fixture("tier_result.json"), "-o", out, "--metric", "tier", NULL};
+  struct pt_test_out r = pt_test_exec(argv, NULL);
+  assert_int_equal(r.status, 0);
+  pt_test_out_free(&r);
+  size_t len;
+  char *svg = (char *)read_all(out, &len);
+  assert_true(xml_check(svg) > 10);
+  assert_non_null(strstr(svg, "host tier"));
+  assert_non_null(strstr(svg, "run peak 3.00 GiB at 1.0 s"));
+  free(svg);
+  char *none[] = {(char *)ponytail, "timeline", fixture("bench_result.json"), "-o", out, "--metric", "tier", NULL};
+  r = pt_test_exec(none, NULL);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "no host-tier samples"));
+  pt_test_out_free(&r);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
   ponytail = argv[1];
@@ -268,7 +292,7 @@ int main(int argc, char **argv) {
   snprintf(tmpdir, sizeof tmpdir, "%s/pt-test-timeline-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(tmpdir)) return 1;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_png),
-                                     cmocka_unit_test(test_svg)};
+                                     cmocka_unit_test(test_svg), cmocka_unit_test(test_tier)};
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char path[PATH_MAX + 16];
   const char *files[] = {"t.png", "t.svg", "x.png"};

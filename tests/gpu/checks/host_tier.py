@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Issue 49's goals for the host tier (PONYTAIL_HOST_TIER), on the GPU, one process at a time.
+
+  host_tier.py --shim build-gpu/shim/libponytail_shim.so --out DIR [--stages capacity,offpath,bigmodel]
+
+capacity  Under a 24 GiB cap, workload W with prompt 2048 + 2048 new tokens (the capacity notes'
+          workload, bench/records/2026-11-29-stress-and-capacity-24gib.md): stock
+          (`generate.py --mem-cap 24G`) at --stock-batch (120 finished there) and one more step
+          (it must fail, else the next stock batch is the base); then the shim with
+          PONYTAIL_MEM_LIMIT=24G and the tier at 1.5x and 2x that batch: each must finish, with
+          tokens identical to the same batch run uncapped under the shim (same attention path).
+          Decode step p50 of every run, and the tier's figures from the shim's exit stats.
+offpath   Everything fits (B=32, prompt 2048, 256 new tokens): today's default twice and the
+          default plus the tier twice, alternating: the tier's decode step must be within the
+          spread of the two default runs, or 2%, whichever is larger; tokens identical.
+bigmodel  A model larger than the cap: device memory capped at 60% of what weights plus KV need;
+          the shim (PONYTAIL_MEM_LIMIT at the cap, the tier; stock's attention path, so that
+          tokens can be compared) against Hugging Face accelerate's
+          CPU offload (device_map="auto" with the same max_memory): tokens/s (goal: >= 2x
+          accelerate's) and tokens (identical). Skipped with the reason when accelerate is not
+          importable.
+Prints a table last (also DIR/host_tier.txt); exit 1 when a measured goal failed.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+GEN = os.path.join(ROOT, "examples", "generate.py")
+rows, fails = [], []
+
+
+def row(name, value, ok=None):
+    rows.append((name, value, "" if ok is None else ("PASS" if ok else "FAIL")))
+    if ok is False:
+        fails.append(name)
+    print("%-46s %s %s" % (name, value, "" if ok is None else ("PASS" if ok else "FAIL")), flush=True)
+
+
+def run_gen(a, tag, gen_args, shim_env=None, timeout=900):
+    """generate.py with gen_args, stock (shim_env None) or under the shim with shim_env; its JSON
+    plus the shim's summed exit stats ("alloc") under "shim_alloc"."""
+    out = os.path.join(a.out, tag + ".json")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if shim_env is not None:
+        env.update(shim_env)
+        env.update(LD_PRELOAD=os.path.abspath(a.shim), PONYTAIL_STATS="json",
+                   PONYTAIL_STATS_FILE=os.path.join(a.out, tag + ".stats-%p.json"), PONYTAIL_LOG="info",
+                   PONYTAIL_LOG_FILE=os.path.join(a.out, tag + ".shim-%p.log"))
+    cmd = [sys.executable, GEN, "--json", out, "--warmup"] + gen_args
+    t0 = time.time()
+    with open(os.path.join(a.out, tag + ".log"), "w") as log:
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    try:
+        with open(out) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        r = {}
+    r["rc"], r["secs"] = rc, round(time.time() - t0, 1)
+    alloc = {}
+    for p in glob.glob(os.path.join(a.out, tag + ".stats-*.json")):
+        try:
+            with open(p) as f:
+                for k, v in json.load(f).get("alloc", {}).items():
+                    if isinstance(v, (int, float)):
+                        alloc[k] = alloc.get(k, 0) + v
+        except (OSError, ValueError):
+            pass
+    r["shim_alloc"] = alloc
+    return r
+
+
+def step(r):
+    return (r.get("decode_step_ms") or {}).get("p50")
+
+
+def finished(r):
+    return r.get("rc") == 0 and not r.get("oom") and r.get("token_ids_sha256")
+
+
+def tier_env(a, limit=None):
+    e = {"PONYTAIL_HOST_TIER": a.tier}
+    if limit:
+        e["PONYTAIL_MEM_LIMIT"] = limit
+    return e
+
+
+def capacity(a):
+    w = ["--prompt", "2048", "--new-tokens", str(a.new_tokens)]
+    b0 = a.stock_batch
+    st = run_gen(a, "cap-stock-b%d" % b0, w + ["--batch", str(b0), "--mem-cap", a.cap])
+    row("stock, cap %s, batch %d" % (a.cap, b0), "finished" if finished(st) else "OOM/failed (%s)" % st.get("oom_phase"),
+        bool(finished(st)))
+    nxt = b0 + 8
+    st2 = run_gen(a, "cap-stock-b%d" % nxt, w + ["--batch", str(nxt), "--mem-cap", a.cap])
+    row("stock, cap %s, batch %d (must not fit)" % (a.cap, nxt),
+        "finished" if finished(st2) else "OOM (%s)" % st2.get("oom_phase"), not finished(st2))
+    for mult in (1.5, 2.0):
+        b = int(round(b0 * mult / 8.0)) * 8
+        sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
+        ref = run_gen(a, "cap-ref-b%d" % b, w + ["--batch", str(b)], {})
+        al = sh.get("shim_alloc", {})
+        same = finished(sh) and finished(ref) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
+        row("shim + tier, cap %s, batch %d (%.1fx)" % (a.cap, b, mult),
+            "finished, step p50 %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB" % (
+                step(sh), step(ref), al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30)
+            if finished(sh) else "FAILED (rc %s, oom %s)" % (sh.get("rc"), sh.get("oom_phase")), bool(finished(sh)))
+        row("  tokens vs uncapped (batch %d)" % b, "identical" if same else "DIFFER or missing", bool(same))
+
+
+def offpath(a):
+    w = ["--batch", "32", "--prompt", "2048", "--new-tokens", "256"]
+    d, t = [], []
+    for i in range(2):
+        d.append(run_gen(a, "off-default-%d" % i, w, {}))
+        t.append(run_gen(a, "off-tier-%d" % i, w, tier_env(a)))
+    sd, stt = [step(r) for r in d], [step(r) for r in t]
+    if None in sd or None in stt:
+        row("off the path: decode step", "a run failed: %s / %s" % (sd, stt), False)
+        return
+    spread = abs(sd[0] - sd[1]) / min(sd)
+    band = max(spread, 0.02)
+    ratio = (sum(stt) / 2) / (sum(sd) / 2)
+    row("off the path: step default %s, tier %s ms" % (["%.2f" % x for x in sd], ["%.2f" % x for x in stt]),
+        "tier/default %.4f (band %.4f: spread %.4f or 2%%)" % (ratio, band, spread), ratio <= 1 + band)
+    same = all(r.get("token_ids_sha256") == d[0].get("token_ids_sha256") for r in d + t)
+    row("off the path: tokens", "identical" if same else "DIFFER", same)
+    row("off the path: tier bytes used", "%d" % max(r["shim_alloc"].get("peak_tier_bytes", 0) for r in t),
+        all(r["shim_alloc"].get("peak_tier_bytes", 0) == 0 for r in t))
+
+
+BIG = ["--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--head-dim", "128",
+       "--intermediate", "14336", "--batch", "8", "--prompt", "1024", "--new-tokens", "32"]
+
+
+def bigmodel(a):
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        row("bigmodel: accelerate CPU offload", "SKIP: accelerate is not importable here", None)
+        return
+    # Weights ~14.5 GiB (bf16, 7.2 B parameters with a 32000 vocabulary) + KV (8 x 1056 tokens,
+    # 128 KiB per token) ~1 GiB: 60% of that is the cap.
+    need = 7.25e9 * 2 + 8 * 1056 * 131072
+    cap = int(need * 0.6)
+    cap_s = "%dM" % (cap >> 20)
+    # The shim on stock's attention path (nothing swapped), so that its tokens can equal
+    # accelerate's and its speed-up is the memory placement's alone.
+    env = dict(tier_env(a, cap_s), PONYTAIL_TORCH_SDPA="keep", PONYTAIL_ATTN="off")
+    sh = run_gen(a, "big-tier", BIG, env, timeout=1200)
+    acc = run_accelerate(a, cap)
+    ok = finished(sh) and acc.get("tokens_per_s")
+    ratio = sh["tokens_per_s"] / acc["tokens_per_s"] if ok else None
+    row("bigmodel: cap %s, shim+tier tokens/s" % cap_s, "%s (accelerate %s): %s" % (
+        sh.get("tokens_per_s"), acc.get("tokens_per_s"), "%.2fx" % ratio if ratio else "-"),
+        bool(ratio and ratio >= 2.0))
+    same = ok and sh.get("token_ids_sha256") == acc.get("token_ids_sha256")
+    row("bigmodel: tokens vs accelerate", "identical" if same else "DIFFER or missing", bool(same))
+
+
+def run_accelerate(a, cap):
+    """The same model and prompts (generate.py's construction, so the same random weights and
+    token ids) with accelerate's device_map="auto" and max_memory {0: cap, cpu: 512 GiB}."""
+    out = os.path.join(a.out, "big-accelerate.json")
+    # generate.py's own model and inputs, built on the CPU, then dispatched by accelerate.
+    code = r'''
+import hashlib, json, sys, time, torch
+sys.path.insert(0, %(ex)r)
+import generate as g
+from accelerate import dispatch_model, infer_auto_device_map
+args = g.parse_args(%(args)r + ["--json", %(out)r])
+s, extra = g.settings_from(args)
+model = g.make_model(torch, s, extra, torch.device("cpu"), s["prompt"] + s["new_tokens"])
+dm = infer_auto_device_map(model, max_memory={0: %(cap)d, "cpu": 512 << 30},
+                           no_split_module_classes=["LlamaDecoderLayer"])
+model = dispatch_model(model, device_map=dm)
+ids, mask = g.make_inputs(torch, s, torch.device("cuda", 0))
+with torch.no_grad():
+    model.generate(input_ids=ids[:, :8], attention_mask=mask[:, :8], max_new_tokens=2, do_sample=False)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=s["new_tokens"],
+                         min_new_tokens=s["new_tokens"], do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+new = out[:, ids.shape[1]:].tolist()
+# generate.py's digest of the new token ids, so the two can be compared.
+digest = hashlib.sha256(json.dumps(new, separators=(",", ":")).encode()).hexdigest()
+json.dump(dict(tokens_per_s=len(new) * len(new[0]) / dt, total_s=dt, token_ids_sha256=digest,
+               offloaded=sorted(set(str(v) for v in dm.values()))), open(%(out)r, "w"))
+''' % dict(ex=os.path.dirname(GEN), args=BIG, out=out, cap=cap)
+    with open(os.path.join(a.out, "big-accelerate.log"), "w") as log:
+        try:
+            subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, timeout=1800)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        with open(out) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shim", required=True)
+    p.add_argument("--out", default=os.environ.get("OUT", "host-tier-out"))
+    p.add_argument("--stages", default="offpath,capacity,bigmodel")
+    p.add_argument("--tier", default="96G", help="PONYTAIL_HOST_TIER of the shim arms")
+    p.add_argument("--cap", default="24G")
+    p.add_argument("--stock-batch", type=int, default=120)
+    p.add_argument("--new-tokens", type=int, default=2048)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for st in a.stages.split(","):
+        {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel}[st](a)
+    text = "\n".join("%-46s %s %s" % r for r in rows)
+    text += "\nhost_tier: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails))
+    with open(os.path.join(a.out, "host_tier.txt"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
