@@ -39,6 +39,8 @@ check "status while awake" 0 "awake; Ponytail's pool holds" "$pt" sleep --status
 check "dead pid" 1 "no process with pid 999999" "$pt" sleep 999999
 env -u LD_PRELOAD sleep 30 &
 plain=$!
+# Until it has exec'd, the child is this shell's fork, with the shim mapped: wait for the exec.
+for _ in $(seq 100); do grep -q libponytail "/proc/$plain/maps" 2>/dev/null || break; sleep 0.02; done
 check "no shim" 1 "process $plain does not run under Ponytail" "$pt" sleep "$plain"
 kill "$plain" 2>/dev/null
 check "not a pid" 2 "not a process id: x" "$pt" wake x
