@@ -19,6 +19,9 @@ bigmodel  A model larger than the cap: device memory capped at 60% of what weigh
           CPU offload (device_map="auto" with the same max_memory): tokens/s (goal: >= 2x
           accelerate's) and tokens (identical). Skipped with the reason when accelerate is not
           importable.
+policy    Issue 49's point 2: stock, stock with expandable segments, and the shim's keep (default),
+          expandable and async at B=32, prompt 2048, 256 new tokens: torch's peak reserved and the
+          decode step of each, and what expandable segments cost stock against the shim.
 Prints a table last (also DIR/host_tier.txt); exit 1 when a measured goal failed.
 """
 import argparse
@@ -138,6 +141,38 @@ def offpath(a):
         all(r["shim_alloc"].get("peak_tier_bytes", 0) == 0 for r in t))
 
 
+def policy(a):
+    """Point 2 of issue 49: the memory of each allocator policy at B=32 (prompt 2048, 256 new
+    tokens), stock and under the shim, and whether expandable segments cost the shim more than
+    they cost stock: torch's peak reserved, the decode step, tokens."""
+    w = ["--batch", "32", "--prompt", "2048", "--new-tokens", "256"]
+    arms = [("stock", None), ("stock expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+            ("shim default", {}), ("shim expandable", {"PONYTAIL_TORCH_ALLOC": "expandable"}),
+            ("shim async", {"PONYTAIL_TORCH_ALLOC": "async"})]
+    res = {}
+    for name, env in arms:
+        if name.startswith("stock") and env:  # stock with an allocator setting: no preload
+            old = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+            os.environ.update(env)
+            res[name] = run_gen(a, "policy-" + name.replace(" ", "-"), w, None)
+            if old is None:
+                os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+            else:
+                os.environ["PYTORCH_CUDA_ALLOC_CONF"] = old
+        else:
+            res[name] = run_gen(a, "policy-" + name.replace(" ", "-"), w, env)
+    st = res["stock"]
+    for name, r in res.items():
+        rsv = r.get("peak_reserved_bytes")
+        saved = 1 - rsv / st["peak_reserved_bytes"] if rsv and st.get("peak_reserved_bytes") else None
+        row("policy %-16s" % name, "step p50 %s ms, peak reserved %s MiB%s" % (
+            "%.2f" % step(r) if step(r) else "-", rsv >> 20 if rsv else "-",
+            ", saves %.1f%% of stock's" % (100 * saved) if saved is not None else ""), None)
+    se, s0, he, h0 = (step(res[k]) for k in ("stock expandable", "stock", "shim expandable", "shim default"))
+    if se and s0 and he and h0:
+        row("expandable's step cost: stock / shim", "%.3fx / %.3fx" % (se / s0, he / h0), None)
+
+
 BIG = ["--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--head-dim", "128",
        "--intermediate", "14336", "--batch", "8", "--prompt", "1024", "--new-tokens", "32"]
 
@@ -222,7 +257,7 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for st in a.stages.split(","):
-        {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel}[st](a)
+        {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel, "policy": policy}[st](a)
     text = "\n".join("%-46s %s %s" % r for r in rows)
     text += "\nhost_tier: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails))
     with open(os.path.join(a.out, "host_tier.txt"), "w") as f:
