@@ -18,6 +18,11 @@ struct vmm_ctx {
   CUcontext ctx; /* the device's primary context, retained */
   size_t gran;
   CUmemAllocationProp prop;
+  /* The host tier's granules: pinned host memory on the host NUMA node closest
+   * to the device (one reserved range holds them beside device granules; a
+   * kernel reads them over the link), else on the host as a whole. Without a
+   * shareable handle type: tier blocks are never exported. */
+  CUmemAllocationProp host_prop;
   /* Devices given read/write on every mapping: the pool's own first, then
    * peers (cudaDeviceEnablePeerAccess). */
   CUmemAccessDesc access[VMM_MAX_ACCESS];
@@ -66,12 +71,13 @@ static int raw_unreserve(void *c, uintptr_t va, size_t size) {
   VMM_CALL(v, v->drv->cuMemAddressFree((CUdeviceptr)va, size));
 }
 
-static int raw_create(void *c, size_t size, pt_bk_handle *h) {
-  struct vmm_ctx *v = c;
+/* size bytes of physical memory of kind prop (the device's, or the host
+ * tier's), created with the pool's context current. */
+static int create_as(struct vmm_ctx *v, const CUmemAllocationProp *prop, size_t size, pt_bk_handle *h) {
   CUmemGenericAllocationHandle g = 0;
   CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
   if (pr != CUDA_SUCCESS) return (int)pr;
-  CUresult r = v->drv->cuMemCreate(&g, size, &v->prop, 0);
+  CUresult r = v->drv->cuMemCreate(&g, size, prop, 0);
   CUcontext old;
   pr = v->drv->cuCtxPopCurrent(&old);
   if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
@@ -80,6 +86,11 @@ static int raw_create(void *c, size_t size, pt_bk_handle *h) {
   }
   if (r == CUDA_SUCCESS) *h = (pt_bk_handle)g;
   return (int)r;
+}
+
+static int raw_create(void *c, size_t size, pt_bk_handle *h) {
+  struct vmm_ctx *v = c;
+  return create_as(v, &v->prop, size, h);
 }
 
 static int raw_release(void *c, pt_bk_handle h) {
@@ -303,31 +314,10 @@ static int vmm_copy_to_device(void *c, uintptr_t dst, const void *src, size_t si
   VMM_CALL(v, v->drv->cuMemcpyHtoD((CUdeviceptr)dst, src, size));
 }
 
-/* The host tier's granules: pinned host memory on the host NUMA node closest
- * to the device (one reserved range holds them beside device granules; a
- * kernel reads them over the link), else on the host as a whole. Created
- * without a shareable handle type: tier blocks are never exported. */
+/* The host tier's granules (host_prop, set up with the backend). */
 static int raw_create_host(void *c, size_t size, pt_bk_handle *h) {
   struct vmm_ctx *v = c;
-  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED};
-  int numa = -1;
-  if (!v->drv->cuDeviceGetAttribute ||
-      v->drv->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, v->dev) != CUDA_SUCCESS)
-    numa = -1;
-  prop.location.type = numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST;
-  prop.location.id = numa >= 0 ? numa : 0;
-  CUmemGenericAllocationHandle g = 0;
-  CUresult pr = v->drv->cuCtxPushCurrent(v->ctx);
-  if (pr != CUDA_SUCCESS) return (int)pr;
-  CUresult r = v->drv->cuMemCreate(&g, size, &prop, 0);
-  CUcontext old;
-  pr = v->drv->cuCtxPopCurrent(&old);
-  if (r == CUDA_SUCCESS && pr != CUDA_SUCCESS) {
-    (void)v->drv->cuMemRelease(g);
-    return (int)pr;
-  }
-  if (r == CUDA_SUCCESS) *h = (pt_bk_handle)g;
-  return (int)r;
+  return create_as(v, &v->host_prop, size, h);
 }
 static int vmm_create_host(void *c, size_t size, pt_bk_handle *h) { VMM_TIMED(vmm_ns, raw_create_host(c, size, h)); }
 
@@ -409,6 +399,13 @@ int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags,
     v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     v->exportable = true;
   }
+  int numa = -1;
+  if (!drv->cuDeviceGetAttribute ||
+      drv->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, v->dev) != CUDA_SUCCESS)
+    numa = -1;
+  v->host_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  v->host_prop.location.type = numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST;
+  v->host_prop.location.id = numa >= 0 ? numa : 0;
   v->access[0].location = v->prop.location;
   v->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   v->naccess = 1;
