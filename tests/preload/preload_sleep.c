@@ -25,6 +25,7 @@
 
 #include "common/control_path.h"
 #include "tests/fakecuda/fakecuda.h"
+#include "tests/pattern.h"
 #include "tests/preload/preload_check.h"
 
 extern void **__cudaRegisterFatBinary(void *);
@@ -111,17 +112,13 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static uint64_t word(int i, size_t off) { return ((uint64_t)i * 0x9E3779B97F4A7C15ull) ^ off; }
-
 static void fill(int key) {
-  for (int i = 0; i < NBUF; i++)
-    for (size_t off = 0; off + 8 <= g_size[i]; off += 4096) *(uint64_t *)((char *)g_buf[i] + off) = word(i + key, off);
+  for (int i = 0; i < NBUF; i++) pt_pat_fill(g_buf[i], g_size[i], (uint64_t)(i + key), 4096);
 }
 
 static int intact(int key) {
   for (int i = 0; i < NBUF; i++)
-    for (size_t off = 0; off + 8 <= g_size[i]; off += 4096)
-      if (*(uint64_t *)((char *)g_buf[i] + off) != word(i + key, off)) return 0;
+    if (pt_pat_bad(g_buf[i], g_size[i], (uint64_t)(i + key), 4096) != UINT64_MAX) return 0;
   return 1;
 }
 

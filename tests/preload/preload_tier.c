@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "tests/fakecuda/fakecuda.h"
+#include "tests/pattern.h"
 #include "tests/preload/preload_check.h"
 
 #define MiB (1ull << 20)
@@ -32,18 +33,8 @@ static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&t, NULL);
 }
-static uint64_t word(uint64_t key, uint64_t off) { return (key * 0x9E3779B97F4A7C15ull) ^ off; }
-static void fill(void *p, uint64_t size, uint64_t key) {
-  for (uint64_t off = 0; off + 8 <= size; off += 4096) memcpy((char *)p + off, &(uint64_t){word(key, off)}, 8);
-}
-static int intact(const void *p, uint64_t size, uint64_t key) {
-  for (uint64_t off = 0; off + 8 <= size; off += 4096) {
-    uint64_t v;
-    memcpy(&v, (const char *)p + off, 8);
-    if (v != word(key, off)) return 0;
-  }
-  return 1;
-}
+static void fill(void *p, uint64_t size, uint64_t key) { pt_pat_fill(p, size, key, 4096); }
+static int intact(const void *p, uint64_t size, uint64_t key) { return pt_pat_bad(p, size, key, 4096) == UINT64_MAX; }
 
 /* Copies out of a small (not pooled) buffer, all the time: the process
  * runs on while the mover holds it for a moment. */

@@ -11,6 +11,7 @@
 
 #include "allocator/backend_host.h"
 #include "allocator/pool.h"
+#include "tests/pattern.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define G (2 * MiB)
@@ -35,19 +36,12 @@ static void check(struct pt_pool *p) {
   if (line) fail_msg("pool_check.c:%d: %s", line, why);
 }
 
-static uint64_t word(uint64_t key, uint64_t off) { return (key * 0x9E3779B97F4A7C15ull) ^ off; }
-
 /* Every 4 KiB of the block gets a word, so a lost granule anywhere shows. */
-static void fill(const struct blk *b, uint64_t key) {
-  for (uint64_t off = 0; off + 8 <= b->size; off += 4096) memcpy(b->p + off, &(uint64_t){word(key, off)}, 8);
-}
+static void fill(const struct blk *b, uint64_t key) { pt_pat_fill(b->p, b->size, key, 4096); }
 
 static void verify(const struct blk *b, uint64_t key) {
-  for (uint64_t off = 0; off + 8 <= b->size; off += 4096) {
-    uint64_t v;
-    memcpy(&v, b->p + off, 8);
-    if (v != word(key, off)) fail_msg("block %llu: byte %llu lost", (unsigned long long)key, (unsigned long long)off);
-  }
+  uint64_t off = pt_pat_bad(b->p, b->size, key, 4096);
+  if (off != UINT64_MAX) fail_msg("block %llu: byte %llu lost", (unsigned long long)key, (unsigned long long)off);
 }
 
 /* Blocks of 0.5 MiB .. 40 MiB (several handles each for the large ones);

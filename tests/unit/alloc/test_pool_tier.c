@@ -14,6 +14,7 @@
 
 #include "allocator/backend_host.h"
 #include "allocator/pool.h"
+#include "tests/pattern.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define G (2 * MiB)
@@ -34,16 +35,10 @@ static void check(struct pt_pool *p) {
   if (line) fail_msg("pool_check.c:%d: %s", line, why);
 }
 
-static uint64_t word(uint64_t key, uint64_t off) { return (key * 0x9E3779B97F4A7C15ull) ^ off; }
-static void fill(uint8_t *b, uint64_t size, uint64_t key) {
-  for (uint64_t off = 0; off + 8 <= size; off += 4096) memcpy(b + off, &(uint64_t){word(key, off)}, 8);
-}
-static void verify(const uint8_t *b, uint64_t size, uint64_t key) {
-  for (uint64_t off = 0; off + 8 <= size; off += 4096) {
-    uint64_t v;
-    memcpy(&v, b + off, 8);
-    if (v != word(key, off)) fail_msg("block %llu: byte %llu lost", (unsigned long long)key, (unsigned long long)off);
-  }
+static void fill(void *b, uint64_t size, uint64_t key) { pt_pat_fill(b, size, key, 4096); }
+static void verify(const void *b, uint64_t size, uint64_t key) {
+  uint64_t off = pt_pat_bad(b, size, key, 4096);
+  if (off != UINT64_MAX) fail_msg("block %llu: byte %llu lost", (unsigned long long)key, (unsigned long long)off);
 }
 
 static struct pt_pool_stats stats(struct pt_pool *p) {
