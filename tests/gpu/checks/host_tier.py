@@ -45,11 +45,11 @@ def row(name, value, ok=None):
     print("%-46s %s %s" % (name, value, "" if ok is None else ("PASS" if ok else "FAIL")), flush=True)
 
 
-def run_gen(a, tag, gen_args, shim_env=None, timeout=900):
-    """generate.py with gen_args, stock (shim_env None) or under the shim with shim_env; its JSON
-    plus the shim's summed exit stats ("alloc") under "shim_alloc"."""
+def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
+    """generate.py with gen_args, stock (shim_env None; stock_env added) or under the shim with
+    shim_env; its JSON plus the shim's summed exit stats ("alloc") under "shim_alloc"."""
     out = os.path.join(a.out, tag + ".json")
-    env = dict(os.environ)
+    env = dict(os.environ, **(stock_env or {}))
     env.pop("LD_PRELOAD", None)
     if shim_env is not None:
         env.update(shim_env)
@@ -151,16 +151,11 @@ def policy(a):
             ("shim async", {"PONYTAIL_TORCH_ALLOC": "async"})]
     res = {}
     for name, env in arms:
-        if name.startswith("stock") and env:  # stock with an allocator setting: no preload
-            old = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
-            os.environ.update(env)
-            res[name] = run_gen(a, "policy-" + name.replace(" ", "-"), w, None)
-            if old is None:
-                os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-            else:
-                os.environ["PYTORCH_CUDA_ALLOC_CONF"] = old
+        tag = "policy-" + name.replace(" ", "-")
+        if name.startswith("stock"):  # stock, with its allocator setting if any: no preload
+            res[name] = run_gen(a, tag, w, None, stock_env=env)
         else:
-            res[name] = run_gen(a, "policy-" + name.replace(" ", "-"), w, env)
+            res[name] = run_gen(a, tag, w, env)
     st = res["stock"]
     for name, r in res.items():
         rsv = r.get("peak_reserved_bytes")
