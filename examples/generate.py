@@ -196,7 +196,9 @@ class MemorySampler:
             self.nvml = (pynvml, handle)
         except Exception:
             self.nvml = None  # no pynvml or no NVML: skip NVML figures
-        # Under the shim with a host tier: its control socket (common/control_path.c's rule).
+        # Under the shim with a host tier: its control socket, by common/control_path.c's rule
+        # (tests/unit/shim/test_control_path.c and tests/examples/test_generate.py hold both copies
+        # to the same cases).
         self.tier_sock = None
         tier = os.environ.get("PONYTAIL_HOST_TIER", "0").strip()
         if "libponytail_shim" in os.environ.get("LD_PRELOAD", "") and tier not in ("", "0"):

@@ -221,5 +221,72 @@ class Generate(unittest.TestCase):
         self.assertIn("exceeds the device's", p.stderr)
 
 
+    def test_timeline(self):
+        p = run(SMALL + ["--timeline-ms", "5", "--json", self.path("t.json")], env={"FAKE_GEN_STEP_S": "0.02"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        tl = load(self.path("t.json"))["timeline"]
+        self.assertGreaterEqual(len(tl), 2)  # one at the start, one at the end, more between
+        self.assertEqual([s["t"] for s in tl], sorted(s["t"] for s in tl))
+        self.assertEqual((tl[-1]["allocated"], tl[-1]["reserved"]), (2 << 30, 3 << 30))
+        self.assertNotIn("host_tier", tl[-1])  # not under the shim's host tier: nothing asked
+
+    def tier_timeline(self, env, sock_dir):
+        """generate.py under a (stand-in) shim with a host tier: its timeline asks the control socket
+        <sock_dir>/<pid>.sock, served here, for now_tier_bytes."""
+        import socket
+        import threading
+        e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        e.update(PYTHONPATH=os.path.join(HERE, "fake"), PYTHONDONTWRITEBYTECODE="1", FAKE_GEN_STEP_S="0.03",
+                 LD_PRELOAD=self.path("libponytail_shim.so"), PONYTAIL_HOST_TIER="1G")
+        for k in ("PONYTAIL_CONTROL_DIR", "XDG_RUNTIME_DIR"):
+            e.pop(k, None)
+        e.update(env)
+        proc = subprocess.Popen([sys.executable, GENERATE] + SMALL + ["--warmup", "--timeline-ms", "5", "--json",
+                                self.path("tier.json")], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        made = not os.path.isdir(sock_dir)
+        os.makedirs(sock_dir, mode=0o700, exist_ok=True)  # the shim's own rule for its directory
+        path = os.path.join(sock_dir, "%d.sock" % proc.pid)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(8)
+        asked = []
+
+        def serve():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                with c:
+                    asked.append(c.recv(64))
+                    c.sendall(b"state=awake\nnow_tier_bytes=12345\n")
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            out, err = proc.communicate(timeout=60)
+        finally:
+            srv.close()
+            os.unlink(path)
+            if made:
+                os.rmdir(sock_dir)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertTrue(asked and all(a == b"status\n" for a in asked), asked)
+        tl = load(self.path("tier.json"))["timeline"]
+        # The first sample may come before the socket is bound here; the last one cannot.
+        self.assertEqual(tl[-1]["host_tier"], 12345)
+
+    def test_timeline_tier_control_dir(self):
+        d = self.path("ctl")
+        self.tier_timeline({"PONYTAIL_CONTROL_DIR": d, "XDG_RUNTIME_DIR": self.path("xdg")}, d)
+
+    def test_timeline_tier_xdg(self):
+        self.tier_timeline({"XDG_RUNTIME_DIR": self.path("xdg")}, self.path("xdg/ponytail"))
+
+    def test_timeline_tier_default_dir(self):
+        # A relative XDG_RUNTIME_DIR is ignored, as the shim does (common/control_path.c).
+        self.tier_timeline({"XDG_RUNTIME_DIR": "relative/xdg"}, "/tmp/ponytail-%d" % os.getuid())
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
