@@ -98,7 +98,7 @@ def predict(res):
     bcast = [c for c in calls if c["hq"] != c["hkv"] and not c["enable_gqa"]]
     if bcast:  # K/V of fewer heads broadcast to the query heads: flash and mem-efficient want them equal
         return "uncertain", "uncertain", ("K/V heads broadcast (%d query, %d KV heads) without enable_gqa: "
-                                          "torch may take its math backend" % (bcast[0]["hq"], bcast[0]["hkv"]))
+                                          "flash and mem-efficient refuse it, torch keeps cuDNN or math" % (bcast[0]["hq"], bcast[0]["hkv"]))
     main = "swapped" if dims <= MAIN_DIMS else "fallback"
     branch = "swapped" if dims <= MAIN_DIMS | BRANCH_DIMS else "fallback"
     why = ", ".join("d %d%s" % (q, "" if q == v else "/v %d" % v) for q, v in sorted(dims))
