@@ -10,6 +10,7 @@
 
 #include "allocator/backend_host.h"
 #include "allocator/pool.h"
+#include "tests/unit/alloc/pool_assert.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define G (2 * MiB)
@@ -28,9 +29,7 @@ static struct pt_pool *new_pool(struct pt_backend *bk, uint64_t keep, uint64_t l
 }
 
 static void check(struct pt_pool *p, struct pt_backend *bk) {
-  const char *why;
-  int line = pt_pool_check(p, &why);
-  if (line) fail_msg("pool_check.c:%d: %s", line, why);
+  assert_pool_consistent(p);
   struct pt_pool_stats st;
   struct pt_host_counters c;
   pt_pool_stats(p, &st);

@@ -12,6 +12,7 @@
 #include "allocator/backend_host.h"
 #include "allocator/pool.h"
 #include "tests/pattern.h"
+#include "tests/unit/alloc/pool_assert.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define G (2 * MiB)
@@ -28,12 +29,6 @@ static struct pt_pool *new_pool(struct pt_backend *bk) {
   struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .chunk_bytes = 8 * G};
   assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
   return p;
-}
-
-static void check(struct pt_pool *p) {
-  const char *why;
-  int line = pt_pool_check(p, &why);
-  if (line) fail_msg("pool_check.c:%d: %s", line, why);
 }
 
 /* Every 4 KiB of the block gets a word, so a lost granule anywhere shows. */
@@ -78,7 +73,7 @@ static void test_sleep_wake_copy(void **state) {
   struct pt_pool_sleep_info si, wi;
   assert_int_equal(pt_pool_sleep(p, false, &si), 0);
   assert_true(pt_pool_asleep(p));
-  check(p);
+  assert_pool_consistent(p);
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   /* Nothing physical left; the bytes wait in one host buffer per handle. */
@@ -98,7 +93,7 @@ static void test_sleep_wake_copy(void **state) {
 
   assert_int_equal(pt_pool_wake(p, &wi), 0);
   assert_false(pt_pool_asleep(p));
-  check(p);
+  assert_pool_consistent(p);
   assert_int_equal(wi.bytes, si.bytes);
   assert_int_equal(wi.copied_bytes, si.bytes);
   verify_all(b);
@@ -123,7 +118,7 @@ static void test_sleep_wake_copy(void **state) {
   fill(&nb, 99);
   verify(&nb, 99);
   verify_all(b);
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 
@@ -150,7 +145,7 @@ static void test_sleep_discard(void **state) {
       fill(&b[i], 1000u + (uint64_t)i);
       verify(&b[i], 1000u + (uint64_t)i);
     }
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 
@@ -166,7 +161,7 @@ static void sleep_fails(enum pt_host_op op, unsigned nth) {
   pt_backend_host_fail_at(&bk, op, nth, PT_HOST_ERR_OOM);
   assert_int_equal(pt_pool_sleep(p, false, NULL), PT_HOST_ERR_OOM);
   assert_false(pt_pool_asleep(p));
-  check(p);
+  assert_pool_consistent(p);
   verify_all(b);
   stats(p, &st1);
   assert_int_equal(st1.physical_bytes, st0.physical_bytes);
@@ -199,7 +194,7 @@ static void wake_fails(enum pt_host_op op, unsigned nth) {
   pt_backend_host_fail_at(&bk, op, nth, PT_HOST_ERR_OOM);
   assert_int_equal(pt_pool_wake(p, NULL), PT_HOST_ERR_OOM);
   assert_true(pt_pool_asleep(p));
-  check(p);
+  assert_pool_consistent(p);
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.live_granules, 0);
@@ -207,7 +202,7 @@ static void wake_fails(enum pt_host_op op, unsigned nth) {
   assert_int_equal(c.host_allocs, si.handles);
   assert_int_equal(pt_pool_wake(p, NULL), 0);
   verify_all(b);
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 

@@ -15,6 +15,7 @@
 #include "allocator/backend_host.h"
 #include "allocator/pool.h"
 #include "tests/pattern.h"
+#include "tests/unit/alloc/pool_assert.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define G (2 * MiB)
@@ -27,12 +28,6 @@ static struct pt_pool *new_pool(struct pt_backend *bk, uint64_t device_granules,
                                .tier_bytes = tier, .limit_bytes = limit};
   assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
   return p;
-}
-
-static void check(struct pt_pool *p) {
-  const char *why;
-  int line = pt_pool_check(p, &why);
-  if (line) fail_msg("pool_check.c:%d: %s", line, why);
 }
 
 static void fill(void *b, uint64_t size, uint64_t key) { pt_pat_fill(b, size, key, 4096); }
@@ -72,7 +67,7 @@ static void test_past_the_device(void **state) {
   assert_int_equal(pt_pool_block_size(p, b), 40 * MiB);
   fill(a, 48 * MiB, 1), fill(b, 40 * MiB, 2), fill(c, 64 * MiB, 3);
   verify(a, 48 * MiB, 1), verify(b, 40 * MiB, 2), verify(c, 64 * MiB, 3);
-  check(p);
+  assert_pool_consistent(p);
   /* Frees give the tier's host memory back at once; the device part too. */
   assert_int_equal(pt_pool_free(p, c, 7), 0);
   assert_int_equal(stats(p).tier_bytes, 24 * MiB);
@@ -82,14 +77,14 @@ static void test_past_the_device(void **state) {
   assert_int_equal(stats(p).tier_frees, 2);
   assert_int_equal(counters(&bk).tier_granules, 0);
   assert_int_equal(stats(p).physical_bytes, 48 * MiB);
-  check(p);
+  assert_pool_consistent(p);
   /* The device has room again: a new allocation lands there, not on the host. */
   assert_int_equal(pt_pool_alloc_any(p, 16 * MiB, &b), 0);
   assert_int_equal(stats(p).tier_bytes, 0);
   assert_int_equal(pt_pool_free_sync(p, b), 0);
   verify(a, 48 * MiB, 1);
   assert_int_equal(pt_pool_free_sync(p, a), 0);
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 
@@ -108,7 +103,7 @@ static void test_tier_full(void **state) {
   assert_int_equal(stats(p).tier_refusals, 1);
   assert_int_equal(stats(p).tier_bytes, 24 * MiB);
   assert_int_equal(counters(&bk).tier_granules, 12);
-  check(p);
+  assert_pool_consistent(p);
   /* The host cannot pin more than 2 granules: a 6 MiB request fails, releasing what it made. */
   pt_backend_host_tier_cap(&bk, 14);
   assert_int_equal(pt_pool_alloc_any(p, 6 * MiB, &c), PT_HOST_ERR_OOM);
@@ -122,11 +117,11 @@ static void test_tier_full(void **state) {
   pt_backend_host_fail_at(&bk, PT_HOST_OP_MAP, 1, PT_HOST_ERR_SYSTEM);
   assert_int_equal(pt_pool_alloc_any(p, 8 * MiB, &c), PT_HOST_ERR_SYSTEM);
   assert_int_equal(counters(&bk).tier_granules, 12);
-  check(p);
+  assert_pool_consistent(p);
   verify(a, 16 * MiB, 1), verify(b, 24 * MiB, 2);
   assert_int_equal(pt_pool_free_sync(p, b), 0);
   assert_int_equal(pt_pool_free_sync(p, a), 0);
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 
@@ -155,7 +150,7 @@ static void test_limit(void **state) {
   assert_int_equal(stats(p).physical_bytes, 32 * MiB);
   assert_int_equal(stats(p).tier_bytes, 16 * MiB);
   fill(b, 24 * MiB, 5);
-  check(p);
+  assert_pool_consistent(p);
   /* Promotion respects the limit: nothing can move while it is reached. */
   uint64_t moved = 1;
   assert_int_equal(pt_pool_tier_promote(p, 0, &moved), 0);
@@ -169,9 +164,9 @@ static void test_limit(void **state) {
   assert_int_equal(stats(p).physical_bytes, 24 * MiB);
   assert_int_equal(counters(&bk).tier_granules, 0);
   verify(b, 24 * MiB, 5);
-  check(p);
+  assert_pool_consistent(p);
   assert_int_equal(pt_pool_free_sync(p, b), 0);
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 
@@ -198,19 +193,19 @@ static void test_promote(void **state) {
   assert_int_equal(moved, 0);
   assert_int_equal(stats(p).tier_bytes, 24 * MiB);
   verify(b, 40 * MiB, 9);
-  check(p);
+  assert_pool_consistent(p);
   assert_int_equal(pt_pool_tier_promote(p, 0, &moved), 0);
   assert_int_equal(moved, 8 * MiB); /* the device is full again */
   assert_int_equal(stats(p).tier_bytes, 16 * MiB);
   verify(b, 40 * MiB, 9);
-  check(p);
+  assert_pool_consistent(p);
   /* A pool holding host-tier memory refuses to sleep, untouched. */
   assert_int_equal(pt_pool_sleep(p, false, NULL), PT_HOST_ERR_INVALID);
   assert_false(pt_pool_asleep(p));
   assert_int_equal(pt_pool_free(p, b, 3), 0);
   assert_int_equal(pt_pool_free_sync(p, c), 0);
   assert_int_equal(counters(&bk).tier_granules, 0);
-  check(p);
+  assert_pool_consistent(p);
   pt_pool_destroy(p);
 }
 
