@@ -32,17 +32,13 @@ import subprocess
 import sys
 import time
 
+from verdicts import Verdicts
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 GEN = os.path.join(ROOT, "examples", "generate.py")
-rows, fails = [], []
-
-
-def row(name, value, ok=None):
-    rows.append((name, value, "" if ok is None else ("PASS" if ok else "FAIL")))
-    if ok is False:
-        fails.append(name)
-    print("%-46s %s %s" % (name, value, "" if ok is None else ("PASS" if ok else "FAIL")), flush=True)
+verdicts = Verdicts("host_tier", 46, 0)
+row = verdicts.row
 
 
 def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
@@ -253,12 +249,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for st in a.stages.split(","):
         {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel, "policy": policy}[st](a)
-    text = "\n".join("%-46s %s %s" % r for r in rows)
-    text += "\nhost_tier: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails))
-    with open(os.path.join(a.out, "host_tier.txt"), "w") as f:
-        f.write(text + "\n")
-    print(text)
-    return 1 if fails else 0
+    return verdicts.finish(a.out)
 
 
 if __name__ == "__main__":

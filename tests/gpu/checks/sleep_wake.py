@@ -25,15 +25,11 @@ import time
 
 import torch
 
+from verdicts import Verdicts
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-rows, fails = [], []
-
-
-def row(name, value, ok=None):
-    rows.append((name, value, "" if ok is None else ("PASS" if ok else "FAIL")))
-    if ok is False:
-        fails.append(name)
-    print("%-44s %s %s" % (name, value, "" if ok is None else ("PASS" if ok else "FAIL")), flush=True)
+verdicts = Verdicts("sleep_wake", 44, 28)
+row = verdicts.row
 
 
 def copy_bandwidth():
@@ -211,13 +207,7 @@ def main():
     else:
         row("torch_memory_saver", "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:80])
 
-    table = "\n".join("%-44s %-28s %s" % r for r in rows)
-    table += "\nsleep_wake: %s\n" % ("PASS" if not fails else "FAIL: " + ", ".join(fails))
-    if a.out:
-        with open(os.path.join(a.out, "sleep_wake.txt"), "w") as f:
-            f.write(table)
-    print("\n" + table)
-    return 1 if fails else 0
+    return verdicts.finish(a.out)
 
 
 if __name__ == "__main__":
