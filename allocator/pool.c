@@ -39,6 +39,23 @@ void pt_stat_physical(struct pt_pool *p, int64_t delta_granules) {
   if (p->st.physical_bytes > p->high_physical) __atomic_store_n(&p->high_physical, p->st.physical_bytes, __ATOMIC_RELAXED);
 }
 
+/* A block of `bytes` (the caller asked for req) goes live (sign 1) or is
+ * freed (-1): the pooled counts, live and requested bytes, and their peaks. */
+void pt_stat_live(struct pt_pool *p, int sign, uint64_t bytes, uint64_t req) {
+  if (sign < 0) {
+    p->st.live_bytes -= bytes;
+    p->st.requested_bytes -= req;
+    p->st.pooled_frees++;
+    return;
+  }
+  p->st.pooled_allocs++;
+  p->st.live_bytes += bytes;
+  if (p->st.live_bytes > p->st.peak_live_bytes) p->st.peak_live_bytes = p->st.live_bytes;
+  if (p->st.live_bytes > p->high_live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
+  p->st.requested_bytes += req;
+  if (p->st.requested_bytes > p->st.peak_requested_bytes) p->st.peak_requested_bytes = p->st.requested_bytes;
+}
+
 /* ---- streams and fences ------------------------------------------------ */
 
 static struct pt_stream_st *stream_get(struct pt_pool *p, pt_bk_stream s, bool add) {
@@ -362,14 +379,8 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   }
   b->is_free = 0;
   b->nfence = 0;
-  p->st.pooled_allocs++;
-  p->st.live_bytes += r;
-  if (p->st.live_bytes > p->st.peak_live_bytes) p->st.peak_live_bytes = p->st.live_bytes;
-  if (p->st.live_bytes > p->high_live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
   b->req = size;
-  p->st.requested_bytes += size;
-  if (p->st.requested_bytes > p->st.peak_requested_bytes)
-    p->st.peak_requested_bytes = p->st.requested_bytes;
+  pt_stat_live(p, 1, r, size);
   if (p->st.physical_bytes - pt_dev_live(p) < p->trim_floor) p->trim_floor = p->st.physical_bytes - pt_dev_live(p);
   *ptr = (void *)b->addr;
   pthread_mutex_unlock(&p->mu);
@@ -394,10 +405,8 @@ static inline void pt_blk_absorb(struct pt_pool *p, struct pt_blk *b, struct pt_
 
 /* Frees b (already out of the live map) with its fence, coalescing. */
 static void free_block(struct pt_pool *p, struct pt_blk *b, const struct pt_fence *f) {
-  p->st.live_bytes -= b->size;
-  p->st.requested_bytes -= b->req;
+  pt_stat_live(p, -1, b->size, b->req);
   b->req = 0;
-  p->st.pooled_frees++;
   b->is_free = 1;
   b->nfence = 0;
   if (f) b->fence[b->nfence++] = *f;

@@ -153,6 +153,7 @@ int pt_fences_settle(struct pt_pool *p, struct pt_blk *b, bool wait);
  * later query can tell them done. */
 void pt_streams_refresh(struct pt_pool *p);
 void pt_stat_physical(struct pt_pool *p, int64_t delta_granules);
+void pt_stat_live(struct pt_pool *p, int sign, uint64_t bytes, uint64_t req);
 
 /* pool_sleep.c: under the mutex, drops a sleeping pool's state (its host
  * copies, and the slots of its released handles) so that it can be destroyed. */

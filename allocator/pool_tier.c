@@ -89,12 +89,7 @@ int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct
   p->st.tier_bytes += host * G;
   if (p->st.tier_bytes > p->st.peak_tier_bytes) p->st.peak_tier_bytes = p->st.tier_bytes;
   p->st.tier_allocs++;
-  p->st.pooled_allocs++;
-  p->st.live_bytes += k * G;
-  if (p->st.live_bytes > p->st.peak_live_bytes) p->st.peak_live_bytes = p->st.live_bytes;
-  if (p->st.live_bytes > p->high_live) __atomic_store_n(&p->high_live, p->st.live_bytes, __ATOMIC_RELAXED);
-  p->st.requested_bytes += req;
-  if (p->st.requested_bytes > p->st.peak_requested_bytes) p->st.peak_requested_bytes = p->st.requested_bytes;
+  pt_stat_live(p, 1, k * G, req);
   free(sp);
   *out = b;
   return 0;
@@ -143,9 +138,7 @@ int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool 
   }
   pt_stat_physical(p, -(int64_t)dev);
   p->st.tier_bytes -= host * G;
-  p->st.live_bytes -= b->size;
-  p->st.requested_bytes -= b->req;
-  p->st.pooled_frees++;
+  pt_stat_live(p, -1, b->size, b->req);
   p->st.tier_frees++;
   pt_blk_put(p, b);
   return 0;
