@@ -25,6 +25,17 @@ static void pop(void) {
   (void)pt_drv.cuCtxPopCurrent(&old);
 }
 
+/* Device d's free and total memory from the driver, in d's context: 0, or -1
+ * (no driver entry, no context, or the query failed). */
+static int dev_meminfo(int d, size_t *fr, size_t *tot) {
+  int rc = -1;
+  if (pt_drv.cuMemGetInfo && push(d)) {
+    if (pt_drv.cuMemGetInfo(fr, tot) == CUDA_SUCCESS) rc = 0;
+    pop();
+  }
+  return rc;
+}
+
 void pt_route_sleep_figures(struct pt_route_sleep_figures *f) {
   memset(f, 0, sizeof *f);
   int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
@@ -39,12 +50,9 @@ void pt_route_sleep_figures(struct pt_route_sleep_figures *f) {
     f->tier_bytes += pt_pool_tier_bytes(p);
     if (pt_pool_asleep(p)) f->asleep_pools++;
     size_t fr = 0, tot = 0;
-    if (pt_drv.cuMemGetInfo && push(d)) {
-      if (pt_drv.cuMemGetInfo(&fr, &tot) == CUDA_SUCCESS) {
-        f->device_used_bytes += tot - fr;
-        f->device_total_bytes += tot;
-      }
-      pop();
+    if (!dev_meminfo(d, &fr, &tot)) {
+      f->device_used_bytes += tot - fr;
+      f->device_total_bytes += tot;
     }
   }
   uint64_t a = __atomic_load_n(&rc_.passthrough_allocs, __ATOMIC_RELAXED);
@@ -148,10 +156,7 @@ bool pt_route_tier_room(void) {
     pt_pool_usage(p, &u);
     uint64_t dev_live = u.live_bytes - pt_pool_tier_bytes(p), pool_free = u.physical_bytes - dev_live;
     size_t fr = 0, tot = 0;
-    if (pt_drv.cuMemGetInfo && push(d)) {
-      if (pt_drv.cuMemGetInfo(&fr, &tot) != CUDA_SUCCESS) fr = 0;
-      pop();
-    }
+    if (dev_meminfo(d, &fr, &tot)) fr = 0;
     uint64_t room = (uint64_t)fr + pool_free;
     if (R.limit) {
       uint64_t used = u.physical_bytes + u.passthrough_bytes - pool_free;
