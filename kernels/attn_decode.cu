@@ -28,6 +28,16 @@
 // leading and trailing fully-masked keys (left or right padding) are never
 // read from K/V. A row that sees no key at all gets O = 0 and LSE = -inf.
 //
+// Head dims 80 and 96 (Phi, Phi-3) run on the d = 128 kernel, padded: the
+// swizzled tile layout needs a multiple of 8 16-byte chunks per row and the
+// mma loops step 16 or 32 dims, so rather than a layout of their own they
+// keep d = 128's tiles, loops and occupancy and copy only the real chunks of
+// each row. The padding chunks of the K/V ring are zeroed once per CTA and
+// never written again, Q's are zero too, so the scores over 128 dims are the
+// scores over the real ones and P V's extra columns are never stored. Global
+// addressing, the workspace partials and the cluster partials use the real
+// width (decode's DR), so the plan's workspace (parts x head_dim floats) fits.
+//
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
 // split merges (merge_cluster, merge_splits(_staged), split_count_last) in
@@ -100,7 +110,12 @@ __device__ __forceinline__ void warp_rescale(float *red_m, float *red_l, int war
 // fetches its code from DRAM, and a kernel that also held the other loop (16 KiB at d = 128)
 // took 2-4 us longer there, with the same instructions executed; back to back the two were
 // within 0.5 us (bench/records/2026-12-03-decode-clocks.md, calls 6 and 7).
-template <typename T, int D, bool KT>
+//
+// D: the width of the tiles and the mma loops (64, 128 or 256); DR: the head_dim of the tensors,
+// D itself, or 80 / 96 on D = 128 (padded: the file's head comment). With DR == D every PAD
+// test below is a constant false, so those kernels compile to the code they had before DR
+// existed.
+template <typename T, int D, int DR, bool KT>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
   unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tl_mid = 0;
@@ -108,6 +123,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   PT_TL(0);
   using C = cfg<D>;
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
+  constexpr bool PAD = DR != D;
+  constexpr int RCH = DR / 8;  // real 16-byte chunks per row; CH - RCH padding ones (PAD)
+  static_assert(DR == D || (D == 128 && DR % 8 == 0 && DR < D), "padded only onto d = 128");
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int s_last;
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
@@ -135,12 +153,23 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   for (int j = 0; j < QCH; ++j) {
     const int c = tid + j * NT, r = c / CH, ch = c % CH;
     qreg[j] = make_uint4(0, 0, 0, 0);
-    if (c < 16 * CH && r < rows) {
+    if (c < 16 * CH && r < rows && (!PAD || ch < RCH)) {
       const unit_row w = row_of(kh, group, r);
       qreg[j] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.q) + bi * p.q_bs + w.i * p.q_rs +
                                                  w.hh * p.q_hs + ch * 8);
     }
   }
+  // Padded: zero the padding chunks of every K and V row of every stage, once, before any tile
+  // is copied (here, while Q's loads are in flight). No copy ever writes them, so they stay zero
+  // for the whole loop; the barrier after Q's store to shared memory orders these stores before
+  // the first tile is read. The ring is NST * 2 tiles of BK rows (BK a multiple of 8), so swz
+  // over its rows taken as one array is each tile's own swizzle.
+  if constexpr (PAD) {
+    constexpr int PCH = CH - RCH;
+    for (int c = tid; c < NST * 2 * BK * PCH; c += NT)
+      *reinterpret_cast<uint4 *>(sKV + swz<D>(c / PCH, RCH + c % PCH)) = make_uint4(0, 0, 0, 0);
+  }
+
   // K/V are read once: copied with an L2 evict_first policy, so that the stream does not push
   // out what is read again (the bias, the workspace partials, the merge's code).
   const uint64_t kv_policy = (PT_ATTN_EXP & PT_ATTN_EXP_KVNORMAL) ? l2_evict_normal() : l2_evict_first();
@@ -163,7 +192,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // -0.8 to -0.9; two tiles helped B1 KV32k more and B8 KV4k not at all
   // (bench/records/2026-12-03-decode-kt.md).
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOHINT)) {
-    constexpr int LPR = D * 2 / 128;  // 128-byte lines per key row
+    constexpr int LPR = (DR * 2 + 127) / 128;  // 128-byte lines per key row
     const int nkeys = min(key_end - key_begin, BK);
     for (int j = tid; j < nkeys * LPR; j += NT) {
       const int64_t key = key_begin + j / LPR;
@@ -186,15 +215,18 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     const int key0 = key_begin + tile * BK;
     T *const dk = sKV + stage * 2 * TILE;
     T *const dv = dk + TILE;
+    // Padded: the threads of a padding chunk column copy nothing (the column stays zero).
+    if (!PAD || ld_ch < RCH) {
 #pragma unroll
-    for (int i = 0; i < LD_ITERS; ++i) {
-      const int row = ld_r0 + i * LD_STEP;
-      const int key = key0 + row;
-      const bool ok = key < key_end;
-      const int64_t kk = ok ? key : key_begin;  // always a valid address
-      const int off = swz<D>(row, ld_ch);
-      cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
-      cp_async16_policy(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0, kv_policy);
+      for (int i = 0; i < LD_ITERS; ++i) {
+        const int row = ld_r0 + i * LD_STEP;
+        const int key = key0 + row;
+        const bool ok = key < key_end;
+        const int64_t kk = ok ? key : key_begin;  // always a valid address
+        const int off = swz<D>(row, ld_ch);
+        cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
+        cp_async16_policy(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0, kv_policy);
+      }
     }
     // The tile's bias, 8 keys per copy, in the same commit group: read next
     // to the K/V tile with no global load in the loop. The chunk holding sk
@@ -518,22 +550,24 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   PT_TL(5);
 
+  // From here on rows are DR wide (padded: P V's columns past DR are never stored): O, the
+  // cluster and workspace partials, the merges.
   const int unit = bi * p.h_k + kh;
-  const int nitems = rows * (D / 4);
+  const int nitems = rows * (DR / 4);
   const bool in_cluster = p.cluster > 1;
   // Cluster mode: this CTA's partial stays in its own shared memory, after
   // the warp-merge buffers (16-byte aligned: red_o + red_m + red_l).
-  float *const part_o = red_l + 64;                                   // [rows][D]
-  float2 *const part_ml = reinterpret_cast<float2 *>(part_o + 16 * D);  // [rows]
+  float *const part_o = red_l + 64;                                    // [rows][DR]
+  float2 *const part_ml = reinterpret_cast<float2 *>(part_o + 16 * DR);  // [rows]
   // Workspace partials of this unit (split path only).
   float2 *const ws_ml = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float2 *>(p.ws + p.ws_ml_off) + (int64_t)unit * p.nsplit * rows
       : nullptr;
   float *const ws_o = p.nsplit > 1 && !in_cluster
-      ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * D
+      ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * DR
       : nullptr;
   for (int item = tid; item < nitems; item += NT) {
-    const int r = item / (D / 4), d = (item % (D / 4)) * 4;
+    const int r = item / (DR / 4), d = (item % (DR / 4)) * 4;
     float M = NEG_INF;
 #pragma unroll
     for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
@@ -555,10 +589,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       store_row4<T>(p, bi, kh, group, r, d, o, L > 0.f ? 1.f / L : 0.f);
       if (d == 0 && p.lse) store_row_lse(p, bi, kh, group, r, M, L);
     } else if (in_cluster) {
-      *reinterpret_cast<float4 *>(part_o + r * D + d) = o;
+      *reinterpret_cast<float4 *>(part_o + r * DR + d) = o;
       if (d == 0) part_ml[r] = make_float2(M, L);
     } else {
-      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * D + d) = o;
+      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * DR + d) = o;
       if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
     }
   }
@@ -570,7 +604,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   if (in_cluster) {
     cluster_sync();  // every CTA's partial is written and visible
     PT_TL(7);
-    merge_cluster<T, D, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
+    merge_cluster<T, DR, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
     PT_TL(8);
     cluster_sync();  // no CTA leaves while another still reads its shared memory
     PT_TL_END(8);
@@ -593,33 +627,43 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // The partials staged in the K/V ring when they fit (e.g. 64 KiB at 16 splits of 8 rows and
   // d = 128, of its 96 KiB), else loaded in batches.
   constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
-  if (p.nsplit * rows * (D * 4 + 8) + rows * 4 <= RING_BYTES)
-    merge_splits_staged<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  if (p.nsplit * rows * (DR * 4 + 8) + rows * 4 <= RING_BYTES)
+    merge_splits_staged<T, DR, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   else
-    merge_splits<T, D, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+    merge_splits<T, DR, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);
   PT_TL_END(8);
 }
 
 }  // namespace pt_attn
 
-#define PT_ATTN_DECODE_KERNEL(NAME, T, D, KT)                                            \
+// D, DR: decode's template arguments (DR < D: a padded kernel, on D's layout and occupancy).
+#define PT_ATTN_DECODE_KERNEL(NAME, T, D, DR, KT)                                        \
   extern "C" __global__ void __launch_bounds__(PT_ATTN_THREADS,                          \
                                                pt_attn::cfg<D>::MIN_BLOCKS)              \
       NAME(const __grid_constant__ pt_attn_kparams p) {                                  \
-    pt_attn::decode<T, D, KT>(p);                                                        \
+    pt_attn::decode<T, D, DR, KT>(p);                                                    \
   }
 
-// _kt: launches with at most 8 rows per KV head (kernels/attn_launch.c picks).
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64_kt, __nv_bfloat16, 64, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128_kt, __nv_bfloat16, 128, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256_kt, __nv_bfloat16, 256, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64_kt, __half, 64, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128_kt, __half, 128, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256_kt, __half, 256, true)
+// _kt: launches with at most 8 rows per KV head (kernels/attn_launch.c picks). d80 and d96 are
+// padded d = 128 kernels.
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64, 64, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d80, __nv_bfloat16, 128, 80, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d96, __nv_bfloat16, 128, 96, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256, 256, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64, 64, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d80, __half, 128, 80, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d96, __half, 128, 96, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256, 256, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64_kt, __nv_bfloat16, 64, 64, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d80_kt, __nv_bfloat16, 128, 80, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d96_kt, __nv_bfloat16, 128, 96, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128_kt, __nv_bfloat16, 128, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256_kt, __nv_bfloat16, 256, 256, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64_kt, __half, 64, 64, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d80_kt, __half, 128, 80, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d96_kt, __half, 128, 96, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128_kt, __half, 128, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256_kt, __half, 256, 256, true)
