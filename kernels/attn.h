@@ -22,7 +22,7 @@ struct pt_attn_desc {
   int b, h, h_k;  /* batch, query heads, KV heads (h % h_k == 0) */
   int seqlen_q;   /* query rows per (batch, head); decode: 1..16 */
   int seqlen_k;   /* keys per batch entry */
-  int head_dim;   /* 64, 128 or 256 */
+  int head_dim;   /* decode: 64, 80, 96, 128 or 256; prefill: 64 or 128 */
   int64_t q_batch_stride, q_row_stride, q_head_stride;
   int64_t k_batch_stride, k_row_stride, k_head_stride;
   int64_t v_batch_stride, v_row_stride, v_head_stride;
@@ -55,7 +55,8 @@ struct pt_attn_desc {
  * last CTA of each (batch, KV head) through the workspace. Needs sm_90+.
  *
  * Requirements (checked by pt_attn_decode_supported): fp16/bf16, head_dim
- * 64/128/256, seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
+ * 64/80/96/128/256 (80 and 96 run padded on the d = 128 kernel's layout),
+ * seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
  * only with seqlen_q <= seqlen_k, last dim contiguous, every pointer 16-byte
  * aligned and every stride a multiple of 8 elements, b and h_k <= 65535; a
  * bias likewise 16-byte aligned with strides a multiple of 8 (it is copied

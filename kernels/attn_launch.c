@@ -63,23 +63,29 @@ static const struct pt_driver *pt_attn_drv = &pt_attn_no_driver;
 void pt_attn_set_driver(const struct pt_driver *drv) { pt_attn_drv = drv ? drv : &pt_attn_no_driver; }
 const struct pt_driver *pt_attn_driver(void) { return pt_attn_drv; }
 
-/* Decode kernels: the rows-as-M loop, then the same six with the keys-as-M loop (_kt, launches
- * with at most 8 rows per KV head); each holds only its loop (kernels/attn_decode.cu says why). */
+/* Decode kernels: the rows-as-M loop, then the same ten with the keys-as-M loop (_kt, launches
+ * with at most 8 rows per KV head); each holds only its loop (kernels/attn_decode.cu says why).
+ * Per dtype, one kernel per head_dim in pt_attn_plan_dims order (plan.dkind indexes it). */
 enum {
-  PT_FN_BF16_D64, PT_FN_BF16_D128, PT_FN_BF16_D256,
-  PT_FN_FP16_D64, PT_FN_FP16_D128, PT_FN_FP16_D256,
-  PT_FN_KT_BF16_D64, PT_FN_KT_BF16_D128, PT_FN_KT_BF16_D256,
-  PT_FN_KT_FP16_D64, PT_FN_KT_FP16_D128, PT_FN_KT_FP16_D256,
+  PT_FN_BF16_D64, PT_FN_BF16_D80, PT_FN_BF16_D96, PT_FN_BF16_D128, PT_FN_BF16_D256,
+  PT_FN_FP16_D64, PT_FN_FP16_D80, PT_FN_FP16_D96, PT_FN_FP16_D128, PT_FN_FP16_D256,
+  PT_FN_KT_BF16_D64, PT_FN_KT_BF16_D80, PT_FN_KT_BF16_D96, PT_FN_KT_BF16_D128, PT_FN_KT_BF16_D256,
+  PT_FN_KT_FP16_D64, PT_FN_KT_FP16_D80, PT_FN_KT_FP16_D96, PT_FN_KT_FP16_D128, PT_FN_KT_FP16_D256,
   PT_FN_CMP_BF16, PT_FN_CMP_FP16,
   PT_FN_FAULT_BF16, PT_FN_FAULT_FP16,
   PT_FN_COUNT
 };
+_Static_assert(PT_FN_FP16_D64 - PT_FN_BF16_D64 == PT_ATTN_NDKIND, "one decode kernel per head_dim");
 
 static const char *const pt_attn_fn_names[PT_FN_COUNT] = {
-  "pt_attn_decode_bf16_d64", "pt_attn_decode_bf16_d128", "pt_attn_decode_bf16_d256",
-  "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
-  "pt_attn_decode_bf16_d64_kt", "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_bf16_d256_kt",
-  "pt_attn_decode_fp16_d64_kt", "pt_attn_decode_fp16_d128_kt", "pt_attn_decode_fp16_d256_kt",
+  "pt_attn_decode_bf16_d64", "pt_attn_decode_bf16_d80", "pt_attn_decode_bf16_d96",
+  "pt_attn_decode_bf16_d128", "pt_attn_decode_bf16_d256",
+  "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d80", "pt_attn_decode_fp16_d96",
+  "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
+  "pt_attn_decode_bf16_d64_kt", "pt_attn_decode_bf16_d80_kt", "pt_attn_decode_bf16_d96_kt",
+  "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_bf16_d256_kt",
+  "pt_attn_decode_fp16_d64_kt", "pt_attn_decode_fp16_d80_kt", "pt_attn_decode_fp16_d96_kt",
+  "pt_attn_decode_fp16_d128_kt", "pt_attn_decode_fp16_d256_kt",
   "pt_attn_compare_bf16",    "pt_attn_compare_fp16",
   "pt_attn_fault_bf16",      "pt_attn_fault_fp16",
 };
@@ -117,14 +123,15 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
    * Clusters over the portable 8 CTAs (only with pt_attn_plan_cluster_max
    * raised; the plan stays at 8) need the kernel's opt-in: a GPU that refuses
    * it gets such launches refused (the hook then runs the original kernel). */
-  static const int dec[3] = {64, 128, 256};
   m->big_clusters = 1;
   for (int i = PT_FN_BF16_D64; i <= PT_FN_KT_FP16_D256; ++i) {
+    const int hd = pt_attn_plan_dims[(i - PT_FN_BF16_D64) % PT_ATTN_NDKIND];
     r = pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        (int)pt_attn_plan_smem(dec[(i - PT_FN_BF16_D64) % 3]));
+                                        (int)pt_attn_plan_smem(hd));
     if (r != CUDA_SUCCESS) return r;
-    /* Ask for the largest shared-memory carveout so that the 2 (d128) or 3
-     * (d64) CTAs per SM the split plan counts on are resident; a hint only. */
+    /* Ask for the largest shared-memory carveout so that the 2 (d128, and d80
+     * and d96 on its layout) or 3 (d64) CTAs per SM the split plan counts on
+     * are resident; a hint only. */
     (void)pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                           100);
     if (pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,

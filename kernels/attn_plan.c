@@ -5,11 +5,20 @@
 
 #include "kernels/attn_plan.h"
 
+const int pt_attn_plan_dims[PT_ATTN_NDKIND] = {64, 80, 96, 128, 256};
+
+/* The width a head_dim's kernel lays its tiles out at (decode's D): 80 and 96
+ * run padded on d = 128's, so their shared memory, stages and occupancy are
+ * d = 128's. */
+static int plan_width(int d) { return d == 80 || d == 96 ? 128 : d; }
+
 /* Shared memory per CTA: the K/V ring (stages x 64 keys x d x 2 tensors x 2
  * bytes), the 16 padded query rows, then a bias ring of bias_rows rows per
- * stage. Must match cfg<D> and the layout in attn_decode.cu. */
+ * stage, d the padded width. Must match cfg<D> and the layout in
+ * attn_decode.cu. */
 static unsigned plan_stages(int d) { return d == 64 ? 4 : (d == 128 ? PT_ATTN_NSTAGE_D128 : 3); }
-static unsigned plan_smem_for(int d, int bias_rows) {
+static unsigned plan_smem_for(int hd, int bias_rows) {
+  const int d = plan_width(hd);
   const unsigned stages = plan_stages(d);
   return stages * PT_ATTN_BK * (unsigned)d * 2u * 2u + PT_ATTN_MAX_ROWS * (unsigned)d * 2u +
          stages * (unsigned)bias_rows * PT_ATTN_BIAS_LD * 2u;
@@ -18,7 +27,17 @@ unsigned pt_attn_plan_smem(int d) { return plan_smem_for(d, PT_ATTN_MAX_ROWS); }
 
 /* CTAs resident per SM at that shared memory (the kernels' launch bounds
  * promise at least this many). */
-static int plan_occupancy(int d) { return d == 64 ? 3 : (d == 128 ? PT_ATTN_OCC_D128 : 1); }
+static int plan_occupancy(int hd) {
+  const int d = plan_width(hd);
+  return d == 64 ? 3 : (d == 128 ? PT_ATTN_OCC_D128 : 1);
+}
+
+/* head_dim's index in pt_attn_plan_dims, or -1. */
+static int plan_dkind(int hd) {
+  for (int i = 0; i < PT_ATTN_NDKIND; ++i)
+    if (pt_attn_plan_dims[i] == hd) return i;
+  return -1;
+}
 
 int pt_attn_plan_split_div = 1;
 int pt_attn_plan_split_mul = 1;
@@ -31,8 +50,7 @@ int pt_attn_plan_clusters_off = 0;
 const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
   if (!d) return "no descriptor";
   if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return "dtype not fp16/bf16";
-  if (d->head_dim != 64 && d->head_dim != 128 && d->head_dim != 256)
-    return "head_dim not 64/128/256";
+  if (plan_dkind(d->head_dim) < 0) return "head_dim not 64/80/96/128/256";
   if (d->b < 1 || d->h < 1 || d->h_k < 1 || d->seqlen_q < 1) return "empty or negative shape";
   if (d->seqlen_k < 1) return "seqlen_k < 1";
   if (d->h % d->h_k != 0) return "h not a multiple of h_k";
@@ -100,7 +118,7 @@ static int64_t workspace_splits(const struct pt_attn_desc *d, const struct pt_at
 
 void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   const int hd = d->head_dim;
-  pl->dkind = hd == 64 ? 0 : (hd == 128 ? 1 : 2);
+  pl->dkind = plan_dkind(hd);
   pl->group = d->h / d->h_k;
   pl->rows = d->seqlen_q * pl->group;
   pl->bias_rows = !d->bias ? 0 : d->bias_head_stride == 0 ? d->seqlen_q : pl->rows;

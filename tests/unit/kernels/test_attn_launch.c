@@ -35,6 +35,7 @@ static struct {
   struct pt_attn_kparams last;
   /* the functions looked up, by handle (0x1000 + index), and the last launched */
   const char *fn_names[32];
+  int fn_smem[32]; /* each function's dynamic shared memory attribute */
   int nfn;
   const char *last_fn;
   unsigned block_x, smem;
@@ -63,8 +64,18 @@ static const char *fk_fn_name(CUfunction f) {
   return fk.fn_names[i];
 }
 static CUresult fk_set_attr(CUfunction f, CUfunction_attribute a, int v) {
-  (void)f; (void)a; (void)v;
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    const uintptr_t i = (uintptr_t)f - 0x1000;
+    assert_true(i < (uintptr_t)fk.nfn);
+    fk.fn_smem[i] = v;
+  }
   return CUDA_SUCCESS;
+}
+/* The dynamic shared memory attribute the loader set on the function of this name (-1: none). */
+static int fk_smem_of(const char *name) {
+  for (int i = 0; i < fk.nfn; i++)
+    if (!strcmp(fk.fn_names[i], name)) return fk.fn_smem[i];
+  return -1;
 }
 static CUresult fk_capturing(CUstream s, CUstreamCaptureStatus *st) {
   (void)s;
@@ -92,6 +103,7 @@ static CUresult fk_launch_ex(const CUlaunchConfig *c, CUfunction f, void **param
   fk.last_fn = fk_fn_name(f);
   fk.grid[0] = c->gridDimX, fk.grid[1] = c->gridDimY, fk.grid[2] = c->gridDimZ;
   fk.num_attrs = c->numAttrs;
+  fk.smem = c->sharedMemBytes;
   fk.cluster_x = 0;
   fk.pdl = 0;
   for (unsigned i = 0; i < c->numAttrs; i++)
@@ -279,6 +291,13 @@ static void test_kernel_by_rows(void **st) {
       {8, 128, 8, 1, 4096, 64, 1, 16, "pt_attn_decode_fp16_d64"},
       {8, 32, 8, 2, 4096, 256, 1, 8, "pt_attn_decode_fp16_d256_kt"},   /* 2 positions x 4 heads */
       {8, 32, 8, 4, 4096, 64, 0, 16, "pt_attn_decode_bf16_d64"},       /* 4 positions x 4 heads */
+      /* Phi (80) and Phi-3 (96): their own padded kernels, both loops, both dtypes */
+      {32, 32, 32, 1, 4096, 80, 0, 1, "pt_attn_decode_bf16_d80_kt"},
+      {8, 64, 8, 1, 4096, 96, 1, 8, "pt_attn_decode_fp16_d96_kt"},
+      {1, 72, 8, 1, 32768, 80, 1, 9, "pt_attn_decode_fp16_d80"},
+      {8, 128, 8, 1, 4096, 96, 0, 16, "pt_attn_decode_bf16_d96"},
+      {8, 32, 8, 2, 4096, 96, 0, 8, "pt_attn_decode_bf16_d96_kt"},
+      {2, 32, 2, 1, 1000, 80, 1, 16, "pt_attn_decode_fp16_d80"},
   };
   void *ws = (void *)(uintptr_t)0x900000;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -293,7 +312,15 @@ static void test_kernel_by_rows(void **st) {
     assert_non_null(fk.last_fn);
     assert_string_equal(fk.last_fn, cases[i].fn);
     assert_int_equal(fk.last.rows, cases[i].rows);
+    /* the launch asks for the plan's shared memory, within what the kernel was given */
+    assert_true(fk.smem <= (unsigned)fk_smem_of(cases[i].fn));
   }
+  /* The padded kernels are given d = 128's shared memory (their tiles are 128 wide). */
+  static const char *const padded[] = {"pt_attn_decode_bf16_d80", "pt_attn_decode_fp16_d96_kt"};
+  for (size_t i = 0; i < sizeof padded / sizeof *padded; i++)
+    assert_int_equal(fk_smem_of(padded[i]), (int)pt_attn_plan_smem(128));
+  assert_int_equal(fk_smem_of("pt_attn_decode_bf16_d64"), (int)pt_attn_plan_smem(64));
+  assert_int_equal(fk_smem_of("pt_attn_decode_fp16_d256_kt"), (int)pt_attn_plan_smem(256));
 }
 
 int main(void) {

@@ -18,8 +18,8 @@
 
 static void test_valid_shapes(void **state) {
   (void)state;
-  static const int dims[] = {64, 128, 256};
-  for (int i = 0; i < 3; ++i) {
+  static const int dims[] = {64, 80, 96, 128, 256};
+  for (int i = 0; i < 5; ++i) {
     struct pt_attn_desc d = hf_desc(8, 32, 8, 4100, dims[i]);
     assert_null(pt_attn_plan_check(&d));
     d.dtype = PT_DTYPE_FP16;
@@ -57,8 +57,11 @@ static void test_reasons(void **state) {
   (void)state;
   assert_string_equal(pt_attn_plan_check(NULL), "no descriptor");
   REFUSE(d.dtype = 7, "dtype not fp16/bf16");
-  REFUSE(d.head_dim = 96, "head_dim not 64/128/256");
-  REFUSE(d.head_dim = 32, "head_dim not 64/128/256");
+  REFUSE(d.head_dim = 32, "head_dim not 64/80/96/128/256");
+  REFUSE(d.head_dim = 72, "head_dim not 64/80/96/128/256");
+  REFUSE(d.head_dim = 112, "head_dim not 64/80/96/128/256");
+  REFUSE(d.head_dim = 0, "head_dim not 64/80/96/128/256");
+  REFUSE(d.head_dim = 512, "head_dim not 64/80/96/128/256");
   REFUSE(d.b = 0, "empty or negative shape");
   REFUSE(d.h_k = -1, "empty or negative shape");
   REFUSE(d.seqlen_q = 0, "empty or negative shape");
@@ -142,7 +145,11 @@ static void test_supported_build(void **state) {
 #ifdef PT_ATTN_HAVE_FATBIN
   assert_null(pt_attn_decode_supported(&d));
   d.head_dim = 80;
-  assert_string_equal(pt_attn_decode_supported(&d), "head_dim not 64/128/256");
+  assert_null(pt_attn_decode_supported(&d));
+  d.head_dim = 96;
+  assert_null(pt_attn_decode_supported(&d));
+  d.head_dim = 72;
+  assert_string_equal(pt_attn_decode_supported(&d), "head_dim not 64/80/96/128/256");
 #else
   assert_string_equal(pt_attn_decode_supported(&d), "kernels not built");
 #endif
@@ -157,12 +164,12 @@ static void test_plan_sweep(void **state) {
   static const int hks[] = {1, 2, 4, 8, 32};
   static const int gs[] = {1, 2, 4, 8, 16};
   static const int sks[] = {1, 17, 63, 64, 65, 128, 129, 1000, 4100, 32768, 131072, 1 << 20};
-  static const int dims[] = {64, 128, 256};
+  static const int dims[] = {64, 80, 96, 128, 256};
   for (size_t ib = 0; ib < sizeof bs / sizeof *bs; ++ib)
     for (size_t ih = 0; ih < sizeof hks / sizeof *hks; ++ih)
       for (size_t ig = 0; ig < sizeof gs / sizeof *gs; ++ig)
         for (size_t is = 0; is < sizeof sks / sizeof *sks; ++is)
-          for (size_t id = 0; id < 3; ++id) {
+          for (size_t id = 0; id < sizeof dims / sizeof *dims; ++id) {
             struct pt_attn_desc d =
                 hf_desc(bs[ib], hks[ih] * gs[ig], hks[ih], sks[is], dims[id]);
             assert_null(pt_attn_plan_check(&d));
@@ -177,6 +184,7 @@ static void test_plan_sweep(void **state) {
             assert_true((int64_t)pl.nsplit * pl.tiles_per_split >= pl.tiles);
             assert_true((int64_t)(pl.nsplit - 1) * pl.tiles_per_split < pl.tiles);
             assert_true(pl.smem_bytes <= 227u * 1024u);
+            assert_int_equal(pt_attn_plan_dims[pl.dkind], dims[id]);
             size_t ws = pt_attn_decode_workspace_bytes(&d);
             assert_int_equal(ws, pl.ws_bytes);
             /* A cluster is all the splits of a unit (at most
@@ -196,6 +204,51 @@ static void test_plan_sweep(void **state) {
             assert_true(pl.ws_o_off >= pl.ws_ml_off + parts * 8);
             assert_int_equal(pl.ws_o_off % 16, 0);
             assert_int_equal(ws, pl.ws_o_off + parts * dims[id] * 4);
+          }
+}
+
+/* head_dim 80 and 96 run on the d = 128 kernel, padded: the same shared memory, stages and
+ * occupancy, hence the same split plan, as d = 128 for every shape (masked or not); only the
+ * workspace's O partials are their real width (the kernel writes DR floats a row). */
+static void test_plan_padded(void **state) {
+  (void)state;
+  assert_int_equal(pt_attn_plan_smem(80), pt_attn_plan_smem(128));
+  assert_int_equal(pt_attn_plan_smem(96), pt_attn_plan_smem(128));
+  static const int bs[] = {1, 2, 8, 32, 64};
+  static const int sks[] = {1, 65, 1000, 4100, 32768, 131072};
+  static const int gs[] = {1, 3, 8, 16};
+  static const int pads[] = {80, 96};
+  for (size_t ib = 0; ib < sizeof bs / sizeof *bs; ++ib)
+    for (size_t is = 0; is < sizeof sks / sizeof *sks; ++is)
+      for (size_t ig = 0; ig < sizeof gs / sizeof *gs; ++ig)
+        for (int m = 0; m < 2; ++m)
+          for (size_t ip = 0; ip < 2; ++ip) {
+            const int hd = pads[ip];
+            struct pt_attn_desc d = hf_desc(bs[ib], 4 * gs[ig], 4, sks[is], hd);
+            struct pt_attn_desc r = hf_desc(bs[ib], 4 * gs[ig], 4, sks[is], 128);
+            if (m) {
+              d.bias = r.bias = FAKE(0x60000);
+              d.bias_batch_stride = r.bias_batch_stride = (sks[is] + 7) / 8 * 8;
+            }
+            assert_null(pt_attn_plan_check(&d));
+            struct pt_attn_plan p, q;
+            pt_attn_plan_make(&d, &p);
+            pt_attn_plan_make(&r, &q);
+            assert_int_equal(p.dkind, ip == 0 ? 1 : 2);
+            assert_int_equal(q.dkind, 3);
+            assert_int_equal(p.nsplit, q.nsplit);
+            assert_int_equal(p.tiles_per_split, q.tiles_per_split);
+            assert_int_equal(p.cluster, q.cluster);
+            assert_int_equal(p.smem_bytes, q.smem_bytes);
+            assert_int_equal(p.bias_rows, q.bias_rows);
+            assert_int_equal(p.ws_ml_off, q.ws_ml_off);
+            assert_int_equal(p.ws_o_off, q.ws_o_off);
+            const int64_t parts = (int64_t)bs[ib] * 4 * p.nsplit * p.rows;
+            if (p.ws_bytes)
+              assert_int_equal(p.ws_bytes, p.ws_o_off + parts * hd * 4);
+            else
+              assert_int_equal(q.ws_bytes, 0);
+            assert_int_equal(pt_attn_decode_workspace_bytes(&d), p.ws_bytes);
           }
 }
 
@@ -397,6 +450,8 @@ static void test_fatbin_embedded(void **state) {
    * symbol table and the PTX) */
   static const char *names[] = {"pt_attn_decode_bf16_d64", "pt_attn_decode_fp16_d256",
                                 "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_fp16_d64_kt",
+                                "pt_attn_decode_bf16_d80", "pt_attn_decode_fp16_d96",
+                                "pt_attn_decode_bf16_d96_kt", "pt_attn_decode_fp16_d80_kt",
                                 "pt_attn_compare_bf16", "pt_attn_compare_fp16",
                                 "pt_attn_fault_bf16",   "pt_attn_fault_fp16"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
@@ -416,6 +471,7 @@ int main(void) {
     cmocka_unit_test(test_bias_accepted),
     cmocka_unit_test(test_supported_build),
     cmocka_unit_test(test_plan_sweep),
+    cmocka_unit_test(test_plan_padded),
     cmocka_unit_test(test_plan_fills_gpu),
     cmocka_unit_test(test_plan_cluster_knob),
     cmocka_unit_test(test_plan_masked_long),
