@@ -110,7 +110,7 @@ const struct pt_flash_layout *pt_flash_layout_for(size_t bytes) {
 
 /* ---- reasons (short, static: they are stats keys) ---------------------- */
 const char pt_flash_r_dtype[] = "dtype not fp16/bf16";
-const char pt_flash_r_head_dim[] = "head_dim not 64/128/256";
+const char pt_flash_r_head_dim[] = "head_dim not 64/80/96/128/256";
 const char pt_flash_r_dropout[] = "dropout";
 const char pt_flash_r_return_softmax[] = "return softmax";
 const char pt_flash_r_alibi[] = "alibi";
@@ -251,7 +251,8 @@ const char *pt_flash_eligible(const struct pt_flash_fields *f, enum pt_flash_ker
   /* is_bf16 is FA2's only dtype tag (fp16 otherwise); a byte that is not a
    * C++ bool means these bytes are not what we think they are. */
   if (f->is_bf16 > 1 || f->is_causal > 1) return pt_flash_r_dtype;
-  if (f->d != 64 && f->d != 128 && f->d != 256) return pt_flash_r_head_dim;
+  /* The decode kernels' head dims (kernels/attn_plan.h, pt_attn_plan_dims). */
+  if (f->d != 64 && f->d != 80 && f->d != 96 && f->d != 128 && f->d != 256) return pt_flash_r_head_dim;
   if (f->p_dropout < 1.0f) return pt_flash_r_dropout;
   if (f->p) return pt_flash_r_return_softmax;
   if (f->alibi_slopes) return pt_flash_r_alibi;

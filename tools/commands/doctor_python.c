@@ -191,9 +191,10 @@ static void check_attention(const struct pt_json *a, const char *key, int needed
                                   "supported; `ponytail run --log info` logs why a launch fell back"
                                 : "PONYTAIL_ATTN_MASKED=0 turns masked decode (mem-efficient SDPA with an attention "
                                   "mask) off; it is on by default"
-                      : "only flash split-KV decode (fp16/bf16, head_dim 64/128) is swapped";
+                      : "only flash split-KV decode (fp16/bf16, head_dim 64/80/96/128/256) is swapped";
     pt_doctor_add(name, needed ? ST_FAIL : ST_OK, needed,
-        "leave TORCH_CUDNN_SDPA_DEPRIORITIZED and PONYTAIL_TORCH_SDPA unset, use fp16/bf16 with head_dim 64 or 128",
+        "leave TORCH_CUDNN_SDPA_DEPRIORITIZED and PONYTAIL_TORCH_SDPA unset, use fp16/bf16 with head_dim 64, 80, "
+        "96, 128 or 256",
         "%s SDPA %s takes %s (%s): not swapped: %s", key, shape ? shape : "", attn_desc(path), how, why);
   }
 }

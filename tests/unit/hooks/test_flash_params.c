@@ -206,7 +206,12 @@ struct elig_case {
 
 static void m_none(struct fa_buf *p) { (void)p; }
 static void m_dtype(struct fa_buf *p) { FA_PUT(p, FA_IS_BF16, uint8_t, 7); }
-static void m_head_dim(struct fa_buf *p) { FA_PUT(p, FA_D, int, 96); }
+static void m_head_dim(struct fa_buf *p) { FA_PUT(p, FA_D, int, 72); }
+static void m_head_dim32(struct fa_buf *p) { FA_PUT(p, FA_D, int, 32); }
+static void m_head_dim112(struct fa_buf *p) { FA_PUT(p, FA_D, int, 112); }
+/* Phi and Phi-3: the decode kernel runs them padded on d = 128. */
+static void m_head_dim80(struct fa_buf *p) { FA_PUT(p, FA_D, int, 80); }
+static void m_head_dim96(struct fa_buf *p) { FA_PUT(p, FA_D, int, 96); }
 static void m_dropout(struct fa_buf *p) { FA_PUT(p, FA_P_DROPOUT, float, 0.9f); }
 static void m_return_softmax(struct fa_buf *p) { FA_PUT(p, FA_P_PTR, void *, FA_PTR(0x10)); }
 static void m_alibi(struct fa_buf *p) { FA_PUT(p, FA_ALIBI, void *, FA_PTR(0x10)); }
@@ -244,7 +249,11 @@ static const struct elig_case elig_cases[] = {
     {"eligible", m_none, NULL},
     {"causal seqlen_q <= seqlen_k", m_causal_ok, NULL},
     {"dtype", m_dtype, "dtype not fp16/bf16"},
-    {"head_dim", m_head_dim, "head_dim not 64/128/256"},
+    {"head_dim", m_head_dim, "head_dim not 64/80/96/128/256"},
+    {"head_dim 32", m_head_dim32, "head_dim not 64/80/96/128/256"},
+    {"head_dim 112", m_head_dim112, "head_dim not 64/80/96/128/256"},
+    {"head_dim 80", m_head_dim80, NULL},
+    {"head_dim 96", m_head_dim96, NULL},
     {"dropout", m_dropout, "dropout"},
     {"return softmax", m_return_softmax, "return softmax"},
     {"alibi", m_alibi, "alibi"},
