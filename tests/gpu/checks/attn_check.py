@@ -7,6 +7,7 @@ the embedded fatbin + tests/gpu/checks/attn_testlib.c), called with ctypes on
 torch's current stream.
 
   attn_check.py --lib libattn_test.so correctness   # exit 1 on any failure
+  attn_check.py --lib libattn_test.so --head-dims 80,96 correctness  # only those head dims' cases
   attn_check.py --lib libattn_test.so timing
   attn_check.py --lib libattn_test.so masked-timing  # issue 17's grid with a padding mask
   attn_check.py --lib libattn_test.so masked-heat    # diagnostics (tests/gpu/checks/attn_diag.py):
@@ -40,6 +41,15 @@ from gpu_clocks import Clocks
 DT = {torch.float16: 0, torch.bfloat16: 1}
 HBM = 4.8e12
 O_TOL, LSE_TOL = 1e-2, 1e-3
+# --head-dims: the correctness cases of these head dims only (None: every case). Cases of other
+# head dims, and the checks tied to one head dim that is not in it, are skipped.
+ONLY_D = None
+# Head dims the decode kernels take; 80 and 96 run padded on the d = 128 kernel (PADDED).
+PADDED = (80, 96)
+
+
+def wanted(D):
+    return ONLY_D is None or D in ONLY_D
 CLUSTER_MAX = 8  # PT_ATTN_PLAN_CLUSTER in kernels/attn_kparams.h
 # ATTN_REPLAY_BUSY_US=N: a timed replay starts behind N us of torch.cuda._sleep on the stream,
 # so that the graph is submitted while the GPU is still busy and the time from the start event
@@ -197,19 +207,28 @@ def rel_err(x, ref):
     return e / max(den, 1e-30)
 
 
-def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0):
+def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0, in_pad=0):
     """Returns q [B,sq,H,D], k, v [B,S,Hk,D] views in the given layout, o view
-    inside a NaN-poisoned buffer (o_full), lse [B,H,sq]."""
+    inside a NaN-poisoned buffer (o_full), lse [B,H,sq]. in_pad > 0: q, k and v are the first D
+    columns of rows D + in_pad wide whose other columns hold NaN (a kernel that reads past the
+    head dim, as a padded one could, gets NaN into O)."""
     H = Hk * G
     dev = "cuda"
+
+    def rnd(*shape):
+        if not in_pad:
+            return torch.randn(*shape, device=dev, dtype=dtype)
+        full = torch.full(shape[:-1] + (D + in_pad,), float("nan"), device=dev, dtype=dtype)
+        full[..., :D] = torch.randn(*shape, device=dev, dtype=dtype)
+        return full[..., :D]
     if layout == "hf":   # HF: q [B,H,sq,D], cache [B,Hk,S,D]
-        q = torch.randn(B, H, sq, D, device=dev, dtype=dtype).transpose(1, 2)
-        k = torch.randn(B, Hk, S, D, device=dev, dtype=dtype).transpose(1, 2)
-        v = torch.randn(B, Hk, S, D, device=dev, dtype=dtype).transpose(1, 2)
+        q = rnd(B, H, sq, D).transpose(1, 2)
+        k = rnd(B, Hk, S, D).transpose(1, 2)
+        v = rnd(B, Hk, S, D).transpose(1, 2)
     else:                # FA: [B,S,Hk,D]
-        q = torch.randn(B, sq, H, D, device=dev, dtype=dtype)
-        k = torch.randn(B, S, Hk, D, device=dev, dtype=dtype)
-        v = torch.randn(B, S, Hk, D, device=dev, dtype=dtype)
+        q = rnd(B, sq, H, D)
+        k = rnd(B, S, Hk, D)
+        v = rnd(B, S, Hk, D)
     o_full = torch.empty(B, sq, H, D + o_pad, device=dev, dtype=dtype)
     o = o_full[..., :D]
     lse = torch.empty(B, H, sq, device=dev, dtype=torch.float32)
@@ -242,11 +261,15 @@ class Checker:
         return eo, el
 
     def case(self, B, S, Hk, G, D, dtype, layout="hf", sq=1, causal=False, scale=None,
-             o_pad=0, swapped=False, repeat=False, graph=False):
+             o_pad=0, swapped=False, repeat=False, graph=False, in_pad=0, expect=None):
+        """One launch against the fp32 reference (then repeat / graph). expect: the plan the case
+        is for ("one" split, "cluster", "ws" workspace); another plan fails it."""
+        if not wanted(D):
+            return True
         torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), layout, sq, causal, o_pad,
-                                swapped)) & 0xffffffff)
+                                swapped, in_pad)) & 0xffffffff)
         scale = scale if scale is not None else 1.0 / math.sqrt(D)
-        q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, layout, sq, o_pad)
+        q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, layout, sq, o_pad, in_pad)
         H = Hk * G
         ref_o, ref_lse = reference(q, k, v, scale, causal)
         if swapped:
@@ -266,6 +289,13 @@ class Checker:
             name += " scale%.2g" % scale
         if o_pad:
             name += " o_pad"
+        if in_pad:
+            name += " nan_pad"
+        plan = self.lib.plan(a)
+        got = "one" if plan[0] == 1 else "cluster" if plan[1] > 1 else "ws"
+        wrong_plan = expect is not None and got != expect
+        if wrong_plan:
+            name += " (plan %s, expected %s)" % (got, expect)
         runs = 2 if repeat else 1
         ok = True
         for r in range(runs):
@@ -273,8 +303,12 @@ class Checker:
             ws = self.lib.decode(a)
             torch.cuda.synchronize()
             eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            if wrong_plan:
+                eo = float("inf")  # not the plan this case is for
             ok &= self.record(name + (" run%d" % (r + 1) if repeat else ""), eo, el,
-                              "  ws %d KiB" % (ws >> 10) if r == 0 else "")
+                              "  ws %d KiB, plan %d splits%s" % (
+                                  ws >> 10, plan[0], " cluster" if plan[1] > 1 else "")
+                              if r == 0 else "")
         if graph:
             g = torch.cuda.CUDAGraph()
             s = torch.cuda.Stream()
@@ -303,14 +337,17 @@ def bias_strides(bias):
 
 
 def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pad_frac=0.75,
-                right=False, graph=False, cluster_max=None):
+                right=False, graph=False, cluster_max=None, in_pad=0):
     """Additive bias through the lib (pt_test_set_bias): row b of the batch masks its first
     (or, right=True, last) round(pad_frac * b / (B - 1) * S) keys with -inf (0..75% by
     default, left padding as HF's), plus a random additive bias on the rest; broadcast over
-    heads unless per_head. The bias rows are padded to a multiple of 8 keys as torch does."""
-    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right)) & 0xffffffff)
+    heads unless per_head. The bias rows are padded to a multiple of 8 keys as torch does.
+    in_pad: as make_inputs (NaN past the head dim in q, k and v)."""
+    if not wanted(D):
+        return True
+    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right, in_pad)) & 0xffffffff)
     scale = 1.0 / math.sqrt(D)
-    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", sq)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", sq, in_pad=in_pad)
     H = Hk * G
     Sp = (S + 7) // 8 * 8
     full = torch.randn(B, H if per_head else 1, sq, Sp, device="cuda", dtype=dtype)
@@ -329,6 +366,8 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
         B, S, Hk, G, D, "bf16" if dtype == torch.bfloat16 else "fp16", " sq%d" % sq if sq > 1 else "",
         " per-head" if per_head else "", " causal" if causal else "", " right" if right else "",
         " ws" if cluster_max == 1 else "")
+    if in_pad:
+        name += " nan_pad"
     if cluster_max is not None:
         c.lib.l.pt_test_set_cluster_max(cluster_max)
     try:
@@ -369,9 +408,11 @@ def row_empty(o, lse, b):
     return bool((o[b] == 0).all()) and bool(torch.isinf(lse[b]).all() and (lse[b] < 0).all())
 
 
-def masked_empty_row(c):
+def masked_empty_row(c, D=128):
     """A row whose keys are all masked: O = 0 and LSE = -inf (no NaN), the other rows exact."""
-    B, S, Hk, G, D, dtype = 2, 1000, 2, 2, 128, torch.bfloat16
+    if not wanted(D):
+        return
+    B, S, Hk, G, dtype = 2, 1000, 2, 2, torch.bfloat16
     q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
     H = Hk * G
     bias = torch.zeros(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
@@ -382,8 +423,8 @@ def masked_empty_row(c):
     ok = row_empty(o, lse, 0)
     eo, el = rel_err(o[1:], ref_o), rel_err(lse[1:], ref_lse)
     ok = ok and eo <= O_TOL and el <= LSE_TOL
-    c.rows.append("masked: a fully masked row -> O 0, LSE -inf; other row O %.2e LSE %.2e  %s" % (
-        eo, el, "ok" if ok else "FAIL"))
+    c.rows.append("masked: a fully masked row%s -> O 0, LSE -inf; other row O %.2e LSE %.2e  %s" % (
+        "" if D == 128 else " D%d" % D, eo, el, "ok" if ok else "FAIL"))
     c.failures += not ok
 
 
@@ -405,10 +446,12 @@ def masked_nan_edges(c):
     right padding of row 1, ends that fall inside a 64-key tile and past a split's end), and O
     and LSE must equal the reference with those keys dropped. The edges are multiples of 8
     keys, the scan's grain (keys it lets back in are computed with P = 0, so a NaN there would
-    reach O, as in torch's kernels). d 128 and 256, cluster and workspace plans. A kernel that
-    reads whole tiles, as a TMA form did, must zero what it read past the visible keys
-    (bench/records/2026-12-02-decode-tma.md)."""
-    for D in (128, 256):
+    reach O, as in torch's kernels). d 80, 96 (padded), 128 and 256, cluster and workspace plans.
+    A kernel that reads whole tiles, as a TMA form did, must zero what it read past the visible
+    keys (bench/records/2026-12-02-decode-tma.md)."""
+    for D in (80, 96, 128, 256):
+        if not wanted(D):
+            continue
         for cm in (1, CLUSTER_MAX):
             B, S, Hk, G, dtype = 2, 4000, 8, 1, torch.bfloat16
             torch.manual_seed(7 + D + cm)
@@ -431,14 +474,16 @@ def masked_nan_edges(c):
                      extra)
 
 
-def pair_edges(c, dtype, S):
-    """A launch planned as a pair (B 8 x Hk 8 units, d 128): row 0 left-padded by 200 keys, row 1
-    right-padded from key 3304, row 2 fully masked, the rest with a random bias. K/V hold NaN
-    where masked (narrowed away, never read); row 2 must get O = 0 and LSE = -inf, the others
-    the reference with the masked keys dropped. Reports the plan, and fails when it is not a
-    cluster of two (the shapes this group is for)."""
-    B, Hk, G, D = 8, 8, 2, 128
-    torch.manual_seed(11 + S)
+def pair_edges(c, dtype, S, D=128):
+    """A launch planned as a pair (B 8 x Hk 8 units, d 128 or a head dim padded onto it): row 0
+    left-padded by 200 keys, row 1 right-padded from key 3304, row 2 fully masked, the rest with
+    a random bias. K/V hold NaN where masked (narrowed away, never read); row 2 must get O = 0
+    and LSE = -inf, the others the reference with the masked keys dropped. Reports the plan, and
+    fails when it is not a cluster of two (the shapes this group is for)."""
+    if not wanted(D):
+        return
+    B, Hk, G = 8, 8, 2
+    torch.manual_seed(11 + S + D)
     q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
     H = Hk * G
     bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
@@ -451,8 +496,8 @@ def pair_edges(c, dtype, S):
     empty = row_empty(o, lse, 2)
     if not empty or plan[1] != 2:
         eo = float("inf")  # wrong output, or not the plan this case is for
-    c.record("pair: NaN K/V where masked, a fully masked row, S%d %s" % (
-        S, "bf16" if dtype == torch.bfloat16 else "fp16"), eo, el,
+    c.record("pair: NaN K/V where masked, a fully masked row, S%d %s%s" % (
+        S, "bf16" if dtype == torch.bfloat16 else "fp16", "" if D == 128 else " D%d" % D), eo, el,
         "  plan %d splits, cluster %d%s" % (plan[0], plan[1], "" if empty else ", row 2 not O 0 / LSE -inf"))
 
 
@@ -487,7 +532,7 @@ def kt_cases(c):
     head) pairs, so G and sq mix in them; every head_dim; per-head and broadcast biases (their
     staged row per query row differs); causal rows that see different key counts; 8 rows
     exactly, and 9 (the 16-row layout) beside it."""
-    for D in (64, 128, 256):
+    for D in (64, 80, 96, 128, 256):
         for G, sq, causal in ((3, 1, False), (5, 1, False), (7, 1, False), (8, 1, False),
                               (1, 3, True), (2, 3, True), (3, 2, True), (2, 4, False)):
             c.case(2, 1000, 2, G, D, torch.bfloat16, sq=sq, causal=causal)
@@ -498,12 +543,71 @@ def kt_cases(c):
     masked_case(c, 4, 4100, 2, 3, 128, torch.bfloat16, sq=3, causal=True, per_head=True)
 
 
+def padded_cases(lib, c):
+    """Head dims 80 (Phi-1.5/2: 32 heads of 80) and 96 (Phi-3-mini: 32 of 96), which run on the
+    d = 128 kernel padded (issue 51): it copies only the real 16-byte chunks of each K/V row
+    into tiles 128 wide whose padding columns each CTA zeroes once, and writes O, the
+    workspace and the cluster partials DR wide. The cases look for what that could get wrong:
+    - NaN past the head dim in q, k and v (nan_pad: a padding chunk read from global memory
+      reaches O), on every plan (one split, a cluster, the workspace with its staged and its
+      batched merge) and both loops (keys as M for <= 8 rows, rows as M past that), masked
+      and not;
+    - O inside a wider NaN-poisoned buffer (o_pad: a store of P V's padding columns shows);
+    - many splits (the workspace partials are DR floats a row, the plan's size), graph replay
+      and back-to-back launches (the zeroed padding must hold in every CTA of every launch);
+    - the models' shapes without GQA (h = h_k = 32, HF's repeat_kv under a mask), GQA, swapped
+      GQA decode, causal query rows, a fully masked row, the pair plan."""
+    for D in PADDED:
+        if not wanted(D):
+            continue
+        for dtype in (torch.bfloat16, torch.float16):
+            for G in (1, 4, 8, 16):
+                c.case(32, 1000, 8, G, D, dtype, in_pad=24, expect="one")
+                c.case(2, 1000, 4, G, D, dtype, in_pad=24, layout="fa", expect="cluster")
+                c.case(1, 32768, 2, G, D, dtype, in_pad=24, expect="ws")
+                masked_case(c, 4, 4100, 2, G, D, dtype, in_pad=24, per_head=G == 4)
+            c.case(3, 4100, 4, 4, D, dtype, layout="fa", o_pad=48)
+            c.case(3, 4100, 4, 16, D, dtype, layout="fa", o_pad=48)
+            c.case(1, 32768, 2, 8, D, dtype, o_pad=32, in_pad=8)
+            c.case(2, 4100, 2, 8, D, dtype, scale=1.0)
+            for B in (1, 8):
+                c.case(B, 4100, 32, 1, D, dtype)                       # the models: 32 heads, no GQA
+            masked_case(c, 8, 4100, 32, 1, D, dtype, in_pad=24)       # HF: K/V expanded by repeat_kv
+            pair_edges(c, dtype, 4000, D)
+        c.case(1, 131072, 2, 8, D, torch.bfloat16)
+        for G in (4, 8, 16):
+            c.case(8, 4100, 2, G, D, torch.bfloat16, swapped=True)
+        c.case(2, 1000, 2, 4, D, torch.bfloat16, sq=4, causal=True)
+        c.case(2, 17, 2, 1, D, torch.float16, sq=16, causal=True)
+        c.case(2, 140, 2, 1, D, torch.bfloat16, sq=16, causal=True)  # row 0 sees no key of split 1
+        c.case(8, 4100, 4, 8, D, torch.bfloat16, repeat=True, graph=True)
+        c.case(2, 1000, 4, 4, D, torch.float16, repeat=True, graph=True, in_pad=24, expect="cluster")
+        masked_case(c, 8, 4100, 8, 4, D, torch.bfloat16, right=True, in_pad=24)
+        masked_case(c, 2, 1000, 2, 4, D, torch.bfloat16, sq=4, causal=True, per_head=True)
+        masked_case(c, 8, 4100, 8, 4, D, torch.float16, pad_frac=0.9, graph=True)
+        masked_empty_row(c, D)
+        # Every merge through the workspace, with many splits: the staged merge (the partials in
+        # the K/V ring) while they fit, the batched one past that; masked too.
+        lib.l.pt_test_set_cluster_max(1)
+        try:
+            c.case(2, 1000, 4, 4, D, torch.bfloat16, layout="fa", in_pad=24, repeat=True, graph=True)
+            for mul in (2, 4, 8):
+                lib.l.pt_test_set_split_mul(mul)
+                c.case(1, 32768, 2, 8, D, torch.bfloat16, in_pad=24, expect="ws")
+                c.case(1, 131072, 1, 16, D, torch.float16, expect="ws")
+                c.case(2, 70000, 1, 1, D, torch.bfloat16, expect="ws")
+                masked_case(c, 2, 32768, 2, 8, D, torch.bfloat16, pad_frac=0.9, in_pad=24)
+        finally:
+            lib.l.pt_test_set_split_mul(1)
+            lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+
+
 def masked_correctness(c):
     """Issue 17's grid for the masked kernel: left padding 0-75% of the keys per row, random
     additive bias, broadcast and per head, GQA, several query rows, causal, splits through the
     cluster and the workspace, right padding, graph replay, an empty row."""
     for dtype in (torch.bfloat16, torch.float16):
-        for D in (64, 128):
+        for D in (64, 80, 96, 128):
             for B in (1, 8, 32):
                 for S in (17, 1000, 4100, 32768):
                     for G in (1, 4, 8):
@@ -529,9 +633,9 @@ def correctness(lib):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     c = Checker(lib)
-    # The brief's matrix: B x KV x G x D x dtype, HF layout.
+    # The brief's matrix: B x KV x G x D x dtype, HF layout (80 and 96: issue 51's padded kernels).
     for dtype in (torch.bfloat16, torch.float16):
-        for D in (64, 128):
+        for D in (64, 80, 96, 128):
             for B in (1, 8, 32):
                 for S in (1, 17, 1000, 4100, 32768):
                     for G in (1, 4, 8):
@@ -572,7 +676,7 @@ def correctness(lib):
     lib.l.pt_test_set_cluster_max(1)
     try:
         for dtype in (torch.bfloat16, torch.float16):
-            for D in (64, 128, 256):
+            for D in (64, 80, 96, 128, 256):
                 c.case(1, 1000, 4, 4, D, dtype, layout="fa")
                 c.case(8, 4100, 4, 8, D, dtype)
         c.case(8, 4100, 4, 8, 128, torch.bfloat16, repeat=True, graph=True)
@@ -581,7 +685,7 @@ def correctness(lib):
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
     # Cluster path with every head_dim, causal rows that see no key in some
     # splits, and graph replay.
-    for D in (64, 128, 256):
+    for D in (64, 80, 96, 128, 256):
         c.case(1, 1000, 4, 4, D, torch.float16, layout="fa")
     c.case(2, 140, 2, 1, 128, torch.bfloat16, sq=16, causal=True)  # row 0 sees no key of split 1
     c.case(8, 4100, 4, 4, 128, torch.bfloat16, repeat=True, graph=True)
@@ -601,7 +705,9 @@ def correctness(lib):
         lib.l.pt_test_set_split_mul(1)
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
     masked_correctness(c)
-    compare_tests(lib, c)
+    padded_cases(lib, c)
+    if wanted(128):
+        compare_tests(lib, c)
     return c
 
 
@@ -1213,15 +1319,20 @@ def timeline(lib, out_rows):
 
 
 def main():
+    global ONLY_D
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     ap.add_argument("--variants", default="",
                     help="experiments: name=libpath,... (variant builds of the test library)")
+    ap.add_argument("--head-dims", default="",
+                    help="correctness: only the cases of these head dims, e.g. 80,96 (default: all)")
     ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments",
                                      "masked-plans", "masked-heat", "masked-place",
                                      "masked-method"])
     args = ap.parse_args()
+    if args.head_dims:
+        ONLY_D = {int(x) for x in args.head_dims.split(",")}
     lib = Lib(args.lib)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     if args.what == "correctness":

@@ -5,8 +5,9 @@ also work while the stream is being captured into a CUDA graph").
 Runs with or without the Ponytail shim preloaded (tests/gpu/checks/attn_graph.sh runs both).
 Every case uses torch's flash SDPA (sdpa_kernel(FLASH_ATTENTION)) on decode-shaped
 bf16 inputs: q [B, 16, 1, 128], k/v [B, 4, S, 128], enable_gqa=True, held in static
-tensors. As the torch docs require, each case first runs the call eagerly on a new
-side stream, then captures it with torch.cuda.graph. Then for 3 rounds: fresh random
+tensors (--head-dim 80 or 96, Phi's and Phi-3's head dims, which the decode kernel runs
+padded on its d = 128 layout: those in place of 128). As the torch docs require, each case
+first runs the call eagerly on a new side stream, then captures it with torch.cuda.graph. Then for 3 rounds: fresh random
 values are copied into the static inputs, the graph is replayed, and the graph's
 output is compared with an fp32 reference (matmul + softmax, TF32 off):
 max|o - ref| / max|ref| <= 1e-2, and it must differ from the previous round's output
@@ -219,15 +220,18 @@ def run_case(name, tmpdir):
 
 
 def main():
+    global D
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--json", help="write the per-case details here")
+    ap.add_argument("--head-dim", type=int, default=D, help="head dim of every case (default %d)" % D)
     args = ap.parse_args()
+    D = args.head_dim
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     shim = "ponytail" in os.environ.get("LD_PRELOAD", "")
-    print("attn_graph: torch %s, %s, %s" % (torch.__version__, torch.cuda.get_device_name(),
-                                            "under the Ponytail shim" if shim else "no shim"))
+    print("attn_graph: torch %s, %s, %s, head dim %d" % (torch.__version__, torch.cuda.get_device_name(),
+                                                         "under the Ponytail shim" if shim else "no shim", D))
     results = []
     with tempfile.TemporaryDirectory() as tmpdir, torch.no_grad():
         for name in [c for c in args.cases.split(",") if c]:

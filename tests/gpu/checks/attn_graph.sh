@@ -12,6 +12,7 @@
 # Usage: tests/gpu/checks/attn_graph.sh      (results in $OUT, default ./gpu-out)
 #   GRAPH_TIMEOUT=240   limit per python run (s)
 #   CASES=b8_s4100,...  subset of attn_graph.py's cases
+#   HEAD_DIM=96         head dim of every case (default 128; 80 and 96 run padded on d = 128)
 # Summary also in $OUT/attn_graph.txt; logs, stats and per-case JSON in $OUT/attn_graph-logs.tgz.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -24,6 +25,7 @@ export PYTHONUNBUFFERED=1
 t="${GRAPH_TIMEOUT:-240}"
 cases=()
 [ -n "${CASES:-}" ] && cases=(--cases "$CASES")
+[ -n "${HEAD_DIM:-}" ] && cases+=(--head-dim "$HEAD_DIM")
 
 echo "== with the shim"
 # env (not timeout) carries LD_PRELOAD: only python writes the stats file.

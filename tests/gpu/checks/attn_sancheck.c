@@ -1,9 +1,12 @@
 /* Tiny driver for compute-sanitizer (memcheck, racecheck) over the decode
  * and compare kernels: a few small shapes covering one and several KV
  * splits, the partial last tile, causal rows that see no key in a split,
- * d = 64/128/256 and both dtypes. Every buffer is allocated at its exact
+ * d = 64/80/96/128/256 and both dtypes. Every buffer is allocated at its exact
  * size (workspace included) so an out-of-bounds access leaves the
- * allocation and is reported. Exit 0 when every call succeeded. */
+ * allocation and is reported: at d = 80 and 96 (padded onto the d = 128
+ * kernel's tiles) a copy of a padding chunk of the last key's row, or a store
+ * past the head dim of O, leaves q, k, v or o. Exit 0 when every call
+ * succeeded. */
 #include <cuda.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -169,10 +172,20 @@ int main(void) {
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);  /* 5 long splits: workspace merge */
   run(PT_DTYPE_BF16, 8, 8, 8, 1, 130, 128, 0);   /* 64 units: clusters of two (3 tiles) */
   run(PT_DTYPE_FP16, 8, 16, 8, 2, 1000, 128, 1); /* clusters of two, causal, sq 2 */
+  /* d 80 and 96: padded onto the d = 128 kernel (issue 51), every plan and both loops. */
+  run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 80, 0);    /* several splits (cluster), partial tile, kt */
+  run(PT_DTYPE_FP16, 1, 8, 1, 1, 300, 96, 0);    /* 8 rows: keys as the mma's M */
+  run(PT_DTYPE_BF16, 1, 2, 1, 8, 130, 96, 1);    /* causal, 16 rows: rows as the mma's M */
+  run(PT_DTYPE_FP16, 6, 8, 8, 1, 2000, 80, 0);   /* 5 long splits: workspace merge (staged) */
+  run(PT_DTYPE_BF16, 40, 32, 32, 1, 100, 96, 0); /* Phi-3-mini's 32 heads, one split */
+  run(PT_DTYPE_FP16, 1, 16, 1, 1, 3000, 80, 0);  /* 16 rows, cluster of 8 */
   /* The small-split shapes above merged in a cluster; again through the workspace. */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 128, 0);
   run(PT_DTYPE_BF16, 1, 2, 1, 8, 130, 64, 1);
+  run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 96, 0);
+  run(PT_DTYPE_FP16, 1, 2, 1, 8, 130, 80, 1);
+  run(PT_DTYPE_BF16, 1, 16, 1, 1, 4000, 96, 0);  /* 16 splits of 16 rows: the batched merge */
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   /* Masked (additive bias, left padding): splits through the cluster, the
    * workspace and one split, several query rows with causal. */
@@ -185,8 +198,12 @@ int main(void) {
   run(PT_DTYPE_FP16, 2, 16, 2, 1, 700, 64, 0);    /* 8 rows: keys as the mma's M, d 64 */
   run(PT_DTYPE_BF16, 2, 16, 1, 1, 700, 128, 0);   /* 16 rows: rows as the mma's M */
   run(PT_DTYPE_BF16, 2, 6, 2, 1, 700, 256, 0);    /* 3 rows, d 256 */
+  run(PT_DTYPE_BF16, 4, 8, 2, 1, 2000, 96, 0);    /* d 96, masked, splits */
+  run(PT_DTYPE_FP16, 2, 16, 1, 1, 700, 80, 0);    /* d 80, 16 rows */
+  run(PT_DTYPE_BF16, 2, 16, 2, 1, 700, 96, 0);    /* d 96, 8 rows */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
+  run(PT_DTYPE_FP16, 6, 8, 8, 1, 2000, 80, 0);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   masked = 0;
   printf("sancheck ok\n");
