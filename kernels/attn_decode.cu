@@ -36,7 +36,14 @@
 // never written again, Q's are zero too, so the scores over 128 dims are the
 // scores over the real ones and P V's extra columns are never stored. Global
 // addressing, the workspace partials and the cluster partials use the real
-// width (decode's DR), so the plan's workspace (parts x head_dim floats) fits.
+// width (decode's DK = DV), so the plan's workspace (parts x head_dim floats) fits.
+//
+// MLA-shaped attention (DeepSeek-V3 under Hugging Face's SDPA: q and k 192
+// wide, v 128) runs on the d = 256 kernel the same way, with a width for K
+// (and Q) and another for V (decode's DK, DV): K rows copy their 24 real
+// chunks, V rows their 16, each tile's padding chunks stay zero, and O, LSE
+// and every partial are DV wide. The scores over 256 dims are the scores over
+// q/k's 192; P V's columns past 128 are never stored.
 //
 // Scores live in the log2 domain (scale * log2(e) folded in once) so the
 // softmax uses ex2 directly. The PTX wrappers are in kernels/ptx.cuh, the
@@ -79,6 +86,22 @@ template <int D> __device__ __forceinline__ int swz(int row, int ch) {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
+// Zeroes chunks RC.. CH - 1 of every row of the ring's K tiles (V = 0) or V tiles (V = 1): the
+// padding of a tensor narrower than D, when K and V differ in width. Row r of stage s's tile is
+// ring row (2s + V) * BK + r, and BK is a multiple of 8, so swz over the ring's rows is each
+// tile's own swizzle.
+template <typename T, int D, int NST, int RC, int V>
+__device__ __forceinline__ void zero_tile_pad(T *ring, int tid) {
+  constexpr int PC = D / 8 - RC;
+  if constexpr (PC > 0) {
+    for (int c = tid; c < NST * BK * PC; c += NT) {
+      const int r = c / PC;  // row r % BK of stage r / BK
+      *reinterpret_cast<uint4 *>(ring + swz<D>((r / BK * 2 + V) * BK + r % BK, RC + c % PC)) =
+          make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 // The 4-warp merge's first step, shared by both decode loops: the writer lanes publish this
 // warp's (m, l) for its two rows ra and rb, every thread waits for all four warps, and gets the
 // factors sc0 and sc1 that rescale its accumulators of those rows to the CTA's max. Only the rows
@@ -111,11 +134,12 @@ __device__ __forceinline__ void warp_rescale(float *red_m, float *red_l, int war
 // took 2-4 us longer there, with the same instructions executed; back to back the two were
 // within 0.5 us (bench/records/2026-12-03-decode-clocks.md, calls 6 and 7).
 //
-// D: the width of the tiles and the mma loops (64, 128 or 256); DR: the head_dim of the tensors,
-// D itself, or 80 / 96 on D = 128 (padded: the file's head comment). With DR == D every PAD
-// test below is a constant false, so those kernels compile to the code they had before DR
-// existed.
-template <typename T, int D, int DR, bool KT>
+// D: the width of the tiles and the mma loops (64, 128 or 256); DK: the head_dim of q and k,
+// DV: that of v and o. D itself for both, or 80 / 96 for both on D = 128, or 192 / 128 on
+// D = 256 (padded: the file's head comment). With DK == DV == D every PAD test below is a
+// constant false, and with DK == DV every test that tells K from V a constant true, so those
+// kernels compile to the code they had before the widths were split.
+template <typename T, int D, int DK, int DV, bool KT>
 __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
 #ifdef PT_ATTN_TIMELINE
   unsigned long long tl[PT_TL_N] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tl_mid = 0;
@@ -123,9 +147,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   PT_TL(0);
   using C = cfg<D>;
   constexpr int NST = C::NSTAGE, CH = C::CH, TILE = C::TILE, LD = C::RED_LD;
-  constexpr bool PAD = DR != D;
-  constexpr int RCH = DR / 8;  // real 16-byte chunks per row; CH - RCH padding ones (PAD)
-  static_assert(DR == D || (D == 128 && DR % 8 == 0 && DR < D), "padded only onto d = 128");
+  constexpr bool PAD = DK != D || DV != D;
+  // Real 16-byte chunks of a Q/K row and of a V row; CH - RCK, CH - RCV padding ones (PAD).
+  constexpr int RCK = DK / 8, RCV = DV / 8, RCX = RCK > RCV ? RCK : RCV;
+  static_assert(DK % 8 == 0 && DV % 8 == 0 && DK <= D && DV <= D, "real widths: 16-byte chunks within D");
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int s_last;
   T *const sKV = reinterpret_cast<T *>(smem);          // stage s: K at 2s*TILE, V after it
@@ -153,7 +178,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   for (int j = 0; j < QCH; ++j) {
     const int c = tid + j * NT, r = c / CH, ch = c % CH;
     qreg[j] = make_uint4(0, 0, 0, 0);
-    if (c < 16 * CH && r < rows && (!PAD || ch < RCH)) {
+    if (c < 16 * CH && r < rows && (!PAD || ch < RCK)) {
       const unit_row w = row_of(kh, group, r);
       qreg[j] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.q) + bi * p.q_bs + w.i * p.q_rs +
                                                  w.hh * p.q_hs + ch * 8);
@@ -163,11 +188,16 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // is copied (here, while Q's loads are in flight). No copy ever writes them, so they stay zero
   // for the whole loop; the barrier after Q's store to shared memory orders these stores before
   // the first tile is read. The ring is NST * 2 tiles of BK rows (BK a multiple of 8), so swz
-  // over its rows taken as one array is each tile's own swizzle.
-  if constexpr (PAD) {
-    constexpr int PCH = CH - RCH;
+  // over its rows taken as one array is each tile's own swizzle. With K and V of different
+  // widths (MLA) each tile kind is zeroed past its own. V's padding columns only feed P V's
+  // columns that are never stored, but zeros keep those accumulators finite all the same.
+  if constexpr (PAD && DK == DV) {
+    constexpr int PCH = CH - RCK;
     for (int c = tid; c < NST * 2 * BK * PCH; c += NT)
-      *reinterpret_cast<uint4 *>(sKV + swz<D>(c / PCH, RCH + c % PCH)) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4 *>(sKV + swz<D>(c / PCH, RCK + c % PCH)) = make_uint4(0, 0, 0, 0);
+  } else if constexpr (PAD) {
+    zero_tile_pad<T, D, NST, RCK, 0>(sKV, tid);
+    zero_tile_pad<T, D, NST, RCV, 1>(sKV, tid);
   }
 
   // K/V are read once: copied with an L2 evict_first policy, so that the stream does not push
@@ -192,13 +222,13 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // -0.8 to -0.9; two tiles helped B1 KV32k more and B8 KV4k not at all
   // (bench/records/2026-12-03-decode-kt.md).
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOHINT)) {
-    constexpr int LPR = (DR * 2 + 127) / 128;  // 128-byte lines per key row
+    constexpr int LPR = (RCX * 16 + 127) / 128;  // 128-byte lines per key row (the wider of K, V)
     const int nkeys = min(key_end - key_begin, BK);
     for (int j = tid; j < nkeys * LPR; j += NT) {
       const int64_t key = key_begin + j / LPR;
       const int off = (j % LPR) * 64;
-      prefetch_l2(kh_k + key * p.k_rs + off);
-      prefetch_l2(kh_v + key * p.v_rs + off);
+      if (DK >= DV || off < DK) prefetch_l2(kh_k + key * p.k_rs + off);
+      if (DV >= DK || off < DV) prefetch_l2(kh_v + key * p.v_rs + off);
     }
   }
   if (nb && !(PT_ATTN_EXP & PT_ATTN_EXP_NOSCAN)) narrow_to_visible<T, NT>(p, bb, kh, group, key_begin, key_end);
@@ -215,8 +245,9 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
     const int key0 = key_begin + tile * BK;
     T *const dk = sKV + stage * 2 * TILE;
     T *const dv = dk + TILE;
-    // Padded: the threads of a padding chunk column copy nothing (the column stays zero).
-    if (!PAD || ld_ch < RCH) {
+    // Padded: the threads of a padding chunk column copy nothing (the column stays zero); where
+    // K and V differ in width, a column real in one only copies that one.
+    if (!PAD || ld_ch < RCX) {
 #pragma unroll
       for (int i = 0; i < LD_ITERS; ++i) {
         const int row = ld_r0 + i * LD_STEP;
@@ -224,8 +255,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
         const bool ok = key < key_end;
         const int64_t kk = ok ? key : key_begin;  // always a valid address
         const int off = swz<D>(row, ld_ch);
-        cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
-        cp_async16_policy(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0, kv_policy);
+        if (DK >= DV || ld_ch < RCK)
+          cp_async16_policy(smem_u32(dk + off), kcol + kk * p.k_rs, ok ? 16 : 0, kv_policy);
+        if (DV >= DK || ld_ch < RCV)
+          cp_async16_policy(smem_u32(dv + off), vcol + kk * p.v_rs, ok ? 16 : 0, kv_policy);
       }
     }
     // The tile's bias, 8 keys per copy, in the same commit group: read next
@@ -550,24 +583,24 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   __syncthreads();
   PT_TL(5);
 
-  // From here on rows are DR wide (padded: P V's columns past DR are never stored): O, the
+  // From here on rows are DV wide (padded: P V's columns past DV are never stored): O, the
   // cluster and workspace partials, the merges.
   const int unit = bi * p.h_k + kh;
-  const int nitems = rows * (DR / 4);
+  const int nitems = rows * (DV / 4);
   const bool in_cluster = p.cluster > 1;
   // Cluster mode: this CTA's partial stays in its own shared memory, after
   // the warp-merge buffers (16-byte aligned: red_o + red_m + red_l).
-  float *const part_o = red_l + 64;                                    // [rows][DR]
-  float2 *const part_ml = reinterpret_cast<float2 *>(part_o + 16 * DR);  // [rows]
+  float *const part_o = red_l + 64;                                    // [rows][DV]
+  float2 *const part_ml = reinterpret_cast<float2 *>(part_o + 16 * DV);  // [rows]
   // Workspace partials of this unit (split path only).
   float2 *const ws_ml = p.nsplit > 1 && !in_cluster
       ? reinterpret_cast<float2 *>(p.ws + p.ws_ml_off) + (int64_t)unit * p.nsplit * rows
       : nullptr;
   float *const ws_o = p.nsplit > 1 && !in_cluster
-      ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * DR
+      ? reinterpret_cast<float *>(p.ws + p.ws_o_off) + (int64_t)unit * p.nsplit * rows * DV
       : nullptr;
   for (int item = tid; item < nitems; item += NT) {
-    const int r = item / (DR / 4), d = (item % (DR / 4)) * 4;
+    const int r = item / (DV / 4), d = (item % (DV / 4)) * 4;
     float M = NEG_INF;
 #pragma unroll
     for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w * 16 + r]);
@@ -589,10 +622,10 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
       store_row4<T>(p, bi, kh, group, r, d, o, L > 0.f ? 1.f / L : 0.f);
       if (d == 0 && p.lse) store_row_lse(p, bi, kh, group, r, M, L);
     } else if (in_cluster) {
-      *reinterpret_cast<float4 *>(part_o + r * DR + d) = o;
+      *reinterpret_cast<float4 *>(part_o + r * DV + d) = o;
       if (d == 0) part_ml[r] = make_float2(M, L);
     } else {
-      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * DR + d) = o;
+      *reinterpret_cast<float4 *>(ws_o + ((int64_t)split * rows + r) * DV + d) = o;
       if (d == 0) ws_ml[split * rows + r] = make_float2(M, L);
     }
   }
@@ -604,7 +637,7 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   if (in_cluster) {
     cluster_sync();  // every CTA's partial is written and visible
     PT_TL(7);
-    merge_cluster<T, DR, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
+    merge_cluster<T, DV, NT>(p, part_o, part_ml, bi, kh, rows, group, nitems);
     PT_TL(8);
     cluster_sync();  // no CTA leaves while another still reads its shared memory
     PT_TL_END(8);
@@ -627,43 +660,48 @@ __device__ __forceinline__ void decode(const pt_attn_kparams &p) {
   // The partials staged in the K/V ring when they fit (e.g. 64 KiB at 16 splits of 8 rows and
   // d = 128, of its 96 KiB), else loaded in batches.
   constexpr int RING_BYTES = NST * 2 * TILE * static_cast<int>(sizeof(T));
-  if (p.nsplit * rows * (DR * 4 + 8) + rows * 4 <= RING_BYTES)
-    merge_splits_staged<T, DR, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+  if (p.nsplit * rows * (DV * 4 + 8) + rows * 4 <= RING_BYTES)
+    merge_splits_staged<T, DV, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   else
-    merge_splits<T, DR, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
+    merge_splits<T, DV, NT>(p, smem, ws_ml, ws_o, p.nsplit, bi, kh, rows, group, nitems);
   PT_TL(8);
   PT_TL_END(8);
 }
 
 }  // namespace pt_attn
 
-// D, DR: decode's template arguments (DR < D: a padded kernel, on D's layout and occupancy).
-#define PT_ATTN_DECODE_KERNEL(NAME, T, D, DR, KT)                                        \
+// D, DK, DV: decode's template arguments (DK or DV < D: a padded kernel, on D's layout and
+// occupancy).
+#define PT_ATTN_DECODE_KERNEL(NAME, T, D, DK, DV, KT)                                    \
   extern "C" __global__ void __launch_bounds__(PT_ATTN_THREADS,                          \
                                                pt_attn::cfg<D>::MIN_BLOCKS)              \
       NAME(const __grid_constant__ pt_attn_kparams p) {                                  \
-    pt_attn::decode<T, D, DR, KT>(p);                                                    \
+    pt_attn::decode<T, D, DK, DV, KT>(p);                                                \
   }
 
 // _kt: launches with at most 8 rows per KV head (kernels/attn_launch.c picks). d80 and d96 are
-// padded d = 128 kernels.
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64, 64, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d80, __nv_bfloat16, 128, 80, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d96, __nv_bfloat16, 128, 96, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128, 128, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256, 256, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64, 64, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d80, __half, 128, 80, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d96, __half, 128, 96, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128, 128, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256, 256, false)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64_kt, __nv_bfloat16, 64, 64, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d80_kt, __nv_bfloat16, 128, 80, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d96_kt, __nv_bfloat16, 128, 96, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128_kt, __nv_bfloat16, 128, 128, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256_kt, __nv_bfloat16, 256, 256, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64_kt, __half, 64, 64, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d80_kt, __half, 128, 80, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d96_kt, __half, 128, 96, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128_kt, __half, 128, 128, true)
-PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256_kt, __half, 256, 256, true)
+// padded d = 128 kernels, d192v128 (q/k 192, v 128: MLA) a padded d = 256 one.
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64, __nv_bfloat16, 64, 64, 64, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d80, __nv_bfloat16, 128, 80, 80, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d96, __nv_bfloat16, 128, 96, 96, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128, __nv_bfloat16, 128, 128, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256, __nv_bfloat16, 256, 256, 256, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64, __half, 64, 64, 64, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d80, __half, 128, 80, 80, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d96, __half, 128, 96, 96, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128, __half, 128, 128, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256, __half, 256, 256, 256, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d192v128, __nv_bfloat16, 256, 192, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d192v128, __half, 256, 192, 128, false)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d64_kt, __nv_bfloat16, 64, 64, 64, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d80_kt, __nv_bfloat16, 128, 80, 80, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d96_kt, __nv_bfloat16, 128, 96, 96, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d128_kt, __nv_bfloat16, 128, 128, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d256_kt, __nv_bfloat16, 256, 256, 256, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d64_kt, __half, 64, 64, 64, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d80_kt, __half, 128, 80, 80, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d96_kt, __half, 128, 96, 96, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d128_kt, __half, 128, 128, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d256_kt, __half, 256, 256, 256, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_bf16_d192v128_kt, __nv_bfloat16, 256, 192, 128, true)
+PT_ATTN_DECODE_KERNEL(pt_attn_decode_fp16_d192v128_kt, __half, 256, 192, 128, true)
