@@ -15,8 +15,8 @@ enum pt_dtype { PT_DTYPE_FP16 = 0, PT_DTYPE_BF16 = 1 };
 struct pt_attn_desc {
   const void *q;  /* [b, seqlen_q, h, d] through the strides below */
   const void *k;  /* [b, seqlen_k, h_k, d] */
-  const void *v;  /* [b, seqlen_k, h_k, d] */
-  void *o;        /* [b, seqlen_q, h, d] */
+  const void *v;  /* [b, seqlen_k, h_k, dv] (dv: pt_attn_v_dim, below) */
+  void *o;        /* [b, seqlen_q, h, dv] */
   float *lse;     /* softmax log-sum-exp (natural log), [b, h, seqlen_q] contiguous, or NULL */
   int dtype;      /* enum pt_dtype, same for q, k, v, o */
   int b, h, h_k;  /* batch, query heads, KV heads (h % h_k == 0) */
@@ -43,7 +43,18 @@ struct pt_attn_desc {
    * all masked gets O = 0 and LSE = -inf. */
   const void *bias;
   int64_t bias_batch_stride, bias_head_stride, bias_row_stride;
+  /* Head size of v and o where it differs from head_dim (that of q and k):
+   * 0, as a zero-initialised descriptor has it, means head_dim, so a caller
+   * that never sets it describes equal sizes. Decode takes 128 with head_dim
+   * 192 (MLA-shaped attention: DeepSeek-V3 under SDPA) and no other unequal
+   * pair; prefill takes none. Read it through pt_attn_v_dim. */
+  int v_head_dim;
 };
+
+/* The head size of v and o: v_head_dim, or head_dim when it is 0. */
+static inline int pt_attn_v_dim(const struct pt_attn_desc *d) {
+  return d->v_head_dim ? d->v_head_dim : d->head_dim;
+}
 
 /* ---- Fused split-KV decode attention (kernels/attn_decode.cu) ----------
  *
@@ -55,8 +66,8 @@ struct pt_attn_desc {
  * last CTA of each (batch, KV head) through the workspace. Needs sm_90+.
  *
  * Requirements (checked by pt_attn_decode_supported): fp16/bf16, head_dim
- * 64/80/96/128/256 (80 and 96 run padded on the d = 128 kernel's layout),
- * seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
+ * 64/80/96/128/256 for q, k and v (80 and 96 run padded on the d = 128
+ * kernel's layout), or q/k 192 with v 128 (padded on d = 256's), seqlen_q <= 16 and rows per KV head <= 16, seqlen_k >= 1, causal
  * only with seqlen_q <= seqlen_k, last dim contiguous, every pointer 16-byte
  * aligned and every stride a multiple of 8 elements, b and h_k <= 65535; a
  * bias likewise 16-byte aligned with strides a multiple of 8 (it is copied
@@ -109,7 +120,7 @@ int pt_attn_decode_launch(const struct pt_attn_desc *d, void *workspace, size_t 
  * and its module is loaded into a context on the first prefill launch there.
  *
  * Requirements (checked by pt_attn_prefill_supported): fp16/bf16, head_dim
- * 64/128, no bias, causal only with seqlen_q <= seqlen_k (bottom-right
+ * 64/128 (v the same), no bias, causal only with seqlen_q <= seqlen_k (bottom-right
  * aligned), h a multiple of h_k, b and h <= 65535, last dim contiguous,
  * q/k/v/o 16-byte aligned, every q/k/v stride a positive multiple of 8
  * elements (the TMA takes strides in multiples of 16 bytes) and every O
@@ -139,8 +150,9 @@ int pt_attn_prefill_available(void);
 /* ---- Verify-mode comparison (kernels/attn_compare.cu) -------------------
  *
  * ref describes the reference output: ref->o with its strides, ref->lse
- * ([b, h, seqlen_q] contiguous, may be NULL) and b, h, seqlen_q, head_dim,
- * dtype. test_o is contiguous [b, seqlen_q, h, head_dim] in the same dtype,
+ * ([b, h, seqlen_q] contiguous, may be NULL) and b, h, seqlen_q, the head
+ * size of o (pt_attn_v_dim), dtype. test_o is contiguous [b, seqlen_q, h,
+ * pt_attn_v_dim(ref)] in the same dtype,
  * test_lse contiguous [b, h, seqlen_q] or NULL. Writes 4 floats to device
  * memory result: max|O_ref - O_test|, max|O_ref|, max|LSE_ref - LSE_test|,
  * max|LSE_ref| (the LSE pair is 0 when either LSE is NULL). A NaN or Inf in
@@ -151,7 +163,7 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
 
 /* ---- Planted fault (kernels/attn_fault.cu), PONYTAIL_TEST_FAULT ---------
  *
- * Multiplies d->o ([b, seqlen_q, h, head_dim] through d's O strides, dtype
+ * Multiplies d->o ([b, seqlen_q, h, pt_attn_v_dim(d)] through d's O strides, dtype
  * d->dtype) by factor in place, on stream. A test knob: it makes Ponytail's
  * output wrong on purpose so that the correctness checks have a fault to
  * catch. Stream-ordered, capture-safe, no allocation; meant to follow a

@@ -123,7 +123,7 @@ struct pt_attn_fault_kparams {
 
 /* How a descriptor is launched (host side). */
 struct pt_attn_plan {
-  int dkind;           /* head_dim's index in pt_attn_plan_dims (kernels/attn_plan.h) */
+  int dkind;           /* the head sizes' index in pt_attn_plan_dims/vdims (kernels/attn_plan.h) */
   int group, rows;
   int tiles, nsplit, tiles_per_split;
   int cluster;         /* 1, or nsplit when the splits merge in one cluster */

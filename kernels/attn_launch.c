@@ -63,29 +63,34 @@ static const struct pt_driver *pt_attn_drv = &pt_attn_no_driver;
 void pt_attn_set_driver(const struct pt_driver *drv) { pt_attn_drv = drv ? drv : &pt_attn_no_driver; }
 const struct pt_driver *pt_attn_driver(void) { return pt_attn_drv; }
 
-/* Decode kernels: the rows-as-M loop, then the same ten with the keys-as-M loop (_kt, launches
- * with at most 8 rows per KV head); each holds only its loop (kernels/attn_decode.cu says why).
- * Per dtype, one kernel per head_dim in pt_attn_plan_dims order (plan.dkind indexes it). */
+/* Decode kernels: the rows-as-M loop, then the same twelve with the keys-as-M loop (_kt,
+ * launches with at most 8 rows per KV head); each holds only its loop (kernels/attn_decode.cu
+ * says why). Per dtype, one kernel per head size pair in pt_attn_plan_dims/vdims order
+ * (plan.dkind indexes it); d192v128: q/k 192, v 128. */
 enum {
   PT_FN_BF16_D64, PT_FN_BF16_D80, PT_FN_BF16_D96, PT_FN_BF16_D128, PT_FN_BF16_D256,
+  PT_FN_BF16_D192V128,
   PT_FN_FP16_D64, PT_FN_FP16_D80, PT_FN_FP16_D96, PT_FN_FP16_D128, PT_FN_FP16_D256,
+  PT_FN_FP16_D192V128,
   PT_FN_KT_BF16_D64, PT_FN_KT_BF16_D80, PT_FN_KT_BF16_D96, PT_FN_KT_BF16_D128, PT_FN_KT_BF16_D256,
+  PT_FN_KT_BF16_D192V128,
   PT_FN_KT_FP16_D64, PT_FN_KT_FP16_D80, PT_FN_KT_FP16_D96, PT_FN_KT_FP16_D128, PT_FN_KT_FP16_D256,
+  PT_FN_KT_FP16_D192V128,
   PT_FN_CMP_BF16, PT_FN_CMP_FP16,
   PT_FN_FAULT_BF16, PT_FN_FAULT_FP16,
   PT_FN_COUNT
 };
-_Static_assert(PT_FN_FP16_D64 - PT_FN_BF16_D64 == PT_ATTN_NDKIND, "one decode kernel per head_dim");
+_Static_assert(PT_FN_FP16_D64 - PT_FN_BF16_D64 == PT_ATTN_NDKIND, "one decode kernel per head size pair");
 
 static const char *const pt_attn_fn_names[PT_FN_COUNT] = {
   "pt_attn_decode_bf16_d64", "pt_attn_decode_bf16_d80", "pt_attn_decode_bf16_d96",
-  "pt_attn_decode_bf16_d128", "pt_attn_decode_bf16_d256",
+  "pt_attn_decode_bf16_d128", "pt_attn_decode_bf16_d256", "pt_attn_decode_bf16_d192v128",
   "pt_attn_decode_fp16_d64", "pt_attn_decode_fp16_d80", "pt_attn_decode_fp16_d96",
-  "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256",
+  "pt_attn_decode_fp16_d128", "pt_attn_decode_fp16_d256", "pt_attn_decode_fp16_d192v128",
   "pt_attn_decode_bf16_d64_kt", "pt_attn_decode_bf16_d80_kt", "pt_attn_decode_bf16_d96_kt",
-  "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_bf16_d256_kt",
+  "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_bf16_d256_kt", "pt_attn_decode_bf16_d192v128_kt",
   "pt_attn_decode_fp16_d64_kt", "pt_attn_decode_fp16_d80_kt", "pt_attn_decode_fp16_d96_kt",
-  "pt_attn_decode_fp16_d128_kt", "pt_attn_decode_fp16_d256_kt",
+  "pt_attn_decode_fp16_d128_kt", "pt_attn_decode_fp16_d256_kt", "pt_attn_decode_fp16_d192v128_kt",
   "pt_attn_compare_bf16",    "pt_attn_compare_fp16",
   "pt_attn_fault_bf16",      "pt_attn_fault_fp16",
 };
@@ -124,14 +129,14 @@ static CUresult pt_attn_load(struct pt_attn_module *m) {
    * raised; the plan stays at 8) need the kernel's opt-in: a GPU that refuses
    * it gets such launches refused (the hook then runs the original kernel). */
   m->big_clusters = 1;
-  for (int i = PT_FN_BF16_D64; i <= PT_FN_KT_FP16_D256; ++i) {
+  for (int i = PT_FN_BF16_D64; i <= PT_FN_KT_FP16_D192V128; ++i) {
     const int hd = pt_attn_plan_dims[(i - PT_FN_BF16_D64) % PT_ATTN_NDKIND];
     r = pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         (int)pt_attn_plan_smem(hd));
     if (r != CUDA_SUCCESS) return r;
     /* Ask for the largest shared-memory carveout so that the 2 (d128, and d80
      * and d96 on its layout) or 3 (d64) CTAs per SM the split plan counts on
-     * are resident; a hint only. */
+     * are resident; a hint only (d256 and d192v128: one CTA). */
     (void)pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                           100);
     if (pt_attn_drv->cuFuncSetAttribute(m->fn[i], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
@@ -464,7 +469,7 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
                            const float *test_lse, float *result, void *stream) {
   if (!ref || !ref->o || !test_o || !result) return CUDA_ERROR_INVALID_VALUE;
   if (ref->dtype != PT_DTYPE_FP16 && ref->dtype != PT_DTYPE_BF16) return CUDA_ERROR_INVALID_VALUE;
-  if (ref->b < 1 || ref->h < 1 || ref->seqlen_q < 1 || ref->head_dim < 1 ||
+  if (ref->b < 1 || ref->h < 1 || ref->seqlen_q < 1 || pt_attn_v_dim(ref) < 1 ||
       (ref->o_dim_stride != 0 && ref->o_dim_stride != 1))
     return CUDA_ERROR_INVALID_VALUE;
   struct pt_attn_module *m;
@@ -484,7 +489,7 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
   p.b = ref->b;
   p.h = ref->h;
   p.sq = ref->seqlen_q;
-  p.d = ref->head_dim;
+  p.d = pt_attn_v_dim(ref); /* O's head size */
   void *args[1] = {&p};
   const int fi = ref->dtype == PT_DTYPE_BF16 ? PT_FN_CMP_BF16 : PT_FN_CMP_FP16;
   return pt_attn_drv->cuLaunchKernel(m->fn[fi], 1, 1, 1, PT_ATTN_CMP_THREADS, 1, 1, 0,
@@ -493,7 +498,7 @@ int pt_attn_compare_launch(const struct pt_attn_desc *ref, const void *test_o,
 int pt_attn_fault_launch(const struct pt_attn_desc *d, float factor, void *stream) {
   if (!d || !d->o) return CUDA_ERROR_INVALID_VALUE;
   if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return CUDA_ERROR_INVALID_VALUE;
-  if (d->b < 1 || d->h < 1 || d->seqlen_q < 1 || d->head_dim < 1 ||
+  if (d->b < 1 || d->h < 1 || d->seqlen_q < 1 || pt_attn_v_dim(d) < 1 ||
       (d->o_dim_stride != 0 && d->o_dim_stride != 1))
     return CUDA_ERROR_INVALID_VALUE;
   struct pt_attn_module *m;
@@ -509,7 +514,7 @@ int pt_attn_fault_launch(const struct pt_attn_desc *d, float factor, void *strea
   p.b = d->b;
   p.h = d->h;
   p.sq = d->seqlen_q;
-  p.d = d->head_dim;
+  p.d = pt_attn_v_dim(d); /* O's head size */
   p.factor = factor;
   void *args[1] = {&p};
   const int fi = d->dtype == PT_DTYPE_BF16 ? PT_FN_FAULT_BF16 : PT_FN_FAULT_FP16;

@@ -5,12 +5,13 @@
 
 #include "kernels/attn_plan.h"
 
-const int pt_attn_plan_dims[PT_ATTN_NDKIND] = {64, 80, 96, 128, 256};
+const int pt_attn_plan_dims[PT_ATTN_NDKIND] = {64, 80, 96, 128, 256, 192};
+const int pt_attn_plan_vdims[PT_ATTN_NDKIND] = {64, 80, 96, 128, 256, 128};
 
 /* The width a head_dim's kernel lays its tiles out at (decode's D): 80 and 96
- * run padded on d = 128's, so their shared memory, stages and occupancy are
- * d = 128's. */
-static int plan_width(int d) { return d == 80 || d == 96 ? 128 : d; }
+ * run padded on d = 128's, 192 (with v 128) on d = 256's, so their shared
+ * memory, stages and occupancy are those of d = 128 and d = 256. */
+static int plan_width(int d) { return d == 80 || d == 96 ? 128 : d == 192 ? 256 : d; }
 
 /* Shared memory per CTA: the K/V ring (stages x 64 keys x d x 2 tensors x 2
  * bytes), the 16 padded query rows, then a bias ring of bias_rows rows per
@@ -32,10 +33,11 @@ static int plan_occupancy(int hd) {
   return d == 64 ? 3 : (d == 128 ? PT_ATTN_OCC_D128 : 1);
 }
 
-/* head_dim's index in pt_attn_plan_dims, or -1. */
-static int plan_dkind(int hd) {
+/* The index of the pair (head_dim, v head size) in pt_attn_plan_dims and
+ * pt_attn_plan_vdims, or -1. */
+static int plan_dkind(int hd, int vd) {
   for (int i = 0; i < PT_ATTN_NDKIND; ++i)
-    if (pt_attn_plan_dims[i] == hd) return i;
+    if (pt_attn_plan_dims[i] == hd && pt_attn_plan_vdims[i] == vd) return i;
   return -1;
 }
 
@@ -50,7 +52,10 @@ int pt_attn_plan_clusters_off = 0;
 const char *pt_attn_plan_check(const struct pt_attn_desc *d) {
   if (!d) return "no descriptor";
   if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return "dtype not fp16/bf16";
-  if (plan_dkind(d->head_dim) < 0) return "head_dim not 64/80/96/128/256";
+  /* Equal sizes take the list; of the unequal pairs only MLA's (DeepSeek-V3 under SDPA). */
+  const int vd = pt_attn_v_dim(d);
+  if (plan_dkind(d->head_dim, vd) < 0)
+    return vd == d->head_dim ? "head_dim not 64/80/96/128/256" : "head_dim q/k 192 with v 128 only";
   if (d->b < 1 || d->h < 1 || d->h_k < 1 || d->seqlen_q < 1) return "empty or negative shape";
   if (d->seqlen_k < 1) return "seqlen_k < 1";
   if (d->h % d->h_k != 0) return "h not a multiple of h_k";
@@ -117,8 +122,8 @@ static int64_t workspace_splits(const struct pt_attn_desc *d, const struct pt_at
 }
 
 void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
-  const int hd = d->head_dim;
-  pl->dkind = plan_dkind(hd);
+  const int hd = d->head_dim, vd = pt_attn_v_dim(d);
+  pl->dkind = plan_dkind(hd, vd);
   pl->group = d->h / d->h_k;
   pl->rows = d->seqlen_q * pl->group;
   pl->bias_rows = !d->bias ? 0 : d->bias_head_stride == 0 ? d->seqlen_q : pl->rows;
@@ -217,7 +222,8 @@ void pt_attn_plan_make(const struct pt_attn_desc *d, struct pt_attn_plan *pl) {
   const int64_t parts = units * pl->nsplit * pl->rows;
   pl->ws_ml_off = PT_ATTN_WS_COUNTER_BYTES;
   pl->ws_o_off = pl->ws_ml_off + round_up(parts * 8, 256);
-  pl->ws_bytes = (uint64_t)(pl->ws_o_off + parts * hd * 4);
+  /* O partials are v's width: the kernel writes DV floats a row. */
+  pl->ws_bytes = (uint64_t)(pl->ws_o_off + parts * vd * 4);
 }
 
 const char *pt_attn_decode_supported(const struct pt_attn_desc *d) {

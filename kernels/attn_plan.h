@@ -18,15 +18,18 @@ static inline int pt_attn_contiguous(int64_t s) { return s == 0 || s == 1; }
  * kernels built" check: NULL or a static reason. */
 const char *pt_attn_plan_check(const struct pt_attn_desc *d);
 
-/* The head dims the decode kernels take, in the order of pt_attn_plan.dkind
- * (the launcher's kernel table, kernels/attn_launch.c, follows it). 80 and 96
- * run on the d = 128 kernel's layout, padded (kernels/attn_decode.cu). */
-#define PT_ATTN_NDKIND 5
+/* The head dims (q/k) the decode kernels take and the head size of v that
+ * goes with each, in the order of pt_attn_plan.dkind (the launcher's kernel
+ * table, kernels/attn_launch.c, follows it): 64/80/96/128/256 with v the
+ * same, then 192 with v 128 (MLA). 80 and 96 run on the d = 128 kernel's
+ * layout, 192/128 on d = 256's, padded (kernels/attn_decode.cu). */
+#define PT_ATTN_NDKIND 6
 extern const int pt_attn_plan_dims[PT_ATTN_NDKIND];
+extern const int pt_attn_plan_vdims[PT_ATTN_NDKIND];
 
 /* The most dynamic shared memory a decode launch for head_dim d (one of
- * pt_attn_plan_dims) asks for (a bias of 16 distinct rows); the kernels'
- * attribute. */
+ * pt_attn_plan_dims, q/k's) asks for (a bias of 16 distinct rows); the
+ * kernels' attribute. */
 unsigned pt_attn_plan_smem(int d);
 
 /* Test-only tuning knob (tests/gpu timing): divides the split count the

@@ -36,6 +36,7 @@ const char *pt_attn_prefill_supported(const struct pt_attn_desc *d) {
   if (!d) return "no descriptor";
   if (d->dtype != PT_DTYPE_FP16 && d->dtype != PT_DTYPE_BF16) return "dtype not fp16/bf16";
   if (d->head_dim != 64 && d->head_dim != 128) return "prefill head_dim not 64/128";
+  if (pt_attn_v_dim(d) != d->head_dim) return "prefill head_dim of v differs";
   if (d->b < 1 || d->h < 1 || d->h_k < 1 || d->seqlen_q < 1) return "empty or negative shape";
   if (d->seqlen_k < 1) return "seqlen_k < 1";
   if (d->h % d->h_k != 0) return "h not a multiple of h_k";

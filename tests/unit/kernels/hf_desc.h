@@ -36,4 +36,18 @@ static inline struct pt_attn_desc hf_desc(int b, int h, int h_k, int s, int d) {
   return x;
 }
 
+/* DeepSeek-V3 under HF's SDPA (MLA shapes): q/k head 192, v head 128. q [b, h, 1, 192] and
+ * the caches K [b, h_k, s, 192], V [b, h_k, s, 128] contiguous; o (mem-efficient's) [b, 1, h,
+ * 128]. */
+static inline struct pt_attn_desc mla_desc(int b, int h, int h_k, int s) {
+  struct pt_attn_desc x = hf_desc(b, h, h_k, s, 192);
+  x.v_head_dim = 128;
+  x.v_batch_stride = (int64_t)h_k * s * 128;
+  x.v_row_stride = 128;
+  x.v_head_stride = (int64_t)s * 128;
+  x.o_batch_stride = x.o_row_stride = (int64_t)h * 128;
+  x.o_head_stride = 128;
+  return x;
+}
+
 #endif

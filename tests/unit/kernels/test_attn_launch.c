@@ -34,13 +34,14 @@ static struct {
   CUresult ex_rc;
   struct pt_attn_kparams last;
   /* the functions looked up, by handle (0x1000 + index), and the last launched */
-  const char *fn_names[32];
-  int fn_smem[32]; /* each function's dynamic shared memory attribute */
+  const char *fn_names[64];
+  int fn_smem[64]; /* each function's dynamic shared memory attribute */
   int nfn;
   const char *last_fn;
   unsigned block_x, smem;
   CUstream stream;
   struct pt_attn_fault_kparams fault;
+  struct pt_attn_cmp_kparams cmp;
 } fk;
 
 static CUresult fk_ctx_get(CUcontext *c) { *c = CTX; return CUDA_SUCCESS; }
@@ -53,7 +54,7 @@ static CUresult fk_load(CUmodule *m, const void *image) {
 }
 static CUresult fk_get_fn(CUfunction *f, CUmodule m, const char *name) {
   (void)m;
-  assert_true(fk.nfn < 32);
+  assert_true(fk.nfn < 64);
   fk.fn_names[fk.nfn] = name; /* the launcher's own string literals */
   *f = (CUfunction)(uintptr_t)(0x1000 + fk.nfn++);
   return CUDA_SUCCESS;
@@ -94,6 +95,7 @@ static CUresult fk_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
   fk.stream = s;
   /* each kernel's parameter block has its own type */
   if (!strncmp(fk.last_fn, "pt_attn_fault_", 14)) memcpy(&fk.fault, params[0], sizeof fk.fault);
+  else if (!strncmp(fk.last_fn, "pt_attn_compare_", 16)) memcpy(&fk.cmp, params[0], sizeof fk.cmp);
   else memcpy(&fk.last, params[0], sizeof fk.last);
   return CUDA_SUCCESS;
 }
@@ -224,6 +226,13 @@ static void test_fault_launch(void **st) {
   assert_string_equal(fk.last_fn, "pt_attn_fault_fp16");
   assert_true(fk.fault.factor == 0.95f);
   assert_int_equal(fk.loads, loads < 1 ? 1 : loads);
+  /* MLA: O is v's width (128), not q/k's (192) */
+  struct pt_attn_desc m = mla_desc(8, 32, 8, 4096);
+  assert_int_equal(pt_attn_fault_launch(&m, 0.5f, STREAM), CUDA_SUCCESS);
+  assert_int_equal(fk.fault.d, 128);
+  assert_int_equal(fk.fault.o_hs, 128);
+  assert_int_equal(fk.fault.o_rs, 32 * 128);
+  assert_int_equal(fk.launches, launches + 3);
   /* refused: nothing launched */
   struct pt_attn_desc bad = d;
   bad.o = NULL;
@@ -235,11 +244,33 @@ static void test_fault_launch(void **st) {
   bad.o_dim_stride = 2;
   assert_int_equal(pt_attn_fault_launch(&bad, 0.5f, STREAM), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(pt_attn_fault_launch(NULL, 0.5f, STREAM), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(fk.launches, launches + 2);
+  assert_int_equal(fk.launches, launches + 3);
   /* without a driver table: not initialized, no call */
   pt_attn_set_driver(NULL);
   assert_int_equal(pt_attn_fault_launch(&d, 0.5f, STREAM), CUDA_ERROR_NOT_INITIALIZED);
-  assert_int_equal(fk.launches, launches + 2);
+  assert_int_equal(fk.launches, launches + 3);
+}
+
+/* Verify mode's compare kernel walks O at its own head size: v's under MLA. */
+static void test_compare_launch(void **st) {
+  (void)st;
+  struct pt_attn_desc d = hf_desc(8, 32, 8, 4096, 128);
+  void *test_o = FAKE(0xA0000);
+  float *res = (float *)FAKE(0xB0000);
+  assert_int_equal(pt_attn_compare_launch(&d, test_o, NULL, res, STREAM), CUDA_SUCCESS);
+  assert_string_equal(fk.last_fn, "pt_attn_compare_bf16");
+  assert_int_equal(fk.cmp.d, 128);
+  struct pt_attn_desc m = mla_desc(8, 32, 8, 4096);
+  m.dtype = PT_DTYPE_FP16;
+  assert_int_equal(pt_attn_compare_launch(&m, test_o, NULL, res, STREAM), CUDA_SUCCESS);
+  assert_string_equal(fk.last_fn, "pt_attn_compare_fp16");
+  assert_int_equal(fk.cmp.d, 128);
+  assert_int_equal(fk.cmp.o_hs, 128);
+  assert_int_equal(fk.cmp.o_rs, 32 * 128);
+  assert_int_equal(fk.cmp.b, 8);
+  assert_int_equal(fk.cmp.h, 32);
+  assert_ptr_equal(fk.cmp.test_o, test_o);
+  assert_ptr_equal(fk.cmp.result, res);
 }
 
 /* pt_attn_plan_pdl (a timing experiment): every decode launch goes through cuLaunchKernelEx
@@ -285,6 +316,14 @@ static void test_kernel_by_rows(void **st) {
     int b, h, h_k, sq, s, d, fp16, rows;
     const char *fn;
   } cases[] = {
+      /* d 192: MLA (q/k 192, v 128; mla_desc), DeepSeek-V3's 128 heads of their own and GQA */
+      {1, 128, 128, 1, 4096, 192, 0, 1, "pt_attn_decode_bf16_d192v128_kt"},  /* one split */
+      {8, 128, 128, 1, 4096, 192, 1, 1, "pt_attn_decode_fp16_d192v128_kt"},
+      {1, 16, 16, 1, 32768, 192, 0, 1, "pt_attn_decode_bf16_d192v128_kt"},   /* cluster */
+      {1, 72, 8, 1, 32768, 192, 0, 9, "pt_attn_decode_bf16_d192v128"},       /* workspace */
+      {2, 32, 2, 1, 1000, 192, 1, 16, "pt_attn_decode_fp16_d192v128"},
+      {4, 16, 2, 2, 4096, 192, 1, 16, "pt_attn_decode_fp16_d192v128"},       /* 2 positions x 8 */
+      {4, 64, 64, 8, 4096, 192, 0, 8, "pt_attn_decode_bf16_d192v128_kt"},    /* 8 positions */
       {32, 32, 32, 1, 4096, 128, 0, 1, "pt_attn_decode_bf16_d128_kt"}, /* one split */
       {8, 64, 8, 1, 4096, 128, 0, 8, "pt_attn_decode_bf16_d128_kt"},   /* cluster */
       {1, 72, 8, 1, 32768, 128, 0, 9, "pt_attn_decode_bf16_d128"},     /* 9 rows, workspace */
@@ -301,9 +340,12 @@ static void test_kernel_by_rows(void **st) {
   };
   void *ws = (void *)(uintptr_t)0x900000;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    struct pt_attn_desc d = hf_desc(cases[i].b, cases[i].h, cases[i].h_k, cases[i].s, cases[i].d);
+    struct pt_attn_desc d = cases[i].d == 192
+                                ? mla_desc(cases[i].b, cases[i].h, cases[i].h_k, cases[i].s)
+                                : hf_desc(cases[i].b, cases[i].h, cases[i].h_k, cases[i].s, cases[i].d);
     d.seqlen_q = cases[i].sq;
-    d.q_batch_stride = d.o_batch_stride = (int64_t)cases[i].sq * cases[i].h * cases[i].d;
+    d.q_batch_stride = (int64_t)cases[i].sq * cases[i].h * cases[i].d;
+    d.o_batch_stride = (int64_t)cases[i].sq * cases[i].h * pt_attn_v_dim(&d);
     if (cases[i].fp16) d.dtype = PT_DTYPE_FP16;
     assert_null(pt_attn_decode_supported(&d));
     const size_t need = pt_attn_decode_workspace_bytes(&d);
@@ -314,6 +356,18 @@ static void test_kernel_by_rows(void **st) {
     assert_int_equal(fk.last.rows, cases[i].rows);
     /* the launch asks for the plan's shared memory, within what the kernel was given */
     assert_true(fk.smem <= (unsigned)fk_smem_of(cases[i].fn));
+    /* V and O travel with their own strides (MLA: 128 wide, K and Q 192) */
+    assert_int_equal(fk.last.v_rs, d.v_row_stride);
+    assert_int_equal(fk.last.v_hs, d.v_head_stride);
+    assert_int_equal(fk.last.v_bs, d.v_batch_stride);
+    assert_int_equal(fk.last.k_hs, d.k_head_stride);
+    assert_int_equal(fk.last.o_hs, d.o_head_stride);
+    assert_int_equal(fk.last.o_bs, d.o_batch_stride);
+    if (need) { /* the O partials end inside the workspace at v's width */
+      assert_ptr_equal(fk.last.ws, ws);
+      const int64_t parts = (int64_t)cases[i].b * cases[i].h_k * fk.last.nsplit * fk.last.rows;
+      assert_int_equal((int64_t)need, fk.last.ws_o_off + parts * pt_attn_v_dim(&d) * 4);
+    }
   }
   /* The padded kernels are given d = 128's shared memory (their tiles are 128 wide). */
   static const char *const padded[] = {"pt_attn_decode_bf16_d80", "pt_attn_decode_fp16_d96_kt"};
@@ -321,6 +375,11 @@ static void test_kernel_by_rows(void **st) {
     assert_int_equal(fk_smem_of(padded[i]), (int)pt_attn_plan_smem(128));
   assert_int_equal(fk_smem_of("pt_attn_decode_bf16_d64"), (int)pt_attn_plan_smem(64));
   assert_int_equal(fk_smem_of("pt_attn_decode_fp16_d256_kt"), (int)pt_attn_plan_smem(256));
+  /* MLA's kernels: d = 256's (tiles 256 wide) */
+  static const char *const mla[] = {"pt_attn_decode_bf16_d192v128", "pt_attn_decode_fp16_d192v128",
+                                    "pt_attn_decode_bf16_d192v128_kt", "pt_attn_decode_fp16_d192v128_kt"};
+  for (size_t i = 0; i < sizeof mla / sizeof *mla; i++)
+    assert_int_equal(fk_smem_of(mla[i]), (int)pt_attn_plan_smem(256));
 }
 
 int main(void) {
@@ -328,6 +387,7 @@ int main(void) {
     cmocka_unit_test(test_no_driver),
     cmocka_unit_test_setup(test_launch_paths, setup),
     cmocka_unit_test_setup(test_fault_launch, setup),
+    cmocka_unit_test_setup(test_compare_launch, setup),
     cmocka_unit_test_setup(test_pdl_launch, setup),
     cmocka_unit_test_setup(test_kernel_by_rows, setup),
   };

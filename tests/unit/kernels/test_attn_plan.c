@@ -41,6 +41,19 @@ static void test_valid_shapes(void **state) {
   d.o_dim_stride = 0;
   d.lse = NULL;
   assert_null(pt_attn_plan_check(&d));
+  /* v's head size: 0 and head_dim itself both mean equal sizes; MLA's 192 / 128 pair. */
+  for (int i = 0; i < 5; ++i) {
+    d = hf_desc(8, 32, 8, 4100, dims[i]);
+    d.v_head_dim = dims[i];
+    assert_null(pt_attn_plan_check(&d));
+  }
+  d = mla_desc(8, 32, 8, 4100);
+  assert_null(pt_attn_plan_check(&d));
+  d.dtype = PT_DTYPE_FP16;
+  assert_null(pt_attn_plan_check(&d));
+  d = mla_desc(2, 128, 128, 1000);  /* DeepSeek-V3: 128 heads, no GQA */
+  d.seqlen_q = 16;
+  assert_null(pt_attn_plan_check(&d));
 }
 
 #define REFUSE(expr_, reason_)                                     \
@@ -62,6 +75,18 @@ static void test_reasons(void **state) {
   REFUSE(d.head_dim = 112, "head_dim not 64/80/96/128/256");
   REFUSE(d.head_dim = 0, "head_dim not 64/80/96/128/256");
   REFUSE(d.head_dim = 512, "head_dim not 64/80/96/128/256");
+  /* Unequal q/k and v sizes: MLA's pair only; 192 with itself is no kernel either. */
+  REFUSE((d.head_dim = 192, d.v_head_dim = 192), "head_dim not 64/80/96/128/256");
+  REFUSE(d.head_dim = 192, "head_dim not 64/80/96/128/256");
+  REFUSE(d.v_head_dim = 64, "head_dim q/k 192 with v 128 only");
+  REFUSE(d.v_head_dim = 192, "head_dim q/k 192 with v 128 only");
+  REFUSE(d.v_head_dim = -1, "head_dim q/k 192 with v 128 only");
+  REFUSE((d.head_dim = 192, d.v_head_dim = 64), "head_dim q/k 192 with v 128 only");
+  REFUSE((d.head_dim = 192, d.v_head_dim = 96), "head_dim q/k 192 with v 128 only");
+  REFUSE((d.head_dim = 192, d.v_head_dim = 256), "head_dim q/k 192 with v 128 only");
+  REFUSE((d.head_dim = 256, d.v_head_dim = 128), "head_dim q/k 192 with v 128 only");
+  REFUSE((d.head_dim = 64, d.v_head_dim = 128), "head_dim q/k 192 with v 128 only");
+  REFUSE((d.head_dim = 96, d.v_head_dim = 80), "head_dim q/k 192 with v 128 only");
   REFUSE(d.b = 0, "empty or negative shape");
   REFUSE(d.h_k = -1, "empty or negative shape");
   REFUSE(d.seqlen_q = 0, "empty or negative shape");
@@ -150,6 +175,10 @@ static void test_supported_build(void **state) {
   assert_null(pt_attn_decode_supported(&d));
   d.head_dim = 72;
   assert_string_equal(pt_attn_decode_supported(&d), "head_dim not 64/80/96/128/256");
+  d = mla_desc(8, 32, 8, 4100);
+  assert_null(pt_attn_decode_supported(&d));
+  d.v_head_dim = 64;
+  assert_string_equal(pt_attn_decode_supported(&d), "head_dim q/k 192 with v 128 only");
 #else
   assert_string_equal(pt_attn_decode_supported(&d), "kernels not built");
 #endif
@@ -248,6 +277,56 @@ static void test_plan_padded(void **state) {
               assert_int_equal(p.ws_bytes, p.ws_o_off + parts * hd * 4);
             else
               assert_int_equal(q.ws_bytes, 0);
+            assert_int_equal(pt_attn_decode_workspace_bytes(&d), p.ws_bytes);
+          }
+}
+
+/* q/k 192 with v 128 (MLA) runs on the d = 256 kernel, padded: the same shared memory, stages
+ * and occupancy, hence the same split plan, as d = 256 for every shape (masked or not, GQA or
+ * DeepSeek-V3's 128 heads of their own); the workspace's O partials are v's width (the kernel
+ * writes DV floats a row). */
+static void test_plan_mla(void **state) {
+  (void)state;
+  assert_int_equal(pt_attn_plan_smem(192), pt_attn_plan_smem(256));
+  assert_int_equal(pt_attn_plan_dims[5], 192);
+  assert_int_equal(pt_attn_plan_vdims[5], 128);
+  for (int i = 0; i < 5; ++i) assert_int_equal(pt_attn_plan_vdims[i], pt_attn_plan_dims[i]);
+  static const int bs[] = {1, 2, 8, 32, 64};
+  static const int sks[] = {1, 17, 65, 1000, 4100, 32768, 131072};
+  static const int hks[] = {1, 4, 128};
+  static const int gs[] = {1, 3, 8, 16};
+  for (size_t ib = 0; ib < sizeof bs / sizeof *bs; ++ib)
+    for (size_t is = 0; is < sizeof sks / sizeof *sks; ++is)
+      for (size_t ih = 0; ih < sizeof hks / sizeof *hks; ++ih)
+        for (size_t ig = 0; ig < sizeof gs / sizeof *gs; ++ig)
+          for (int m = 0; m < 2; ++m) {
+            const int hk = hks[ih], h = hk * gs[ig];
+            struct pt_attn_desc d = mla_desc(bs[ib], h, hk, sks[is]);
+            struct pt_attn_desc r = hf_desc(bs[ib], h, hk, sks[is], 256);
+            if (m) {
+              d.bias = r.bias = FAKE(0x60000);
+              d.bias_batch_stride = r.bias_batch_stride = (sks[is] + 7) / 8 * 8;
+            }
+            assert_null(pt_attn_plan_check(&d));
+            struct pt_attn_plan p, q;
+            pt_attn_plan_make(&d, &p);
+            pt_attn_plan_make(&r, &q);
+            assert_int_equal(p.dkind, 5);
+            assert_int_equal(q.dkind, 4);
+            assert_int_equal(p.nsplit, q.nsplit);
+            assert_int_equal(p.tiles_per_split, q.tiles_per_split);
+            assert_int_equal(p.cluster, q.cluster);
+            assert_int_equal(p.smem_bytes, q.smem_bytes);
+            assert_int_equal(p.bias_rows, q.bias_rows);
+            assert_int_equal(p.ws_ml_off, q.ws_ml_off);
+            assert_int_equal(p.ws_o_off, q.ws_o_off);
+            const int64_t parts = (int64_t)bs[ib] * hk * p.nsplit * p.rows;
+            if (p.ws_bytes) {
+              assert_int_equal(p.ws_bytes, p.ws_o_off + parts * 128 * 4);
+              assert_int_equal(q.ws_bytes, q.ws_o_off + parts * 256 * 4);
+            } else {
+              assert_int_equal(q.ws_bytes, 0);
+            }
             assert_int_equal(pt_attn_decode_workspace_bytes(&d), p.ws_bytes);
           }
 }
@@ -452,6 +531,8 @@ static void test_fatbin_embedded(void **state) {
                                 "pt_attn_decode_bf16_d128_kt", "pt_attn_decode_fp16_d64_kt",
                                 "pt_attn_decode_bf16_d80", "pt_attn_decode_fp16_d96",
                                 "pt_attn_decode_bf16_d96_kt", "pt_attn_decode_fp16_d80_kt",
+                                "pt_attn_decode_bf16_d192v128", "pt_attn_decode_fp16_d192v128",
+                                "pt_attn_decode_bf16_d192v128_kt", "pt_attn_decode_fp16_d192v128_kt",
                                 "pt_attn_compare_bf16", "pt_attn_compare_fp16",
                                 "pt_attn_fault_bf16",   "pt_attn_fault_fp16"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
@@ -472,6 +553,7 @@ int main(void) {
     cmocka_unit_test(test_supported_build),
     cmocka_unit_test(test_plan_sweep),
     cmocka_unit_test(test_plan_padded),
+    cmocka_unit_test(test_plan_mla),
     cmocka_unit_test(test_plan_fills_gpu),
     cmocka_unit_test(test_plan_cluster_knob),
     cmocka_unit_test(test_plan_masked_long),

@@ -30,7 +30,7 @@ static struct {
   int capturing;        /* cuStreamIsCapturing answers "active" */
   CUresult load_rc;     /* what cuModuleLoadData answers for the prefill image */
   int loads, prefill_loads, launches, encodes;
-  const char *fn_names[64];
+  const char *fn_names[128];
   int nfn;
   const char *last_fn;
   unsigned grid[3], block[3], smem;
@@ -74,7 +74,7 @@ static CUresult fk_load(CUmodule *m, const void *image) {
 }
 static CUresult fk_get_fn(CUfunction *f, CUmodule m, const char *name) {
   (void)m;
-  assert_true(fk.nfn < 64);
+  assert_true(fk.nfn < 128);
   fk.fn_names[fk.nfn] = name;
   *f = (CUfunction)(uintptr_t)(0x1000 + fk.nfn++);
   return CUDA_SUCCESS;
@@ -186,6 +186,15 @@ static void test_supported(void **st) {
   assert_null(pt_attn_prefill_supported(&big));
 
   struct pt_attn_desc x = prefill_desc(2, 32, 8, 1000, 1000, 256);
+  assert_string_equal(pt_attn_prefill_supported(&x), "prefill head_dim not 64/128");
+  /* v as wide as q/k only: 0 and head_dim itself are that */
+  x = prefill_desc(2, 32, 8, 1000, 1000, 128);
+  x.v_head_dim = 128;
+  assert_null(pt_attn_prefill_supported(&x));
+  x.v_head_dim = 64;
+  assert_string_equal(pt_attn_prefill_supported(&x), "prefill head_dim of v differs");
+  x = prefill_desc(2, 32, 8, 1000, 1000, 192);
+  x.v_head_dim = 128;
   assert_string_equal(pt_attn_prefill_supported(&x), "prefill head_dim not 64/128");
   x = prefill_desc(2, 32, 8, 1000, 1000, 64);
   x.dtype = 7;

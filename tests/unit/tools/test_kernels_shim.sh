@@ -11,7 +11,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 if [ "$BUILT" = 1 ]; then
   out=$("$PT" kernels "$SHIM") || fail "kernels on the shim exited $?"
   for k in pt_attn_decode_bf16_d128 pt_attn_decode_bf16_d128_kt pt_attn_decode_fp16_d64 pt_attn_decode_bf16_d96_kt \
-           pt_attn_decode_fp16_d80 pt_attn_compare_bf16 pt_attn_fault_bf16; do
+           pt_attn_decode_fp16_d80 pt_attn_decode_bf16_d192v128 pt_attn_decode_fp16_d192v128_kt \
+           pt_attn_compare_bf16 pt_attn_fault_bf16; do
     grep -q "sm_90 .* $k " <<<"$out" || fail "shim listing lacks $k for sm_90"
   done
   grep -q '\$__internal' <<<"$out" && fail "shim listing shows compiler-internal functions as kernels"
