@@ -149,7 +149,9 @@ int pt_flash_verify_ok(const float r[4], float *rel_o, float *rel_lse) {
 
 /* Shapes already logged (KV length excluded: it grows every decode step). */
 #define PT_VERIFY_SHAPES 64
-static struct { int dtype, b, h, h_k, seqlen_q, d, causal, bias, bad_logged; } pt_vshapes[PT_VERIFY_SHAPES];
+static struct {
+  int dtype, b, h, h_k, seqlen_q, d, dv, causal, bias, bad_logged;
+} pt_vshapes[PT_VERIFY_SHAPES];
 static int pt_nvshapes;
 static pthread_mutex_t pt_vshape_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -162,8 +164,8 @@ static int pt_vshape_first(const struct pt_attn_desc *d, int bad) {
   for (i = 0; i < pt_nvshapes; i++)
     if (pt_vshapes[i].dtype == d->dtype && pt_vshapes[i].b == d->b && pt_vshapes[i].h == d->h &&
         pt_vshapes[i].h_k == d->h_k && pt_vshapes[i].seqlen_q == d->seqlen_q &&
-        pt_vshapes[i].d == d->head_dim && pt_vshapes[i].causal == d->causal &&
-        pt_vshapes[i].bias == bias)
+        pt_vshapes[i].d == d->head_dim && pt_vshapes[i].dv == pt_attn_v_dim(d) &&
+        pt_vshapes[i].causal == d->causal && pt_vshapes[i].bias == bias)
       break;
   if (i == pt_nvshapes && i < PT_VERIFY_SHAPES) {
     pt_vshapes[i].dtype = d->dtype;
@@ -172,6 +174,7 @@ static int pt_vshape_first(const struct pt_attn_desc *d, int bad) {
     pt_vshapes[i].h_k = d->h_k;
     pt_vshapes[i].seqlen_q = d->seqlen_q;
     pt_vshapes[i].d = d->head_dim;
+    pt_vshapes[i].dv = pt_attn_v_dim(d);
     pt_vshapes[i].causal = d->causal;
     pt_vshapes[i].bias = bias;
     pt_vshapes[i].bad_logged = bad;
@@ -196,7 +199,8 @@ void pt_attn_verify_run(const struct pt_flash_ops *ops, const struct pt_attn_des
   /* The kernel's counter block stays untouched even when this shape needs no
    * workspace: a later split launch relies on it being zero. */
   size_t off_o = pt_align256(dec > PT_ATTN_WS_COUNTER_BYTES ? dec : PT_ATTN_WS_COUNTER_BYTES);
-  size_t o_bytes = (size_t)d->b * d->seqlen_q * d->h * d->head_dim * 2;
+  const int dv = pt_attn_v_dim(d); /* O's head size */
+  size_t o_bytes = (size_t)d->b * d->seqlen_q * d->h * dv * 2;
   size_t off_lse = pt_align256(off_o + o_bytes);
   size_t lse_bytes = (size_t)d->b * d->h * d->seqlen_q * sizeof(float);
   size_t off_res = pt_align256(off_lse + lse_bytes);
@@ -222,9 +226,9 @@ void pt_attn_verify_run(const struct pt_flash_ops *ops, const struct pt_attn_des
   struct pt_attn_desc t = *d;
   t.o = base + off_o;
   t.lse = d->lse ? (float *)(base + off_lse) : NULL;
-  t.o_head_stride = d->head_dim;
-  t.o_row_stride = (int64_t)d->h * d->head_dim;
-  t.o_batch_stride = (int64_t)d->seqlen_q * d->h * d->head_dim;
+  t.o_head_stride = dv;
+  t.o_row_stride = (int64_t)d->h * dv;
+  t.o_batch_stride = (int64_t)d->seqlen_q * d->h * dv;
   float host[4] = {0, 0, 0, 0};
   int rc = pt_sw_launch(ops, &t, dec ? ws : NULL, dec ? off_o : 0, stream);
   uint64_t fault = pt_opt_size(PT_OPT_TEST_FAULT);
@@ -242,10 +246,10 @@ void pt_attn_verify_run(const struct pt_flash_ops *ops, const struct pt_attn_des
   if (!ok) __atomic_add_fetch(&pt_attn_verify_failures, 1, __ATOMIC_RELAXED);
   if (pt_vshape_first(d, !ok))
     pt_log(ok ? PT_LOG_INFO : PT_LOG_WARN,
-           "attention verify %s b=%d h=%d h_k=%d seqlen_q=%d seqlen_k=%d d=%d%s%s: "
+           "attention verify %s b=%d h=%d h_k=%d seqlen_q=%d seqlen_k=%d d=%d dv=%d%s%s: "
            "O max abs %.3g rel %.3g, LSE max abs %.3g rel %.3g%s",
            d->dtype == PT_DTYPE_BF16 ? "bf16" : "fp16", d->b, d->h, d->h_k, d->seqlen_q,
-           d->seqlen_k, d->head_dim, d->causal ? " causal" : "", d->bias ? " bias" : "",
+           d->seqlen_k, d->head_dim, dv, d->causal ? " causal" : "", d->bias ? " bias" : "",
            (double)host[0], (double)rel_o, (double)host[2], (double)rel_lse,
            ok ? "" : " OUT OF TOLERANCE");
 }

@@ -63,7 +63,6 @@ PT_ME_OFF(dropout_state, 200);
 const char pt_me_r_diagonal[] = "causal diagonal offset";
 const char pt_me_r_top_left[] = "causal from top-left";
 const char pt_me_r_lse[] = "logsumexp requested (training)";
-const char pt_me_r_dv[] = "head_dim_value != head_dim";
 const char pt_me_r_window[] = "sliding window";
 
 static struct pt_size_reasons pt_me_size_reasons =
@@ -132,7 +131,9 @@ const char *pt_mem_eff_eligible(const struct pt_mem_eff_params *p, const unsigne
   /* Training: the backward pass reads this LSE, laid out [B, H, rows padded
    * to 32]; the decode kernel writes [B, H, seqlen_q] only. */
   if (p->logsumexp_ptr) return pt_me_r_lse;
-  if (p->head_dim != p->head_dim_value) return pt_me_r_dv;
+  /* head_dim_value (v's and o's head size) may differ from head_dim (q's and k's): it goes
+   * into the descriptor, and the decode kernel's check decides, as for head_dim itself (it
+   * takes 192 with 128, MLA as Hugging Face's DeepSeek-V3 calls SDPA, and no other pair). */
   if (p->num_queries > PT_ME_MAX_ROWS) return pt_flash_r_prefill;
   return NULL;
 }
@@ -151,6 +152,7 @@ void pt_mem_eff_to_desc(const struct pt_mem_eff_params *p, int dtype, struct pt_
   d->seqlen_q = p->num_queries;
   d->seqlen_k = p->num_keys;
   d->head_dim = p->head_dim;
+  d->v_head_dim = p->head_dim_value;
   d->q_batch_stride = p->q_strideB;
   d->q_row_stride = p->q_strideM;
   d->q_head_stride = p->q_strideH;

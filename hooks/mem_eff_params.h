@@ -23,8 +23,8 @@
  * are read here, so the launch-grid check refuses it.
  *
  * Tensors, in elements: q [B, num_queries, H, head_dim] through q_strideB,
- * q_strideM, q_strideH (k, v the same over num_keys); O [B, num_queries, H,
- * head_dim_value] with row stride o_strideM, heads contiguous (head_dim_value
+ * q_strideM, q_strideH (k the same over num_keys, v too but head_dim_value
+ * wide); O [B, num_queries, H, head_dim_value] with row stride o_strideM, heads contiguous (head_dim_value
  * apart) and batches num_queries * o_strideM apart (how the kernel advances
  * output_ptr); attn_bias [B, H, num_queries, num_keys] of the q dtype through
  * bias_strideB / bias_strideH / bias_strideM, keys contiguous. */
@@ -83,7 +83,8 @@ const char *pt_mem_eff_name_dtype(const char *mangled_name, int *dtype);
 const char *pt_mem_eff_eligible(const struct pt_mem_eff_params *p, const unsigned grid[3]);
 
 /* The descriptor for Ponytail's kernel (after pt_mem_eff_eligible accepted
- * p): same tensors and strides, the bias with its strides, no LSE (torch
+ * p): same tensors and strides, head_dim_value as v_head_dim (the kernel's
+ * check takes or refuses the pair), the bias with its strides, no LSE (torch
  * asks for none in inference; a launch that does is refused). K/V with head
  * stride 0 (one KV head broadcast to every query head) become h_k = 1 when
  * all query rows fit one CTA (num_queries * num_heads <= 16), so K/V are read
@@ -97,7 +98,6 @@ const char *pt_mem_eff_read(const void *params, size_t bytes, const char *mangle
 
 /* The reasons of this family (beyond the shared flash_params.h ones), exported
  * so tests and stats compare strings. */
-extern const char pt_me_r_diagonal[], pt_me_r_top_left[], pt_me_r_lse[], pt_me_r_dv[],
-    pt_me_r_window[];
+extern const char pt_me_r_diagonal[], pt_me_r_top_left[], pt_me_r_lse[], pt_me_r_window[];
 
 #endif

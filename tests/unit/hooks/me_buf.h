@@ -46,14 +46,17 @@ struct me_buf { _Alignas(16) unsigned char b[ME_BYTES + 16]; };
  * [b, nk, h, d] (rows d apart, heads s_alloc*d apart; repeat_kv copied them
  * to h heads), O contiguous [b, nq, h, d], and the padding mask as a bias
  * [b, 1, nq, kpad] broadcast over heads (head stride 0; torch pads the key
- * dim of the bias to a multiple of 16). */
+ * dim of the bias to a multiple of 16). With dv (MLA: DeepSeek-V3's q/k 192,
+ * v 128) V and O are dv wide instead. */
 struct me_shape {
   int b, h, nq, nk, s_alloc, d;
+  int dv;          /* head_dim_value (v and O); 0: d */
   int bias;        /* 0: none, 1: broadcast over heads, 2: per head */
   int mask;        /* custom_mask_type */
 };
 
 static inline int me_kpad(const struct me_shape *s) { return (s->nk + 15) / 16 * 16; }
+static inline int me_dv(const struct me_shape *s) { return s->dv ? s->dv : s->d; }
 
 static inline void me_fill(struct me_buf *p, const struct me_shape *s) {
   memset(p, 0, sizeof *p);
@@ -65,21 +68,21 @@ static inline void me_fill(struct me_buf *p, const struct me_shape *s) {
   ME_PUT(p, ME_OUTPUT_ACCUM_PTR, void *, ME_ACCUM);
   ME_PUT(p, ME_SCALE, float, 0.125f);
   ME_PUT(p, ME_HEAD_DIM, int32_t, s->d);
-  ME_PUT(p, ME_HEAD_DIM_VALUE, int32_t, s->d);
+  ME_PUT(p, ME_HEAD_DIM_VALUE, int32_t, me_dv(s));
   ME_PUT(p, ME_NUM_QUERIES, int32_t, s->nq);
   ME_PUT(p, ME_NUM_KEYS, int32_t, s->nk);
   ME_PUT(p, ME_NUM_KEYS_ABSOLUTE, int32_t, s->nk);
   ME_PUT(p, ME_CUSTOM_MASK_TYPE, uint8_t, (uint8_t)s->mask);
   ME_PUT(p, ME_Q_STRIDE_M, int32_t, s->h * s->d);
   ME_PUT(p, ME_K_STRIDE_M, int32_t, s->d);
-  ME_PUT(p, ME_V_STRIDE_M, int32_t, s->d + 8); /* V apart from K, so a swapped field shows */
-  ME_PUT(p, ME_O_STRIDE_M, int32_t, s->h * s->d);
+  ME_PUT(p, ME_V_STRIDE_M, int32_t, me_dv(s) + 8); /* V apart from K, so a swapped field shows */
+  ME_PUT(p, ME_O_STRIDE_M, int32_t, s->h * me_dv(s));
   ME_PUT(p, ME_Q_STRIDE_H, int32_t, s->d);
   ME_PUT(p, ME_K_STRIDE_H, int32_t, s->s_alloc * s->d);
-  ME_PUT(p, ME_V_STRIDE_H, int32_t, s->s_alloc * s->d + 16);
+  ME_PUT(p, ME_V_STRIDE_H, int32_t, s->s_alloc * me_dv(s) + 16);
   ME_PUT(p, ME_Q_STRIDE_B, int64_t, (int64_t)s->nq * s->h * s->d);
   ME_PUT(p, ME_K_STRIDE_B, int64_t, (int64_t)s->h * s->s_alloc * s->d);
-  ME_PUT(p, ME_V_STRIDE_B, int64_t, (int64_t)s->h * s->s_alloc * s->d + 24);
+  ME_PUT(p, ME_V_STRIDE_B, int64_t, (int64_t)s->h * s->s_alloc * me_dv(s) + 24);
   if (s->bias) {
     const int kp = me_kpad(s);
     ME_PUT(p, ME_ATTN_BIAS_PTR, void *, ME_BIAS);

@@ -178,6 +178,9 @@ static void test_desc_ngroups_swapped(void **st) {
   assert_int_equal(d.seqlen_q, 4);
   assert_int_equal(d.seqlen_k, 4100);
   assert_int_equal(d.head_dim, 128);
+  /* FA2 has one head size: v and o as wide as q and k */
+  assert_int_equal(d.v_head_dim, 0);
+  assert_int_equal(pt_attn_v_dim(&d), 128);
   ASSERT_HF_STRIDES(d);
   assert_true(d.scale == 0.125f);
   assert_int_equal(d.causal, 0);
@@ -212,6 +215,8 @@ static void m_head_dim112(struct fa_buf *p) { FA_PUT(p, FA_D, int, 112); }
 /* Phi and Phi-3: the decode kernel runs them padded on d = 128. */
 static void m_head_dim80(struct fa_buf *p) { FA_PUT(p, FA_D, int, 80); }
 static void m_head_dim96(struct fa_buf *p) { FA_PUT(p, FA_D, int, 96); }
+/* 192 runs only as q/k with v 128 (MLA), which FA2's one head size cannot say. */
+static void m_head_dim192(struct fa_buf *p) { FA_PUT(p, FA_D, int, 192); }
 static void m_dropout(struct fa_buf *p) { FA_PUT(p, FA_P_DROPOUT, float, 0.9f); }
 static void m_return_softmax(struct fa_buf *p) { FA_PUT(p, FA_P_PTR, void *, FA_PTR(0x10)); }
 static void m_alibi(struct fa_buf *p) { FA_PUT(p, FA_ALIBI, void *, FA_PTR(0x10)); }
@@ -254,6 +259,7 @@ static const struct elig_case elig_cases[] = {
     {"head_dim 112", m_head_dim112, "head_dim not 64/80/96/128/256"},
     {"head_dim 80", m_head_dim80, NULL},
     {"head_dim 96", m_head_dim96, NULL},
+    {"head_dim 192", m_head_dim192, "head_dim not 64/80/96/128/256"},
     {"dropout", m_dropout, "dropout"},
     {"return softmax", m_return_softmax, "return softmax"},
     {"alibi", m_alibi, "alibi"},

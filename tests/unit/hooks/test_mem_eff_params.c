@@ -34,13 +34,17 @@ static void assert_qkvo_strides(const struct pt_attn_desc *d, const struct me_sh
   assert_int_equal(d->k_batch_stride, (int64_t)s->h * s->s_alloc * s->d);
   assert_int_equal(d->k_row_stride, s->d);
   assert_int_equal(d->k_head_stride, s->s_alloc * s->d);
-  assert_int_equal(d->v_batch_stride, (int64_t)s->h * s->s_alloc * s->d + 24);
-  assert_int_equal(d->v_row_stride, s->d + 8);
-  assert_int_equal(d->v_head_stride, s->s_alloc * s->d + 16);
+  const int dv = me_dv(s);
+  assert_int_equal(d->v_batch_stride, (int64_t)s->h * s->s_alloc * dv + 24);
+  assert_int_equal(d->v_row_stride, dv + 8);
+  assert_int_equal(d->v_head_stride, s->s_alloc * dv + 16);
   /* O: rows o_strideM apart, heads head_dim_value, batches nq * o_strideM */
-  assert_int_equal(d->o_row_stride, s->h * s->d);
-  assert_int_equal(d->o_head_stride, s->d);
-  assert_int_equal(d->o_batch_stride, (int64_t)s->nq * s->h * s->d);
+  assert_int_equal(d->o_row_stride, s->h * dv);
+  assert_int_equal(d->o_head_stride, dv);
+  assert_int_equal(d->o_batch_stride, (int64_t)s->nq * s->h * dv);
+  assert_int_equal(d->head_dim, s->d);
+  assert_int_equal(d->v_head_dim, dv);
+  assert_int_equal(pt_attn_v_dim(d), dv);
   assert_int_equal(d->q_dim_stride, 0);
   assert_int_equal(d->k_dim_stride, 0);
   assert_int_equal(d->v_dim_stride, 0);
@@ -238,6 +242,56 @@ static void test_desc_kv_broadcast(void **st) {
   assert_int_equal(d.v_head_stride, 4608 * 128 + 16);
 }
 
+/* MLA (DeepSeek-V3 under Hugging Face's SDPA): q and k 192 wide, v and O 128. head_dim_value
+ * travels as the descriptor's v_head_dim, V's and O's strides at its width; whether the pair
+ * runs is the decode kernel's check (test_attn_plan.c), so other unequal pairs pass here too. */
+static void test_desc_mla(void **st) {
+  (void)st;
+  struct me_shape s = hf;
+  s.h = 128;
+  s.d = 192;
+  s.dv = 128;
+  s.nk = 1000;
+  s.s_alloc = 1024;
+  struct me_buf p;
+  me_fill(&p, &s);
+  struct pt_mem_eff_params m;
+  assert_null(pt_mem_eff_decode(p.b, ME_BYTES, &m));
+  assert_int_equal(m.head_dim, 192);
+  assert_int_equal(m.head_dim_value, 128);
+  struct pt_attn_desc d;
+  memset(&d, 0x5A, sizeof d); /* every field must be written */
+  assert_null(rd(&p, &s, ME_F16_NAME, &d));
+  assert_int_equal(d.head_dim, 192);
+  assert_int_equal(d.v_head_dim, 128);
+  assert_int_equal(d.h, 128);
+  assert_int_equal(d.h_k, 128);
+  assert_qkvo_strides(&d, &s);
+  assert_ptr_equal(d.bias, ME_BIAS);
+  /* speculative rows, causal, a bias per head */
+  s.nq = 4;
+  s.mask = 2;
+  s.bias = 2;
+  me_fill(&p, &s);
+  assert_null(rd(&p, &s, ME_BF16_NAME, &d));
+  assert_int_equal(d.causal, 1);
+  assert_int_equal(d.v_head_dim, 128);
+  assert_qkvo_strides(&d, &s);
+  /* another pair is read as it is; the kernel's check refuses it */
+  s = hf;
+  s.dv = 64;
+  me_fill(&p, &s);
+  assert_null(rd(&p, &s, ME_BF16_NAME, &d));
+  assert_int_equal(d.head_dim, 128);
+  assert_int_equal(d.v_head_dim, 64);
+  assert_qkvo_strides(&d, &s);
+  /* equal sizes: v_head_dim says the same */
+  me_fill(&p, &hf);
+  assert_null(rd(&p, &hf, ME_BF16_NAME, &d));
+  assert_int_equal(d.v_head_dim, 128);
+  assert_int_equal(pt_attn_v_dim(&d), d.head_dim);
+}
+
 static void test_name_dtype(void **st) {
   (void)st;
   int dt = -1;
@@ -347,10 +401,6 @@ static void test_refusals(void **st) {
   ME_PUT(&p, ME_LOGSUMEXP_PTR, void *, ME_PTR(0x7f0000700000ull));
   REFUSED(&p, &s, ME_BF16_NAME, "logsumexp requested (training)");
 
-  me_fill(&p, &s);
-  ME_PUT(&p, ME_HEAD_DIM_VALUE, int32_t, 64);
-  REFUSED(&p, &s, ME_BF16_NAME, "head_dim_value != head_dim");
-
   c = s;
   c.nq = 17;
   me_fill(&p, &c);
@@ -416,7 +466,6 @@ static void test_shared_reasons(void **st) {
   assert_string_equal(pt_me_r_diagonal, "causal diagonal offset");
   assert_string_equal(pt_me_r_top_left, "causal from top-left");
   assert_string_equal(pt_me_r_lse, "logsumexp requested (training)");
-  assert_string_equal(pt_me_r_dv, "head_dim_value != head_dim");
   assert_string_equal(pt_me_r_window, "sliding window");
 }
 
@@ -428,6 +477,7 @@ int main(void) {
       cmocka_unit_test(test_desc_no_bias),
       cmocka_unit_test(test_desc_causal),
       cmocka_unit_test(test_desc_kv_broadcast),
+      cmocka_unit_test(test_desc_mla),
       cmocka_unit_test(test_name_dtype),
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_refusals),

@@ -222,6 +222,38 @@ static void test_swapped_with_bias(void **st) {
   assert_int_equal(fk.originals, 0);
 }
 
+/* MLA (DeepSeek-V3 under Hugging Face's SDPA: q/k 192, v 128, 128 heads): swapped with v's
+ * head size in the descriptor and O at its width; another unequal pair goes to the kernel's
+ * check, whose reason the hook passes on. */
+static void test_swapped_mla(void **st) {
+  (void)st;
+  struct me_shape s = hf;
+  s.h = 128;
+  s.d = 192;
+  s.dv = 128;
+  s.nk = 1000;
+  s.s_alloc = 1024;
+  struct launch x;
+  mk(&x, &s);
+  assert_int_equal(go_named(ME_F16_NAME, &x).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.launches, 1);
+  assert_int_equal(fk.last.head_dim, 192);
+  assert_int_equal(fk.last.v_head_dim, 128);
+  assert_int_equal(fk.last.q_head_stride, 192);
+  assert_int_equal(fk.last.k_row_stride, 192);
+  assert_int_equal(fk.last.v_row_stride, 128 + 8);
+  assert_int_equal(fk.last.o_head_stride, 128);
+  assert_int_equal(fk.last.o_row_stride, 128 * 128);
+  assert_int_equal(fk.last.o_batch_stride, 128 * 128);
+  s = hf;
+  s.dv = 64;
+  mk(&x, &s);
+  fk.supported_reason = "head_dim q/k 192 with v 128 only";
+  assert_pass(go(&x), "head_dim q/k 192 with v 128 only");
+  fk.supported_reason = NULL;
+  assert_int_equal(fk.launches, 1);
+}
+
 static void test_fallback_reasons(void **st) {
   (void)st;
   set_env("PONYTAIL_ATTN_MASKED", "1");
@@ -356,6 +388,22 @@ static void test_verify(void **st) {
   x.p.b[ME_DROPOUT_STATE] = 1; /* use_dropout */
   assert_pass(pt_hooks_launch(id, ME_BF16_NAME, &x.l), "dropout");
   assert_int_equal(fk.originals, 3);
+  /* MLA: Ponytail's scratch O is v's width (128), the reference carries v's size too */
+  struct me_shape s = hf;
+  s.h = 16;
+  s.d = 192;
+  s.dv = 128;
+  mk(&x, &s);
+  fk.compare_result[0] = 0.004f;
+  assert_int_equal(pt_hooks_launch(id, ME_BF16_NAME, &x.l).verdict, PT_HOOK_SWAPPED);
+  assert_int_equal(fk.last.head_dim, 192);
+  assert_int_equal(fk.last.v_head_dim, 128);
+  assert_int_equal(fk.last.o_head_stride, 128);
+  assert_int_equal(fk.last.o_row_stride, 16 * 128);
+  assert_int_equal(fk.last.o_batch_stride, 16 * 128);
+  assert_ptr_equal(fk.compared.o, ME_O);
+  assert_int_equal(fk.compared.v_head_dim, 128);
+  assert_int_equal(fk.compared.o_head_stride, 128);
 }
 
 /* PONYTAIL_TEST_FAULT: after the swap on torch's O; in verify mode on the
@@ -389,6 +437,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_option_off_report_only, setup, teardown),
       cmocka_unit_test_setup_teardown(test_option_on_match, setup, teardown),
       cmocka_unit_test_setup_teardown(test_swapped_with_bias, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_swapped_mla, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fallback_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
