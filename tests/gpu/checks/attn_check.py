@@ -8,6 +8,7 @@ torch's current stream.
 
   attn_check.py --lib libattn_test.so correctness   # exit 1 on any failure
   attn_check.py --lib libattn_test.so --head-dims 80,96 correctness  # only those head dims' cases
+  attn_check.py --lib libattn_test.so --head-dims 192 correctness    # only MLA's (q/k 192, v 128)
   attn_check.py --lib libattn_test.so timing
   attn_check.py --lib libattn_test.so masked-timing  # issue 17's grid with a padding mask
   attn_check.py --lib libattn_test.so masked-heat    # diagnostics (tests/gpu/checks/attn_diag.py):
@@ -44,8 +45,10 @@ O_TOL, LSE_TOL = 1e-2, 1e-3
 # --head-dims: the correctness cases of these head dims only (None: every case). Cases of other
 # head dims, and the checks tied to one head dim that is not in it, are skipped.
 ONLY_D = None
-# Head dims the decode kernels take; 80 and 96 run padded on the d = 128 kernel (PADDED).
+# Head dims the decode kernels take; 80 and 96 run padded on the d = 128 kernel (PADDED), q/k
+# 192 with v 128 (MLA) on the d = 256 one (MLA_D, MLA_DV; --head-dims names it by 192).
 PADDED = (80, 96)
+MLA_D, MLA_DV = 192, 128
 
 
 def wanted(D):
@@ -64,6 +67,13 @@ def busy():
         torch.cuda._sleep(int(BUSY_US * 2000))
 
 
+class Args(list):
+    """A launch's arguments for the test library's entry points (Lib.args), and v's head size
+    dv (0: q's), which each entry point takes last, so that a test library built from an older
+    tree (ATTN_VARIANTS name@DIR) still gets its own arguments where it reads them."""
+    dv = 0
+
+
 class Lib:
     def __init__(self, path):
         self.l = ctypes.CDLL(path)
@@ -71,15 +81,15 @@ class Lib:
         S = ctypes.POINTER(ctypes.c_int64)
         common = [P, P, P, P, P, I, I, I, I, I, I, I, S, F, I]
         self.l.pt_test_init.restype = I
-        self.l.pt_test_supported.argtypes = common
+        self.l.pt_test_supported.argtypes = common + [I]
         self.l.pt_test_supported.restype = ctypes.c_char_p
-        self.l.pt_test_ws_bytes.argtypes = common
+        self.l.pt_test_ws_bytes.argtypes = common + [I]
         self.l.pt_test_ws_bytes.restype = U
         self.l.pt_test_ws_prepare.argtypes = [P, U, P]
         self.l.pt_test_ws_prepare.restype = I
-        self.l.pt_test_decode.argtypes = common + [P, U, P]
+        self.l.pt_test_decode.argtypes = common + [P, U, P, I]
         self.l.pt_test_decode.restype = I
-        self.l.pt_test_compare.argtypes = [P, P, P, P, I, I, I, I, I, S, P, P]
+        self.l.pt_test_compare.argtypes = [P, P, P, P, I, I, I, I, I, S, P, P, I]
         self.l.pt_test_compare.restype = I
         self.l.pt_test_set_split_div.argtypes = [I]
         self.l.pt_test_set_split_div.restype = None
@@ -91,7 +101,7 @@ class Lib:
         self.l.pt_test_set_bias.restype = None
         self.l.pt_test_set_pdl.argtypes = [I]
         self.l.pt_test_set_pdl.restype = None
-        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I)]
+        self.l.pt_test_plan.argtypes = common + [ctypes.POINTER(I), ctypes.POINTER(I), I]
         self.l.pt_test_plan.restype = None
         self.l.pt_test_set_masked_short.argtypes = [I]
         self.l.pt_test_set_masked_short.restype = None
@@ -109,11 +119,14 @@ class Lib:
         return (ctypes.c_int64 * 12)(*st)
 
     def args(self, q, k, v, o, lse, h, h_k, sq, scale, causal):
-        """q [b, sq, h, d], k/v [b, sk, h_k, d], o like q (views with strides)."""
-        b, sk, d = q.shape[0], k.shape[1], q.shape[3]
-        return [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                lse.data_ptr() if lse is not None else None, DT[q.dtype], b, h, h_k, sq, sk, d,
-                self._strides(q, k, v, o), float(scale), int(causal)]
+        """q [b, sq, h, d], k [b, sk, h_k, d], v [b, sk, h_k, dv], o [b, sq, h, dv] (views with
+        strides; dv is d but for MLA's 128 under 192)."""
+        b, sk, d, dv = q.shape[0], k.shape[1], q.shape[3], v.shape[3]
+        a = Args([q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                  lse.data_ptr() if lse is not None else None, DT[q.dtype], b, h, h_k, sq, sk, d,
+                  self._strides(q, k, v, o), float(scale), int(causal)])
+        a.dv = dv if dv != d else 0
+        return a
 
     def ensure_ws(self, nbytes):
         if nbytes <= self.ws_bytes:
@@ -162,25 +175,25 @@ class Lib:
     def plan(self, a):
         """(split count, cluster size) the planner picks for these arguments (and the bias set)."""
         ns, cl = ctypes.c_int(0), ctypes.c_int(0)
-        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl))
+        self.l.pt_test_plan(*a, ctypes.byref(ns), ctypes.byref(cl), a.dv)
         return ns.value, cl.value
 
     def decode(self, a):
-        why = self.l.pt_test_supported(*a).decode()
+        why = self.l.pt_test_supported(*a, a.dv).decode()
         if why:
             raise RuntimeError("unsupported: " + why)
-        need = self.l.pt_test_ws_bytes(*a)
+        need = self.l.pt_test_ws_bytes(*a, a.dv)
         self.ensure_ws(need)
         rc = self.l.pt_test_decode(*a, self.ws.data_ptr() if self.ws is not None else None,
-                                   self.ws_bytes, torch.cuda.current_stream().cuda_stream)
+                                   self.ws_bytes, torch.cuda.current_stream().cuda_stream, a.dv)
         if rc != 0:
             raise RuntimeError("pt_attn_decode_launch: CUresult %d" % rc)
         return need
 
 
 def reference(q, k, v, scale, causal, bias=None):
-    """fp32 attention: q [B, sq, H, D], k/v [B, S, Hk, D] -> o [B, sq, H, D], lse [B, H, sq].
-    bias: additive, broadcastable to [B, H, sq, S] (its dtype's values, upcast)."""
+    """fp32 attention: q [B, sq, H, D], k [B, S, Hk, D], v [B, S, Hk, Dv] -> o [B, sq, H, Dv],
+    lse [B, H, sq]. bias: additive, broadcastable to [B, H, sq, S] (its dtype's values, upcast)."""
     B, sq, H, D = q.shape
     S, Hk = k.shape[1], k.shape[2]
     G = H // Hk
@@ -195,7 +208,7 @@ def reference(q, k, v, scale, causal, bias=None):
         s = s.masked_fill(j > i + S - sq, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)                 # [B, Hk, G, sq]
     p = torch.softmax(s, dim=-1)
-    o = torch.einsum("bhgij,bjhd->bihgd", p, vf).reshape(B, sq, H, D)
+    o = torch.einsum("bhgij,bjhd->bihgd", p, vf).reshape(B, sq, H, v.shape[3])
     return o, lse.reshape(B, H, sq)
 
 
@@ -207,30 +220,32 @@ def rel_err(x, ref):
     return e / max(den, 1e-30)
 
 
-def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0, in_pad=0):
-    """Returns q [B,sq,H,D], k, v [B,S,Hk,D] views in the given layout, o view
-    inside a NaN-poisoned buffer (o_full), lse [B,H,sq]. in_pad > 0: q, k and v are the first D
-    columns of rows D + in_pad wide whose other columns hold NaN (a kernel that reads past the
-    head dim, as a padded one could, gets NaN into O)."""
+def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0, in_pad=0, dv=None):
+    """Returns q [B,sq,H,D], k [B,S,Hk,D], v [B,S,Hk,Dv] views in the given layout (Dv: dv,
+    else D), o [B,sq,H,Dv] view inside a NaN-poisoned buffer (o_full), lse [B,H,sq]. in_pad > 0:
+    q, k and v are the first D (v: Dv) columns of rows in_pad wider whose other columns hold NaN
+    (a kernel that reads past the head dim, as a padded one could, gets NaN into O)."""
     H = Hk * G
+    Dv = dv or D
     dev = "cuda"
 
     def rnd(*shape):
         if not in_pad:
             return torch.randn(*shape, device=dev, dtype=dtype)
-        full = torch.full(shape[:-1] + (D + in_pad,), float("nan"), device=dev, dtype=dtype)
-        full[..., :D] = torch.randn(*shape, device=dev, dtype=dtype)
-        return full[..., :D]
+        w = shape[-1]
+        full = torch.full(shape[:-1] + (w + in_pad,), float("nan"), device=dev, dtype=dtype)
+        full[..., :w] = torch.randn(*shape, device=dev, dtype=dtype)
+        return full[..., :w]
     if layout == "hf":   # HF: q [B,H,sq,D], cache [B,Hk,S,D]
         q = rnd(B, H, sq, D).transpose(1, 2)
         k = rnd(B, Hk, S, D).transpose(1, 2)
-        v = rnd(B, Hk, S, D).transpose(1, 2)
+        v = rnd(B, Hk, S, Dv).transpose(1, 2)
     else:                # FA: [B,S,Hk,D]
         q = rnd(B, sq, H, D)
         k = rnd(B, S, Hk, D)
-        v = rnd(B, S, Hk, D)
-    o_full = torch.empty(B, sq, H, D + o_pad, device=dev, dtype=dtype)
-    o = o_full[..., :D]
+        v = rnd(B, S, Hk, Dv)
+    o_full = torch.empty(B, sq, H, Dv + o_pad, device=dev, dtype=dtype)
+    o = o_full[..., :Dv]
     lse = torch.empty(B, H, sq, device=dev, dtype=torch.float32)
     return q, k, v, o_full, o, lse
 
@@ -261,29 +276,31 @@ class Checker:
         return eo, el
 
     def case(self, B, S, Hk, G, D, dtype, layout="hf", sq=1, causal=False, scale=None,
-             o_pad=0, swapped=False, repeat=False, graph=False, in_pad=0, expect=None):
+             o_pad=0, swapped=False, repeat=False, graph=False, in_pad=0, expect=None, dv=None):
         """One launch against the fp32 reference (then repeat / graph). expect: the plan the case
-        is for ("one" split, "cluster", "ws" workspace); another plan fails it."""
+        is for ("one" split, "cluster", "ws" workspace); another plan fails it. dv: v's and O's
+        head size when it is not D (MLA: 128 under 192)."""
         if not wanted(D):
             return True
+        Dv = dv or D
         torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), layout, sq, causal, o_pad,
-                                swapped, in_pad)) & 0xffffffff)
+                                swapped, in_pad, Dv)) & 0xffffffff)
         scale = scale if scale is not None else 1.0 / math.sqrt(D)
-        q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, layout, sq, o_pad, in_pad)
+        q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, layout, sq, o_pad, in_pad, Dv)
         H = Hk * G
         ref_o, ref_lse = reference(q, k, v, scale, causal)
         if swapped:
             # torch's GQA decode: seqlen_q = G query heads of one KV head, h = Hk.
             assert sq == 1
             qd = q.reshape(B, Hk, G, D).transpose(1, 2)           # [B, G, Hk, D]
-            od = o.reshape(B, Hk, G, D).transpose(1, 2) if o_pad == 0 else None
+            od = o.reshape(B, Hk, G, Dv).transpose(1, 2) if o_pad == 0 else None
             assert od is not None
             a = self.lib.args(qd, k, v, od, lse, Hk, Hk, G, scale, causal)
         else:
             a = self.lib.args(q, k, v, o, lse, H, Hk, sq, scale, causal)
-        name = "B%-2d S%-6d Hk%d G%d D%-3d %s %s%s%s%s" % (
-            B, S, Hk, G, D, "bf16" if dtype == torch.bfloat16 else "fp16", layout,
-            " sq%d" % sq if sq > 1 else "", " causal" if causal else "",
+        name = "B%-2d S%-6d Hk%d G%d D%-3d%s %s %s%s%s%s" % (
+            B, S, Hk, G, D, " v%d" % Dv if Dv != D else "", "bf16" if dtype == torch.bfloat16 else "fp16",
+            layout, " sq%d" % sq if sq > 1 else "", " causal" if causal else "",
             " swapped" if swapped else "")
         if scale != 1.0 / math.sqrt(D):
             name += " scale%.2g" % scale
@@ -302,7 +319,7 @@ class Checker:
             self.poison(o_full, lse)
             ws = self.lib.decode(a)
             torch.cuda.synchronize()
-            eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, Dv)
             if wrong_plan:
                 eo = float("inf")  # not the plan this case is for
             ok &= self.record(name + (" run%d" % (r + 1) if repeat else ""), eo, el,
@@ -324,7 +341,7 @@ class Checker:
                 self.poison(o_full, lse)
                 g.replay()
                 torch.cuda.synchronize()
-                eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, D)
+                eo, el = self.check_out(o_full, o, lse, ref_o, ref_lse, Dv)
                 ok &= self.record(name + " graph%d" % (r + 1), eo, el)
         del q, k, v, o_full, o, lse, ref_o, ref_lse
         return ok
@@ -337,17 +354,18 @@ def bias_strides(bias):
 
 
 def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pad_frac=0.75,
-                right=False, graph=False, cluster_max=None, in_pad=0):
+                right=False, graph=False, cluster_max=None, in_pad=0, dv=None):
     """Additive bias through the lib (pt_test_set_bias): row b of the batch masks its first
     (or, right=True, last) round(pad_frac * b / (B - 1) * S) keys with -inf (0..75% by
     default, left padding as HF's), plus a random additive bias on the rest; broadcast over
     heads unless per_head. The bias rows are padded to a multiple of 8 keys as torch does.
-    in_pad: as make_inputs (NaN past the head dim in q, k and v)."""
+    in_pad, dv: as make_inputs (NaN past the head dim in q, k and v; v's head size)."""
     if not wanted(D):
         return True
-    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right, in_pad)) & 0xffffffff)
+    Dv = dv or D
+    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right, in_pad, Dv)) & 0xffffffff)
     scale = 1.0 / math.sqrt(D)
-    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", sq, in_pad=in_pad)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", sq, in_pad=in_pad, dv=Dv)
     H = Hk * G
     Sp = (S + 7) // 8 * 8
     full = torch.randn(B, H if per_head else 1, sq, Sp, device="cuda", dtype=dtype)
@@ -362,8 +380,9 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
                 bias[b, :, :, :n] = float("-inf")
     ref_o, ref_lse = reference(q, k, v, scale, causal, bias)
     a = c.lib.args(q, k, v, o, lse, H, Hk, sq, scale, causal)
-    name = "masked B%-2d S%-6d Hk%d G%d D%-3d %s%s%s%s%s%s" % (
-        B, S, Hk, G, D, "bf16" if dtype == torch.bfloat16 else "fp16", " sq%d" % sq if sq > 1 else "",
+    name = "masked B%-2d S%-6d Hk%d G%d D%-3d%s %s%s%s%s%s%s" % (
+        B, S, Hk, G, D, " v%d" % Dv if Dv != D else "", "bf16" if dtype == torch.bfloat16 else "fp16",
+        " sq%d" % sq if sq > 1 else "",
         " per-head" if per_head else "", " causal" if causal else "", " right" if right else "",
         " ws" if cluster_max == 1 else "")
     if in_pad:
@@ -375,7 +394,7 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
             c.poison(o_full, lse)
             c.lib.decode(a)
             torch.cuda.synchronize()
-            eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, Dv)
             ok = c.record(name, eo, el)
             if graph:
                 g = torch.cuda.CUDAGraph()
@@ -384,7 +403,7 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
                 c.poison(o_full, lse)
                 g.replay()
                 torch.cuda.synchronize()
-                eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+                eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, Dv)
                 ok &= c.record(name + " graph", eo, el)
     finally:
         if cluster_max is not None:
@@ -408,12 +427,12 @@ def row_empty(o, lse, b):
     return bool((o[b] == 0).all()) and bool(torch.isinf(lse[b]).all() and (lse[b] < 0).all())
 
 
-def masked_empty_row(c, D=128):
+def masked_empty_row(c, D=128, dv=None):
     """A row whose keys are all masked: O = 0 and LSE = -inf (no NaN), the other rows exact."""
     if not wanted(D):
         return
     B, S, Hk, G, dtype = 2, 1000, 2, 2, torch.bfloat16
-    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1, dv=dv)
     H = Hk * G
     bias = torch.zeros(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
     bias[0] = float("-inf")
@@ -423,8 +442,8 @@ def masked_empty_row(c, D=128):
     ok = row_empty(o, lse, 0)
     eo, el = rel_err(o[1:], ref_o), rel_err(lse[1:], ref_lse)
     ok = ok and eo <= O_TOL and el <= LSE_TOL
-    c.rows.append("masked: a fully masked row%s -> O 0, LSE -inf; other row O %.2e LSE %.2e  %s" % (
-        "" if D == 128 else " D%d" % D, eo, el, "ok" if ok else "FAIL"))
+    c.rows.append("masked: a fully masked row%s%s -> O 0, LSE -inf; other row O %.2e LSE %.2e  %s" % (
+        "" if D == 128 else " D%d" % D, " v%d" % dv if dv and dv != D else "", eo, el, "ok" if ok else "FAIL"))
     c.failures += not ok
 
 
@@ -446,16 +465,16 @@ def masked_nan_edges(c):
     right padding of row 1, ends that fall inside a 64-key tile and past a split's end), and O
     and LSE must equal the reference with those keys dropped. The edges are multiples of 8
     keys, the scan's grain (keys it lets back in are computed with P = 0, so a NaN there would
-    reach O, as in torch's kernels). d 80, 96 (padded), 128 and 256, cluster and workspace plans.
-    A kernel that reads whole tiles, as a TMA form did, must zero what it read past the visible
-    keys (bench/records/2026-12-02-decode-tma.md)."""
-    for D in (80, 96, 128, 256):
+    reach O, as in torch's kernels). d 80, 96 (padded), 128, 256 and MLA's 192 / 128, cluster and
+    workspace plans. A kernel that reads whole tiles, as a TMA form did, must zero what it read
+    past the visible keys (bench/records/2026-12-02-decode-tma.md)."""
+    for D, Dv in ((80, 80), (96, 96), (128, 128), (256, 256), (MLA_D, MLA_DV)):
         if not wanted(D):
             continue
         for cm in (1, CLUSTER_MAX):
             B, S, Hk, G, dtype = 2, 4000, 8, 1, torch.bfloat16
             torch.manual_seed(7 + D + cm)
-            q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
+            q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1, dv=Dv)
             H = Hk * G
             bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
             kz, vz = mask_with_nan(bias, k, v, ((0, slice(0, 200)), (1, slice(3304, S))))
@@ -465,17 +484,18 @@ def masked_nan_edges(c):
             # rule would send to the workspace; off here so the cluster merge is the one tested
             with c.lib.knobs(cluster_max=cm, masked_short=0):
                 plan = decode_masked(c, a, bias, o_full, lse)
-            eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, D)
+            eo, el = c.check_out(o_full, o, lse, ref_o, ref_lse, Dv)
             extra = "  plan %d splits, %s" % (plan[0], "cluster" if plan[1] > 1 else "workspace")
             if (plan[1] > 1) != (cm > 1):
                 eo = float("inf")  # not the plan this case is for
                 extra += " (expected the %s)" % ("cluster" if cm > 1 else "workspace")
-            c.record("masked: NaN K/V in the narrowed-away keys D%d%s" % (D, " ws" if cm == 1 else ""), eo, el,
-                     extra)
+            c.record("masked: NaN K/V in the narrowed-away keys D%d%s%s" % (
+                D, " v%d" % Dv if Dv != D else "", " ws" if cm == 1 else ""), eo, el, extra)
 
 
-def pair_edges(c, dtype, S, D=128):
-    """A launch planned as a pair (B 8 x Hk 8 units, d 128 or a head dim padded onto it): row 0
+def pair_edges(c, dtype, S, D=128, dv=None):
+    """A launch planned as a pair (B 8 x Hk 8 units, d 128 or a head dim padded onto it, or
+    MLA's 192 / 128 with dv): row 0
     left-padded by 200 keys, row 1 right-padded from key 3304, row 2 fully masked, the rest with
     a random bias. K/V hold NaN where masked (narrowed away, never read); row 2 must get O = 0
     and LSE = -inf, the others the reference with the masked keys dropped. Reports the plan, and
@@ -484,7 +504,7 @@ def pair_edges(c, dtype, S, D=128):
         return
     B, Hk, G = 8, 8, 2
     torch.manual_seed(11 + S + D)
-    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", 1, dv=dv)
     H = Hk * G
     bias = torch.randn(B, 1, 1, S + 8, device="cuda", dtype=dtype)[..., :S]
     kz, vz = mask_with_nan(bias, k, v, ((0, slice(0, 200)), (1, slice(3304, S)), (2, slice(0, S))))
@@ -496,8 +516,9 @@ def pair_edges(c, dtype, S, D=128):
     empty = row_empty(o, lse, 2)
     if not empty or plan[1] != 2:
         eo = float("inf")  # wrong output, or not the plan this case is for
-    c.record("pair: NaN K/V where masked, a fully masked row, S%d %s%s" % (
-        S, "bf16" if dtype == torch.bfloat16 else "fp16", "" if D == 128 else " D%d" % D), eo, el,
+    c.record("pair: NaN K/V where masked, a fully masked row, S%d %s%s%s" % (
+        S, "bf16" if dtype == torch.bfloat16 else "fp16", "" if D == 128 else " D%d" % D,
+        " v%d" % dv if dv and dv != D else ""), eo, el,
         "  plan %d splits, cluster %d%s" % (plan[0], plan[1], "" if empty else ", row 2 not O 0 / LSE -inf"))
 
 
@@ -600,6 +621,88 @@ def padded_cases(lib, c):
         finally:
             lib.l.pt_test_set_split_mul(1)
             lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
+
+
+def mla_cases(lib, c):
+    """q/k head 192 with v head 128 (MLA: DeepSeek-V3 under Hugging Face's SDPA, 128 heads of
+    their own), which runs on the d = 256 kernel padded (issue 51): K rows copy their 24 real
+    16-byte chunks, V rows their 16, each tile kind's padding columns are zeroed once per CTA,
+    and O, LSE, the workspace and the cluster partials are 128 wide. The reference takes v 128
+    wide. Besides the main matrix (B x S x G, masked and not), the cases look for what separate
+    K and V widths could get wrong:
+    - one width taken for the other: NaN past 192 in q and k and past 128 in v (nan_pad), on
+      every plan (one split, a cluster, the workspace with its staged and its batched merge)
+      and both loops (keys as M for <= 8 rows, rows as M past that), masked and not;
+    - O past 128 (o_pad: a store of P V's padding columns shows), the partials at the wrong
+      width (many splits), graph replay and back-to-back launches (the zeroed padding must hold
+      in every CTA of every launch);
+    - the model's shapes (h = h_k = 128, its padding mask through SDPA, speculative rows with
+      causal), GQA and swapped GQA (not DeepSeek's, but the kernel takes them), odd row counts
+      of the keys-as-M loop, a fully masked row, NaN K/V in narrowed-away keys (in
+      masked_nan_edges), the pair plan."""
+    D, DV = MLA_D, MLA_DV
+    if not wanted(D):
+        return
+    bf, fp = torch.bfloat16, torch.float16
+    for dtype in (bf, fp):
+        for B in (1, 8, 32):
+            for S in (1, 17, 1000, 4100, 32768):
+                for G in (1, 4, 8):
+                    Hk = 2 if B * S >= 8 * 32768 else 4
+                    c.case(B, S, Hk, G, D, dtype, dv=DV)
+                    if S > 1:
+                        masked_case(c, B, S, Hk, G, D, dtype, dv=DV)
+    for dtype in (bf, fp):
+        for G in (1, 4, 8, 16):
+            c.case(32, 1000, 8, G, D, dtype, in_pad=24, expect="one", dv=DV)
+            c.case(2, 1000, 4, G, D, dtype, in_pad=24, layout="fa", expect="cluster", dv=DV)
+            c.case(1, 32768, 2, G, D, dtype, in_pad=24, expect="ws", dv=DV)
+            masked_case(c, 4, 4100, 2, G, D, dtype, in_pad=24, per_head=G == 4, dv=DV)
+        c.case(3, 4100, 4, 4, D, dtype, layout="fa", o_pad=64, dv=DV)
+        c.case(3, 4100, 4, 16, D, dtype, layout="fa", o_pad=64, dv=DV)
+        c.case(1, 32768, 2, 8, D, dtype, o_pad=32, in_pad=8, dv=DV)
+        c.case(2, 4100, 2, 8, D, dtype, scale=1.0, dv=DV)
+        for B in (1, 8):
+            c.case(B, 4100, 128, 1, D, dtype, in_pad=24, dv=DV)       # the model: 128 heads, no GQA
+        c.case(2, 4100, 128, 1, D, dtype, sq=2, causal=True, dv=DV)  # a speculative token
+        masked_case(c, 8, 4100, 128, 1, D, dtype, in_pad=24, dv=DV)   # HF SDPA's padding mask
+        pair_edges(c, dtype, 4000, D, DV)
+    c.case(1, 131072, 2, 8, D, bf, dv=DV)
+    for G in (4, 8, 16):
+        c.case(8, 4100, 2, G, D, bf, swapped=True, dv=DV)
+    c.case(2, 1000, 2, 4, D, bf, sq=4, causal=True, dv=DV)
+    c.case(2, 17, 2, 1, D, fp, sq=16, causal=True, dv=DV)
+    c.case(2, 140, 2, 1, D, bf, sq=16, causal=True, dv=DV)  # row 0 sees no key of split 1
+    c.case(8, 4100, 4, 8, D, bf, repeat=True, graph=True, dv=DV)
+    c.case(2, 1000, 4, 4, D, fp, repeat=True, graph=True, in_pad=24, expect="cluster", dv=DV)
+    masked_case(c, 8, 4100, 8, 4, D, bf, right=True, in_pad=24, dv=DV)
+    masked_case(c, 2, 1000, 2, 4, D, bf, sq=4, causal=True, per_head=True, dv=DV)
+    masked_case(c, 8, 4100, 8, 4, D, fp, pad_frac=0.9, graph=True, dv=DV)
+    masked_empty_row(c, D, DV)
+    # The keys-as-M loop's odd row counts and (query position, head) rows, 9 rows beside them.
+    for G, sq, causal in ((3, 1, False), (5, 1, False), (7, 1, False), (8, 1, False),
+                          (1, 3, True), (2, 3, True), (3, 2, True), (2, 4, False)):
+        c.case(2, 1000, 2, G, D, bf, sq=sq, causal=causal, dv=DV)
+        masked_case(c, 2, 1000, 2, G, D, fp, sq=sq, causal=causal, per_head=G % 2 == 1, dv=DV)
+    c.case(2, 1000, 2, 9, D, bf, dv=DV)
+    # Every merge through the workspace: the cluster shapes without clusters, then many splits
+    # (the staged merge while the partials fit the K/V ring, the batched one past that).
+    lib.l.pt_test_set_cluster_max(1)
+    try:
+        for dtype in (bf, fp):
+            c.case(1, 1000, 4, 4, D, dtype, layout="fa", expect="ws", dv=DV)
+            c.case(8, 4100, 4, 8, D, dtype, dv=DV)
+        c.case(2, 1000, 4, 4, D, bf, layout="fa", in_pad=24, repeat=True, graph=True, dv=DV)
+        masked_case(c, 2, 4100, 2, 8, D, bf, pad_frac=0.9, dv=DV)
+        for mul in (2, 4, 8):
+            lib.l.pt_test_set_split_mul(mul)
+            c.case(1, 32768, 2, 8, D, bf, in_pad=24, expect="ws", dv=DV)
+            c.case(1, 131072, 1, 16, D, fp, expect="ws", dv=DV)
+            c.case(2, 70000, 1, 1, D, bf, expect="ws", dv=DV)
+            masked_case(c, 2, 32768, 2, 8, D, bf, pad_frac=0.9, in_pad=24, dv=DV)
+    finally:
+        lib.l.pt_test_set_split_mul(1)
+        lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
 
 
 def masked_correctness(c):
@@ -706,57 +809,61 @@ def correctness(lib):
         lib.l.pt_test_set_cluster_max(CLUSTER_MAX)
     masked_correctness(c)
     padded_cases(lib, c)
-    if wanted(128):
-        compare_tests(lib, c)
+    mla_cases(lib, c)
+    compare_tests(lib, c)
     return c
 
 
 def compare_tests(lib, c):
-    """Verify-mode compare kernel: equal -> 0, planted differences found, NaN -> inf."""
+    """Verify-mode compare kernel: equal -> 0, planted differences found, NaN -> inf; at d 128,
+    and with MLA's head sizes (q/k 192, O 128 wide: a compare that took q/k's width would read
+    the reference's columns past 128, random here, and find the equal O unequal)."""
     torch.manual_seed(7)
     B, H, D = 4, 16, 128
     stream = torch.cuda.current_stream().cuda_stream
     for dtype in (torch.bfloat16, torch.float16):
-        ref_full = torch.randn(B, 1, H, D + 64, device="cuda", dtype=dtype)
-        ref = ref_full[..., :D]
-        ref_lse = torch.randn(B, H, 1, device="cuda") + 5
-        st = (ctypes.c_int64 * 3)(ref.stride(0), ref.stride(1), ref.stride(2))
-        res = torch.empty(4, device="cuda")
+        for hd, dv in ((D, 0), (MLA_D, MLA_DV)):
+            if not wanted(hd):
+                continue
+            ref_full = torch.randn(B, 1, H, D + 64, device="cuda", dtype=dtype)
+            ref = ref_full[..., :D]
+            ref_lse = torch.randn(B, H, 1, device="cuda") + 5
+            st = (ctypes.c_int64 * 3)(ref.stride(0), ref.stride(1), ref.stride(2))
+            res = torch.empty(4, device="cuda")
 
-        def run(test, test_lse):
-            res.fill_(-1.0)
-            rc = lib.l.pt_test_compare(ref.data_ptr(), ref_lse.data_ptr(), test.data_ptr(),
-                                       test_lse.data_ptr(), DT[dtype], B, H, 1, D, st,
-                                       res.data_ptr(), stream)
-            torch.cuda.synchronize()
-            if rc != 0:
-                raise RuntimeError("compare launch: CUresult %d" % rc)
-            return res.tolist()
+            def run(test, test_lse):
+                res.fill_(-1.0)
+                rc = lib.l.pt_test_compare(ref.data_ptr(), ref_lse.data_ptr(), test.data_ptr(),
+                                           test_lse.data_ptr(), DT[dtype], B, H, 1, hd, st,
+                                           res.data_ptr(), stream, dv)
+                torch.cuda.synchronize()
+                if rc != 0:
+                    raise RuntimeError("compare launch: CUresult %d" % rc)
+                return res.tolist()
 
-        tag = "bf16" if dtype == torch.bfloat16 else "fp16"
-        t, tl = ref.contiguous(), ref_lse.clone()
-        r = run(t, tl)
-        ok = r[0] == 0 and r[2] == 0 and abs(r[1] - ref.float().abs().max().item()) < 1e-6 \
-            and abs(r[3] - ref_lse.abs().max().item()) < 1e-6
-        c.rows.append("compare %s equal            -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
-        c.failures += not ok
-        t2 = t.clone()
-        t2[2, 0, 7, 33] += 0.75
-        tl2 = tl.clone()
-        tl2[1, 3, 0] += 0.125
-        r = run(t2, tl2)
-        ok = 0.5 < r[0] < 1.0 and abs(r[2] - 0.125) < 1e-3
-        c.rows.append("compare %s planted diff     -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
-        c.failures += not ok
-        t3 = t.clone()
-        t3[3, 0, 15, 127] = float("nan")
-        tl3 = tl.clone()
-        tl3[0, 0, 0] = float("nan")
-        r = run(t3, tl3)
-        ok = math.isinf(r[0]) and math.isinf(r[2])
-        c.rows.append("compare %s NaN              -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
-        c.failures += not ok
-
+            tag = ("bf16" if dtype == torch.bfloat16 else "fp16") + (" d%d v%d" % (hd, dv) if dv else "")
+            t, tl = ref.contiguous(), ref_lse.clone()
+            r = run(t, tl)
+            ok = r[0] == 0 and r[2] == 0 and abs(r[1] - ref.float().abs().max().item()) < 1e-6 \
+                and abs(r[3] - ref_lse.abs().max().item()) < 1e-6
+            c.rows.append("compare %-13s equal        -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
+            c.failures += not ok
+            t2 = t.clone()
+            t2[2, 0, 7, 33] += 0.75
+            tl2 = tl.clone()
+            tl2[1, 3, 0] += 0.125
+            r = run(t2, tl2)
+            ok = 0.5 < r[0] < 1.0 and abs(r[2] - 0.125) < 1e-3
+            c.rows.append("compare %-13s planted diff -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
+            c.failures += not ok
+            t3 = t.clone()
+            t3[3, 0, 15, 127] = float("nan")
+            tl3 = tl.clone()
+            tl3[0, 0, 0] = float("nan")
+            r = run(t3, tl3)
+            ok = math.isinf(r[0]) and math.isinf(r[2])
+            c.rows.append("compare %-13s NaN          -> %s  %s" % (tag, r, "ok" if ok else "FAIL"))
+            c.failures += not ok
 
 def sync(what, timeout=30.0):
     """Waits for the current stream without hanging the check: a kernel that deadlocks (a test

@@ -6,7 +6,10 @@ Runs with or without the Ponytail shim preloaded (tests/gpu/checks/attn_graph.sh
 Every case uses torch's flash SDPA (sdpa_kernel(FLASH_ATTENTION)) on decode-shaped
 bf16 inputs: q [B, 16, 1, 128], k/v [B, 4, S, 128], enable_gqa=True, held in static
 tensors (--head-dim 80 or 96, Phi's and Phi-3's head dims, which the decode kernel runs
-padded on its d = 128 layout: those in place of 128). As the torch docs require, each case
+padded on its d = 128 layout: those in place of 128; --head-dim 192 --v-head-dim 128, MLA as
+Hugging Face's DeepSeek-V3 calls SDPA, which flash cannot take: then every case runs torch's
+mem-efficient SDPA, K/V expanded to the 16 query heads, v and O 128 wide, and the decode kernel
+its padded d = 256 layout). As the torch docs require, each case
 first runs the call eagerly on a new side stream, then captures it with torch.cuda.graph. Then for 3 rounds: fresh random
 values are copied into the static inputs, the graph is replayed, and the graph's
 output is compared with an fp32 reference (matmul + softmax, TF32 off):
@@ -51,6 +54,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 H, HKV, D = 16, 4, 128
+DV = None  # v's head size (--v-head-dim); None: D
 TOL = 1e-2
 ROUNDS = 3
 WARMUP = 3  # eager calls per problem before its capture
@@ -67,11 +71,13 @@ class Problem:
 
     def __init__(self, b, s, masked=False):
         self.b, self.s, self.masked = b, s, masked
+        # v's head size unlike q's (MLA): torch's mem-efficient kernel, mask or not
+        self.mem_eff = masked or (DV or D) != D
         dev, dt = "cuda", torch.bfloat16
-        hkv = H if masked else HKV
+        hkv = H if self.mem_eff else HKV
         self.q = torch.empty(b, H, 1, D, device=dev, dtype=dt)
         self.k = torch.empty(b, hkv, s, D, device=dev, dtype=dt)
-        self.v = torch.empty(b, hkv, s, D, device=dev, dtype=dt)
+        self.v = torch.empty(b, hkv, s, DV or D, device=dev, dtype=dt)
         self.mask = torch.ones(b, 1, 1, s, device=dev, dtype=torch.bool) if masked else None
         self.fill()
 
@@ -87,7 +93,7 @@ class Problem:
 
     def call(self, captured):
         calls["captured" if captured else "eager"] += 1
-        if self.masked:
+        if self.mem_eff:
             with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
                 return F.scaled_dot_product_attention(self.q, self.k, self.v, attn_mask=self.mask)
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -103,10 +109,11 @@ class Problem:
         if self.masked:
             s = s.masked_fill(~self.mask.view(self.b, 1, 1, self.s), float("-inf"))
         p = torch.softmax(s, dim=-1)
-        return torch.einsum("bhgs,bhsd->bhgd", p, self.v.float()).reshape(self.b, H, 1, D)
+        return torch.einsum("bhgs,bhsd->bhgd", p, self.v.float()).reshape(self.b, H, 1, self.v.shape[3])
 
     def label(self):
-        return "B=%d S=%d%s" % (self.b, self.s, " masked" if self.masked else "")
+        return "B=%d S=%d%s%s" % (self.b, self.s, " masked" if self.masked else "",
+                                  " mem-eff" if self.mem_eff and not self.masked else "")
 
 
 def rel_err(o, ref):
@@ -220,18 +227,21 @@ def run_case(name, tmpdir):
 
 
 def main():
-    global D
+    global D, DV
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--json", help="write the per-case details here")
     ap.add_argument("--head-dim", type=int, default=D, help="head dim of every case (default %d)" % D)
+    ap.add_argument("--v-head-dim", type=int, default=None,
+                    help="v's head dim when it differs (MLA: 128 with --head-dim 192; mem-efficient SDPA)")
     args = ap.parse_args()
-    D = args.head_dim
+    D, DV = args.head_dim, args.v_head_dim
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     shim = "ponytail" in os.environ.get("LD_PRELOAD", "")
-    print("attn_graph: torch %s, %s, %s, head dim %d" % (torch.__version__, torch.cuda.get_device_name(),
-                                                         "under the Ponytail shim" if shim else "no shim", D))
+    print("attn_graph: torch %s, %s, %s, head dim %d%s" % (
+        torch.__version__, torch.cuda.get_device_name(), "under the Ponytail shim" if shim else "no shim", D,
+        ", v %d" % DV if DV and DV != D else ""))
     results = []
     with tempfile.TemporaryDirectory() as tmpdir, torch.no_grad():
         for name in [c for c in args.cases.split(",") if c]:

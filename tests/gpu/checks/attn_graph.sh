@@ -13,6 +13,8 @@
 #   GRAPH_TIMEOUT=240   limit per python run (s)
 #   CASES=b8_s4100,...  subset of attn_graph.py's cases
 #   HEAD_DIM=96         head dim of every case (default 128; 80 and 96 run padded on d = 128)
+#   HEAD_DIM=192 V_HEAD_DIM=128   MLA (DeepSeek-V3 under SDPA): every case on torch's mem-efficient
+#                       kernel, v 128 wide (the decode kernel's d192v128, padded on d = 256)
 # Summary also in $OUT/attn_graph.txt; logs, stats and per-case JSON in $OUT/attn_graph-logs.tgz.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -26,6 +28,7 @@ t="${GRAPH_TIMEOUT:-240}"
 cases=()
 [ -n "${CASES:-}" ] && cases=(--cases "$CASES")
 [ -n "${HEAD_DIM:-}" ] && cases+=(--head-dim "$HEAD_DIM")
+[ -n "${V_HEAD_DIM:-}" ] && cases+=(--v-head-dim "$V_HEAD_DIM")
 
 echo "== with the shim"
 # env (not timeout) carries LD_PRELOAD: only python writes the stats file.

@@ -1,12 +1,13 @@
 /* Tiny driver for compute-sanitizer (memcheck, racecheck) over the decode
  * and compare kernels: a few small shapes covering one and several KV
  * splits, the partial last tile, causal rows that see no key in a split,
- * d = 64/80/96/128/256 and both dtypes. Every buffer is allocated at its exact
- * size (workspace included) so an out-of-bounds access leaves the
- * allocation and is reported: at d = 80 and 96 (padded onto the d = 128
- * kernel's tiles) a copy of a padding chunk of the last key's row, or a store
- * past the head dim of O, leaves q, k, v or o. Exit 0 when every call
- * succeeded. */
+ * d = 64/80/96/128/256, q/k 192 with v 128, and both dtypes. Every buffer
+ * is allocated at its exact size (workspace included) so an out-of-bounds
+ * access leaves the allocation and is reported: at d = 80 and 96 (padded onto
+ * the d = 128 kernel's tiles) a copy of a padding chunk of the last key's
+ * row, or a store past the head dim of O, leaves q, k, v or o; with MLA's q/k
+ * 192 and v 128 (padded onto d = 256) so does a V chunk copied at K's width,
+ * or O written at it. Exit 0 when every call succeeded. */
 #include <cuda.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,14 +76,15 @@ static CUdeviceptr dev_bias(int b, int sq, int sk, int bf16) {
   return p;
 }
 
-/* FA layout [b, s, h, d] contiguous for q, k, v, o. */
-static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int causal) {
+/* FA layout [b, s, h, d] contiguous for q, k, v, o; v and o dv wide (MLA: 128 under a q/k
+ * head of 192), each allocation at its own exact size. */
+static void run_dv(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int dv, int causal) {
   const int bf16 = dtype == PT_DTYPE_BF16;
   CUdeviceptr q = dev_random((size_t)b * sq * h * hd, bf16, 1);
   CUdeviceptr k = dev_random((size_t)b * sk * h_k * hd, bf16, 2);
-  CUdeviceptr v = dev_random((size_t)b * sk * h_k * hd, bf16, 3);
+  CUdeviceptr v = dev_random((size_t)b * sk * h_k * dv, bf16, 3);
   CUdeviceptr o, lse, res;
-  CK(cuMemAlloc(&o, (size_t)b * sq * h * hd * 2));
+  CK(cuMemAlloc(&o, (size_t)b * sq * h * dv * 2));
   CK(cuMemAlloc(&lse, (size_t)b * h * sq * 4));
   CK(cuMemAlloc(&res, 16));
   struct pt_attn_desc d;
@@ -99,15 +101,19 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   d.seqlen_q = sq;
   d.seqlen_k = sk;
   d.head_dim = hd;
+  d.v_head_dim = dv;
   d.q_batch_stride = (int64_t)sq * h * hd;
   d.q_row_stride = (int64_t)h * hd;
   d.q_head_stride = hd;
-  d.k_batch_stride = d.v_batch_stride = (int64_t)sk * h_k * hd;
-  d.k_row_stride = d.v_row_stride = (int64_t)h_k * hd;
-  d.k_head_stride = d.v_head_stride = hd;
-  d.o_batch_stride = d.q_batch_stride;
-  d.o_row_stride = d.q_row_stride;
-  d.o_head_stride = d.q_head_stride;
+  d.k_batch_stride = (int64_t)sk * h_k * hd;
+  d.k_row_stride = (int64_t)h_k * hd;
+  d.k_head_stride = hd;
+  d.v_batch_stride = (int64_t)sk * h_k * dv;
+  d.v_row_stride = (int64_t)h_k * dv;
+  d.v_head_stride = dv;
+  d.o_batch_stride = (int64_t)sq * h * dv;
+  d.o_row_stride = (int64_t)h * dv;
+  d.o_head_stride = dv;
   d.scale = 0.125f;
   d.causal = causal;
   CUdeviceptr bias = 0;
@@ -135,9 +141,9 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   CK(cuCtxSynchronize());
   float r[4];
   CK(cuMemcpyDtoH(r, res, 16));
-  printf("dtype %s b%d h%d h_k%d sq%d sk%d d%d causal%d%s ws %zu B: compare %g %g %g %g\n",
-         bf16 ? "bf16" : "fp16", b, h, h_k, sq, sk, hd, causal, masked ? " masked" : "", wsb, r[0], r[1],
-         r[2], r[3]);
+  printf("dtype %s b%d h%d h_k%d sq%d sk%d d%d v%d causal%d%s ws %zu B: compare %g %g %g %g\n",
+         bf16 ? "bf16" : "fp16", b, h, h_k, sq, sk, hd, dv, causal, masked ? " masked" : "", wsb, r[0],
+         r[1], r[2], r[3]);
   if (r[0] != 0.f || r[2] != 0.f || !(r[1] > 0.f)) {
     fprintf(stderr, "self-compare not zero\n");
     exit(1);
@@ -150,6 +156,15 @@ static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int ca
   cuMemFree(res);
   if (ws) cuMemFree(ws);
   if (bias) cuMemFree(bias);
+}
+
+static void run(int dtype, int b, int h, int h_k, int sq, int sk, int hd, int causal) {
+  run_dv(dtype, b, h, h_k, sq, sk, hd, hd, causal);
+}
+
+/* MLA's head sizes: q/k 192, v and o 128 (the d192v128 kernels, padded onto d = 256). */
+static void run_mla(int dtype, int b, int h, int h_k, int sq, int sk, int causal) {
+  run_dv(dtype, b, h, h_k, sq, sk, 192, 128, causal);
 }
 
 int main(void) {
@@ -179,6 +194,14 @@ int main(void) {
   run(PT_DTYPE_FP16, 6, 8, 8, 1, 2000, 80, 0);   /* 5 long splits: workspace merge (staged) */
   run(PT_DTYPE_BF16, 40, 32, 32, 1, 100, 96, 0); /* Phi-3-mini's 32 heads, one split */
   run(PT_DTYPE_FP16, 1, 16, 1, 1, 3000, 80, 0);  /* 16 rows, cluster of 8 */
+  /* q/k 192 with v 128 (MLA): padded onto the d = 256 kernel, K and V to their own widths. */
+  run_mla(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 0);     /* cluster of 2, partial tile, kt */
+  run_mla(PT_DTYPE_FP16, 1, 8, 1, 1, 300, 0);     /* 8 rows: keys as the mma's M, cluster of 3 */
+  run_mla(PT_DTYPE_BF16, 1, 2, 1, 8, 130, 1);     /* causal, 16 rows: rows as the mma's M */
+  run_mla(PT_DTYPE_FP16, 6, 8, 8, 1, 2000, 0);    /* 2 long splits: workspace merge (staged) */
+  run_mla(PT_DTYPE_BF16, 2, 128, 128, 1, 100, 0); /* DeepSeek-V3's 128 heads, one split */
+  run_mla(PT_DTYPE_FP16, 1, 16, 1, 1, 3000, 0);   /* 16 rows, cluster of 8 */
+  run_mla(PT_DTYPE_BF16, 1, 128, 128, 2, 300, 1); /* a speculative token, causal */
   /* The small-split shapes above merged in a cluster; again through the workspace. */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 128, 0);
@@ -186,6 +209,9 @@ int main(void) {
   run(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 96, 0);
   run(PT_DTYPE_FP16, 1, 2, 1, 8, 130, 80, 1);
   run(PT_DTYPE_BF16, 1, 16, 1, 1, 4000, 96, 0);  /* 16 splits of 16 rows: the batched merge */
+  run_mla(PT_DTYPE_BF16, 2, 8, 2, 1, 200, 0);
+  run_mla(PT_DTYPE_FP16, 1, 16, 1, 1, 4000, 0);   /* 16 splits of 16 rows: staged (d 256's ring) */
+  run_mla(PT_DTYPE_BF16, 1, 16, 1, 1, 8200, 0);   /* 26 splits of 16 rows: the batched merge */
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   /* Masked (additive bias, left padding): splits through the cluster, the
    * workspace and one split, several query rows with causal. */
@@ -201,9 +227,14 @@ int main(void) {
   run(PT_DTYPE_BF16, 4, 8, 2, 1, 2000, 96, 0);    /* d 96, masked, splits */
   run(PT_DTYPE_FP16, 2, 16, 1, 1, 700, 80, 0);    /* d 80, 16 rows */
   run(PT_DTYPE_BF16, 2, 16, 2, 1, 700, 96, 0);    /* d 96, 8 rows */
+  run_mla(PT_DTYPE_BF16, 4, 8, 2, 1, 2000, 0);    /* MLA, masked, splits */
+  run_mla(PT_DTYPE_FP16, 2, 16, 1, 1, 700, 0);    /* MLA, 16 rows */
+  run_mla(PT_DTYPE_BF16, 2, 16, 2, 1, 700, 0);    /* MLA, 8 rows */
+  run_mla(PT_DTYPE_FP16, 2, 128, 128, 1, 700, 0); /* MLA, DeepSeek-V3's heads */
   pt_attn_plan_cluster_max = 1;
   run(PT_DTYPE_BF16, 6, 8, 8, 1, 2000, 128, 0);
   run(PT_DTYPE_FP16, 6, 8, 8, 1, 2000, 80, 0);
+  run_mla(PT_DTYPE_FP16, 6, 8, 8, 1, 2000, 0);
   pt_attn_plan_cluster_max = PT_ATTN_PLAN_CLUSTER;
   masked = 0;
   printf("sancheck ok\n");

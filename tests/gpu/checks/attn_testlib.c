@@ -45,10 +45,13 @@ bool pt_real_driver(void) {
   return true;
 }
 
-/* strides: q_b, q_r, q_h, k_b, k_r, k_h, v_b, v_r, v_h, o_b, o_r, o_h */
+/* strides: q_b, q_r, q_h, k_b, k_r, k_h, v_b, v_r, v_h, o_b, o_r, o_h; hd: q's and k's head
+ * size, dv: v's and o's (0 or hd: the same). Every entry point below takes dv last, so that
+ * attn_check.py passing it to a library built from an older tree (ATTN_VARIANTS name@DIR) leaves
+ * that library's own arguments where it reads them. */
 static void fill_desc(struct pt_attn_desc *d, const void *q, const void *k, const void *v,
                       void *o, float *lse, int dtype, int b, int h, int h_k, int sq, int sk,
-                      int hd, const int64_t *st, float scale, int causal) {
+                      int hd, const int64_t *st, float scale, int causal, int dv) {
   memset(d, 0, sizeof *d);
   d->q = q;
   d->k = k;
@@ -62,6 +65,7 @@ static void fill_desc(struct pt_attn_desc *d, const void *q, const void *k, cons
   d->seqlen_q = sq;
   d->seqlen_k = sk;
   d->head_dim = hd;
+  d->v_head_dim = dv;
   d->q_batch_stride = st[0];
   d->q_row_stride = st[1];
   d->q_head_stride = st[2];
@@ -99,9 +103,9 @@ __attribute__((visibility("default"))) int pt_test_init(void) {
 __attribute__((visibility("default"))) const char *
 pt_test_supported(const void *q, const void *k, const void *v, void *o, float *lse, int dtype,
                   int b, int h, int h_k, int sq, int sk, int hd, const int64_t *st, float scale,
-                  int causal) {
+                  int causal, int dv) {
   struct pt_attn_desc d;
-  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal);
+  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal, dv);
   const char *why = pt_attn_decode_supported(&d);
   return why ? why : "";
 }
@@ -109,9 +113,9 @@ pt_test_supported(const void *q, const void *k, const void *v, void *o, float *l
 __attribute__((visibility("default"))) uint64_t
 pt_test_ws_bytes(const void *q, const void *k, const void *v, void *o, float *lse, int dtype,
                  int b, int h, int h_k, int sq, int sk, int hd, const int64_t *st, float scale,
-                 int causal) {
+                 int causal, int dv) {
   struct pt_attn_desc d;
-  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal);
+  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal, dv);
   return pt_attn_decode_workspace_bytes(&d);
 }
 
@@ -123,9 +127,9 @@ __attribute__((visibility("default"))) int pt_test_ws_prepare(void *ws, uint64_t
 __attribute__((visibility("default"))) int
 pt_test_decode(const void *q, const void *k, const void *v, void *o, float *lse, int dtype, int b,
                int h, int h_k, int sq, int sk, int hd, const int64_t *st, float scale, int causal,
-               void *ws, uint64_t ws_bytes, void *stream) {
+               void *ws, uint64_t ws_bytes, void *stream, int dv) {
   struct pt_attn_desc d;
-  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal);
+  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal, dv);
   return pt_attn_decode_launch(&d, ws, ws_bytes, stream);
 }
 
@@ -133,9 +137,9 @@ pt_test_decode(const void *q, const void *k, const void *v, void *o, float *lse,
 __attribute__((visibility("default"))) void
 pt_test_plan(const void *q, const void *k, const void *v, void *o, float *lse, int dtype, int b, int h,
              int h_k, int sq, int sk, int hd, const int64_t *st, float scale, int causal, int *nsplit,
-             int *cluster) {
+             int *cluster, int dv) {
   struct pt_attn_desc d;
-  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal);
+  fill_desc(&d, q, k, v, o, lse, dtype, b, h, h_k, sq, sk, hd, st, scale, causal, dv);
   *nsplit = *cluster = 0;
   if (pt_attn_plan_check(&d)) return;
   struct pt_attn_plan pl;
@@ -144,11 +148,12 @@ pt_test_plan(const void *q, const void *k, const void *v, void *o, float *lse, i
   *cluster = pl.cluster;
 }
 
-/* ref O strides in st[9..11] as for decode; test O contiguous [b, sq, h, d]. */
+/* ref O strides in o_strides as for decode; test O contiguous [b, sq, h, O's head size]: dv
+ * under a q/k head size hd when dv is neither 0 nor hd (MLA), else hd. */
 __attribute__((visibility("default"))) int
 pt_test_compare(const void *ref_o, float *ref_lse, const void *test_o, const float *test_lse,
                 int dtype, int b, int h, int sq, int hd, const int64_t *o_strides, float *result,
-                void *stream) {
+                void *stream, int dv) {
   struct pt_attn_desc d;
   memset(&d, 0, sizeof d);
   d.o = (void *)(uintptr_t)ref_o;
@@ -159,6 +164,7 @@ pt_test_compare(const void *ref_o, float *ref_lse, const void *test_o, const flo
   d.h_k = h;
   d.seqlen_q = sq;
   d.head_dim = hd;
+  d.v_head_dim = dv;
   d.o_batch_stride = o_strides[0];
   d.o_row_stride = o_strides[1];
   d.o_head_stride = o_strides[2];

@@ -12,6 +12,10 @@ Cases (bf16, d=128; fresh random inputs; output compared with an fp32 math refer
   decode_q4      B=4, 32/8 heads, q=4, KV=2048, enable_gqa          (auto: flash)
   decode_mask    B=8, 32 heads (K/V expanded), q=1, KV=4096, left-padding bool mask
                                                                     (auto: mem-efficient)
+  decode_mla     B=4, 128 heads, q=1, KV=2048, q/k head 192, v 128 (DeepSeek-V3's MLA under
+                 Hugging Face's SDPA: flash cannot take unequal sizes; auto: mem-efficient ->
+                 Ponytail's d192v128 kernel)
+  decode_mla_mask  as decode_mla with a left-padding bool mask     (auto: mem-efficient)
   prefill_mask   B=2, 32 heads, S=1024, padding bool mask           (auto: cuDNN)
   forced_cudnn   decode under sdpa_kernel(CUDNN_ATTENTION): the user's choice stands
   compiled       decode through torch.compile (fullgraph, static shapes)
@@ -54,11 +58,11 @@ def reference(q, k, v, mask, causal, scale):
     return torch.softmax(s, -1) @ vf
 
 
-def make(b, hq, hkv, sq, skv, pad=False):
+def make(b, hq, hkv, sq, skv, pad=False, d=128, dv=128):
     g = torch.Generator(device="cuda").manual_seed(b * 1000 + sq)
-    q = torch.randn(b, hq, sq, 128, device="cuda", dtype=torch.bfloat16, generator=g)
-    k = torch.randn(b, hkv, skv, 128, device="cuda", dtype=torch.bfloat16, generator=g)
-    v = torch.randn(b, hkv, skv, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    q = torch.randn(b, hq, sq, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(b, hkv, skv, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(b, hkv, skv, dv, device="cuda", dtype=torch.bfloat16, generator=g)
     mask = None
     if pad:  # left padding: row i masks its first i * skv / (2b) keys
         mask = torch.ones(b, 1, sq, skv, dtype=torch.bool, device="cuda")
@@ -87,8 +91,9 @@ def main():
     a = ap.parse_args()
     res = []
 
-    def case(name, b, hq, hkv, sq, skv, causal=False, pad=False, scale=None, gqa=False, wrap=None):
-        q, k, v, mask = make(b, hq, hkv, sq, skv, pad)
+    def case(name, b, hq, hkv, sq, skv, causal=False, pad=False, scale=None, gqa=False, wrap=None, d=128,
+             dv=128):
+        q, k, v, mask = make(b, hq, hkv, sq, skv, pad, d, dv)
 
         def fn():
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale,
@@ -96,7 +101,7 @@ def main():
         f = wrap(fn) if wrap else fn
         r = run_case(name, f, q, k, v, mask, causal, scale)
         res.append(r)
-        print("%-13s kernels %-28s err %.2e" % (name, ",".join(r["kernels"]) or "-", r["err"]), flush=True)
+        print("%-15s kernels %-28s err %.2e" % (name, ",".join(r["kernels"]) or "-", r["err"]), flush=True)
 
     with torch.inference_mode():
         case("prefill", 1, 32, 32, 2048, 2048, causal=True)
@@ -105,6 +110,8 @@ def main():
         case("decode_scale", 8, 32, 8, 1, 4096, gqa=True, scale=0.05)
         case("decode_q4", 4, 32, 8, 4, 2048, gqa=True)
         case("decode_mask", 8, 32, 32, 1, 4096, pad=True)
+        case("decode_mla", 4, 128, 128, 1, 2048, d=192, dv=128)
+        case("decode_mla_mask", 4, 128, 128, 1, 2048, pad=True, d=192, dv=128)
         case("prefill_mask", 2, 32, 32, 1024, 1024, pad=True)
         from torch.nn.attention import SDPBackend, sdpa_kernel
 

@@ -5,6 +5,8 @@
 #   stock: cuDNN for prefill and decode (torch's own order);
 #   shim (default): decode without a mask on Ponytail's kernel (flash swapped), decode with a mask
 #         on Ponytail's kernel too (mem-efficient swapped: PONYTAIL_ATTN_MASKED is on by default),
+#         MLA-shaped decode (q/k 192, v 128) with and without a mask on Ponytail's kernel
+#         (mem-efficient swapped, the only torch kernel of the two that takes unequal sizes),
 #         prefill without a mask on Ponytail's prefill kernel (moved to flash and swapped:
 #         PONYTAIL_ATTN_PREFILL is on by default; on cuDNN on a GPU other than compute capability
 #         9.0), prefill with a mask on cuDNN, a user's sdpa_kernel(CUDNN) choice on cuDNN;
@@ -42,6 +44,7 @@ bad = []
 # PONYTAIL_ATTN_PREFILL=0, or a GPU the prefill kernel does not run on: prefill on cuDNN
 want_cudnn = dict(prefill={"cudnn"}, prefill_gqa={"cudnn"}, decode={"ponytail"}, decode_scale={"ponytail"},
                   decode_q4={"ponytail"}, decode_mask={"ponytail"}, prefill_mask={"cudnn"},
+                  decode_mla={"ponytail"}, decode_mla_mask={"ponytail"},
                   forced_cudnn={"cudnn"})  # compiled: reported, either path is correct
 want_pf = dict(want_cudnn, prefill={"ponytail_prefill"}, prefill_gqa={"ponytail_prefill"})
 # torch's own flash kernel in a case moved to flash for Ponytail's: the swap did not happen
@@ -69,13 +72,13 @@ for name, base, want, forbid, counters, zeros in arms:
         lines.append("%s: compute capability %s, prefill expected on cuDNN" % (name, shim.get("cc")))
         want, forbid, counters, zeros = want_cudnn, forbid_cudnn, ("decode_to_flash", "prefill_kept_cudnn"), \
             ("prefill_to_flash",)
-    lines.append("%-13s | %-22s | %-22s | %s" % ("case", "stock kernels", name + " kernels", "err stock / " + name))
+    lines.append("%-15s | %-22s | %-22s | %s" % ("case", "stock kernels", name + " kernels", "err stock / " + name))
     if not shim:
         bad.append("arm %s did not finish" % name)
         continue
     for c in shim["cases"]:
         s = s_by.get(c["case"], {})
-        lines.append("%-13s | %-22s | %-22s | %.1e / %.1e" % (c["case"], ",".join(s.get("kernels", [])),
+        lines.append("%-15s | %-22s | %-22s | %.1e / %.1e" % (c["case"], ",".join(s.get("kernels", [])),
                      ",".join(c["kernels"]), s.get("err", float("nan")), c["err"]))
         if not c.get("finite") or not c.get("err", 1) <= 2e-2:
             bad.append("%s %s: err %s finite %s" % (name, c["case"], c.get("err"), c.get("finite")))
