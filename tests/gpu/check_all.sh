@@ -58,19 +58,22 @@ group() {
 # est: seconds a check is expected to need (it starts only if that much is left);
 # lim: its own time limit. Both are estimates from the scripts' headers, not measured here, except
 # compat-progs: on 2026-12-02 JAX alone took 84 s (stock and shim), and 180 s ran out before Numba
-# and Triton.
+# and Triton; measured on the H100 on 2026-12-07 (bench/records/2026-12-07-core-sleep.md): smoke
+# 115 s, attn 70, alloc-stress 31, ipc 21-23 each, attn-graph 16, sdpa-policy 91, sleep-wake 95;
+# families then took ~100 s a family (weights initialised on the CPU, a process per family and
+# arm), since cut to one process per arm except the shim's (estimate: ~450 s for all 23).
 est() {
   case $1 in
-    smoke) echo 100 ;; attn) echo 30 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
+    smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;; families) echo 300 ;; host-tier) echo 240 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 150 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {
   case $1 in
     smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 280 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 330 ;; compat-matrix) echo 420 ;;
-    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; families) echo 540 ;; host-tier) echo 580 ;; *) echo 120 ;;
+    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; families) echo 580 ;; host-tier) echo 580 ;; *) echo 120 ;;
   esac
 }
 describe() {
@@ -126,7 +129,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | h
 # ---- one check ---------------------------------------------------------------------------------
 # Each check's command runs with OUT=$work/<check> (its own outputs) and its stdout/stderr in
 # $work/<check>.log; exit 77 means SKIP.
-run_check() { # NAME: the command of one check (runs inside `timeout`, in a subshell)
+run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, in a subshell)
   local d="$work/$1"
   case $1 in
     smoke) bash "$g/smoke.sh" ;;
@@ -158,7 +161,7 @@ run_check() { # NAME: the command of one check (runs inside `timeout`, in a subs
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
     sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" ;;
-    families) "$py" "$g/families.py" --shim "$shim" --out "$d" ${FAMILIES:+--families "$FAMILIES"} ;;
+    families) "$py" "$g/families.py" --shim "$shim" --out "$d" --budget $(( $2 - 30 )) ${FAMILIES:+--families "$FAMILIES"} ;;
     host-tier) "$py" "$g/host_tier.py" --shim "$shim" --out "$d" --stages "${HOST_TIER_STAGES:-offpath}" ;;
   esac
 }

@@ -8,11 +8,13 @@ that ran, the share of decode attention launches the shim swapped, fallback reas
 tokens against stock, and the decode step p50 of each arm.
 
   python3 tests/gpu/checks/families.py --shim build-gpu/shim/libponytail_shim.so --out DIR
-      [--families llama,phi3,...] [--arms stock,shim,spread] [--list]
+      [--families llama,phi3,...] [--arms stock,shim,aa,spread] [--budget S] [--list]
 
 Arms:
   stock   no preload
   shim    LD_PRELOAD of the shim, every PONYTAIL_* at its default
+  aa      stock again, after the shim arms: the run's stock-against-stock noise band of the decode
+          step, the bar for "slower under the shim"
   spread  stock with SDPA's flash and cuDNN backends off (mem-efficient / math): torch's own
           backend-to-backend difference, the yardstick for a shim arm whose tokens differ
           (its kernel is not stock's, so bitwise equality is not the bar there); run only for
@@ -25,9 +27,16 @@ only (the worker resets nothing; prefill launches are few and counted apart by t
 prefill). Exit 1 when a family that runs stock fails under the shim, or changes tokens beyond
 the spread.
 
-The worker (--worker) is one arm of one family in this process: it writes a JSON with tokens,
-decode step times and the attention path, and the first decode steps' logits beside it (.pt,
-removed once the family is compared).
+Slower: a family whose shim step p50, as the mean of its two batches' shim / stock ratios, exceeds
+stock's by more than the noise band (the largest |aa / stock - 1| over every family and batch of
+the run, at least 2%).
+
+The worker (--worker) runs one arm of one or more families in one process (stock, aa and spread
+take every family in one process, so that torch, transformers and CUDA start once; the shim arm
+runs one process per family, since its stats file covers a whole process). For each family it
+writes a JSON with tokens, decode step times and the attention path, and the first decode steps'
+logits beside it (.pt, removed once the family is compared). Weights are created on the GPU
+(random init of a 0.5 B-parameter model takes ~15 s on the CPU).
 """
 import argparse
 import json
@@ -105,25 +114,37 @@ def build_config(family):
 
 def worker(a):
     import torch
+    if a.arm == "spread":
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    ok = True
+    for fam in a.family.split(","):
+        ok &= worker_one(a, fam, torch)
+    return 0 if ok else 1
+
+
+def worker_one(a, family, torch):
     from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
-    res = dict(family=a.family, arm=a.arm, ok=False, preload=os.environ.get("LD_PRELOAD", ""))
+    out_json = os.path.join(a.out, "%s.%s.json" % (family, a.arm))
+    res = dict(family=family, arm=a.arm, ok=False, preload=os.environ.get("LD_PRELOAD", ""))
+    model = None
     try:
-        if a.arm == "spread":
-            torch.backends.cuda.enable_flash_sdp(False)
-            torch.backends.cuda.enable_cudnn_sdp(False)
         torch.manual_seed(0)
-        cfg = build_config(a.family)
-        impl = FAMILIES[a.family][4]
+        cfg = build_config(family)
+        impl = FAMILIES[family][4]
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-        try:
-            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, dtype=dtype)
-        except (ValueError, NotImplementedError) as e:  # the family has no such path: eager
-            res["impl_refused"] = "%s: %s" % (type(e).__name__, str(e)[:200])
-            impl = "eager"
-            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, dtype=dtype)
+        t0 = time.time()
+        with torch.device(dev):  # random init where the model runs: seconds on the CPU, ms here
+            try:
+                model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, dtype=dtype)
+            except (ValueError, NotImplementedError) as e:  # the family has no such path: eager
+                res["impl_refused"] = "%s: %s" % (type(e).__name__, str(e)[:200])
+                impl = "eager"
+                model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, dtype=dtype)
+        res["init_s"] = round(time.time() - t0, 2)
         res["attn_implementation"] = getattr(model.config, "_attn_implementation", impl)
-        model = model.to(dev).eval()
+        model = model.eval()
         g = torch.Generator().manual_seed(1)
         B, P, N = a.batch, a.prompt, a.new_tokens
         ids = torch.randint(3, VOCAB, (B, P), generator=g)
@@ -155,10 +176,10 @@ def worker(a):
             lg = torch.stack(logits)
             lpath = None
             if a.save_logits:  # beside the JSON, read and removed by the driver (MBs per run)
-                lpath = a.out[:-5] + ".%s.logits.pt" % kind
+                lpath = out_json[:-5] + ".%s.logits.pt" % kind
                 torch.save(lg, lpath)
             runs[kind] = dict(tokens=out[:, P:].tolist(), step_ms_p50=steps[len(steps) // 2] if steps else None,
-                              logits=lpath, logits_absmax=float(lg.abs().max()))
+                              logits=lpath, logits_absmax=float(lg[torch.isfinite(lg)].abs().max()))
         res["runs"] = runs
         res["ok"] = True
     except BaseException as e:
@@ -166,38 +187,45 @@ def worker(a):
         res["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         res["traceback"] = traceback.format_exc()[-3000:]
         print(res["traceback"], file=sys.stderr)
-    with open(a.out, "w") as f:
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    with open(out_json, "w") as f:
         json.dump(res, f)
-    return 0 if res["ok"] else 1
+    return res["ok"]
 
 
-def run_arm(a, family, arm):
-    tag = "%s.%s" % (family, arm)
-    out = os.path.join(a.out, tag + ".json")
+def run_arm(a, families, arm):
+    """One worker process for arm over families (a list); {family: result}."""
+    tag = "%s.%s" % (families[0] if len(families) == 1 else "all", arm)
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if arm == "shim":
         env.update(LD_PRELOAD=os.path.abspath(a.shim), PONYTAIL_STATS="json",
                    PONYTAIL_STATS_FILE=os.path.join(a.out, tag + ".stats.json"), PONYTAIL_LOG="info",
                    PONYTAIL_LOG_FILE=os.path.join(a.out, tag + ".shim.log"))
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", family, "--arm", arm,
-           "--out", out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", ",".join(families), "--arm", arm,
+           "--out", a.out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
            "--save-logits"]
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
         try:
-            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=a.timeout + 30 * (len(families) - 1)).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
-    try:
-        with open(out) as f:
-            r = json.load(f)
-    except (OSError, ValueError):
-        r = dict(ok=False, error="no result (rc %s)" % rc)
-    r["rc"], r["secs"] = rc, round(time.time() - t0, 1)
-    if arm == "shim":
-        r["stats"] = shim_stats(os.path.join(a.out, tag + ".stats.json"))
-    return r
+    res = {}
+    for fam in families:
+        try:
+            with open(os.path.join(a.out, "%s.%s.json" % (fam, arm))) as f:
+                r = json.load(f)
+        except (OSError, ValueError):
+            r = dict(ok=False, error="no result (rc %s)" % rc)
+        r["rc"], r["secs"] = rc, round((time.time() - t0) / len(families), 1)
+        if arm == "shim":
+            r["stats"] = shim_stats(os.path.join(a.out, tag + ".stats.json"))
+        res[fam] = r
+    return res
 
 
 def shim_stats(path):
@@ -220,7 +248,12 @@ def max_diff(a, b):
     ta, tb = torch.load(a), torch.load(b)
     if ta.shape != tb.shape:
         return None
-    return float((ta - tb).abs().max())
+    # -inf where generate masks a token (min_new_tokens masks EOS): equal there, not NaN.
+    fa, fb = torch.isfinite(ta), torch.isfinite(tb)
+    if bool(((fa != fb) | (~fa & ~fb & (ta != tb))).any()):
+        return float("inf")
+    both = fa & fb
+    return float((ta[both] - tb[both]).abs().max()) if bool(both.any()) else 0.0
 
 
 def first_diff(ta, tb):
@@ -249,13 +282,48 @@ def compare(stock, other, spread):
     return "; ".join(out), fail
 
 
+def noise_band(r):
+    """The largest |aa / stock - 1| of the run's decode steps, at least 2%; None without aa runs."""
+    d = []
+    for v in r.values():
+        st, aa = v.get("stock"), v.get("aa")
+        if st and aa and st.get("ok") and aa.get("ok"):
+            for k in ("equal", "padded"):
+                x, y = st["runs"][k]["step_ms_p50"], aa["runs"][k]["step_ms_p50"]
+                if x and y:
+                    d.append(abs(y / x - 1))
+    return max(d + [0.02]) if d else None
+
+
+def slower(stock_ms, shim_ms, band):
+    """Slower beyond the noise band: the mean of the two batches' shim / stock ratios. The band is
+    the largest of all the run's single A/A deviations, which a single null ratio exceeds now and
+    then by chance; the mean of two rarely does, and a regression in one batch alone still moves
+    it by half."""
+    if band is None or not stock_ms or not shim_ms or None in stock_ms or None in shim_ms:
+        return False
+    return sum(b / a for a, b in zip(stock_ms, shim_ms)) / len(stock_ms) - 1 > band
+
+
+def kernel_kinds(kernels):
+    """The attention kernels that ran under the shim, by kind: flash, mem-eff, cudnn, other."""
+    kinds = []
+    for name, _ in kernels or []:
+        n = name.lower()
+        k = "flash" if "flash" in n and "cudnn" not in n else "mem-eff" if "fmha" in n or "memeff" in n \
+            else "cudnn" if "cudnn" in n else "other"
+        if k not in kinds:
+            kinds.append(k)
+    return "+".join(kinds) or "-"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--worker", action="store_true")
     p.add_argument("--family")
     p.add_argument("--arm", default="stock")
     p.add_argument("--families", default=",".join(FAMILIES))
-    p.add_argument("--arms", default="stock,shim,spread")
+    p.add_argument("--arms", default="stock,shim,aa,spread")
     p.add_argument("--shim")
     p.add_argument("--out", required=False)
     p.add_argument("--batch", type=int, default=4)
@@ -264,6 +332,7 @@ def main():
     p.add_argument("--logits-steps", type=int, default=4)
     p.add_argument("--save-logits", action="store_true")
     p.add_argument("--timeout", type=float, default=180)
+    p.add_argument("--budget", type=float, default=0, help="seconds for the whole check (0: no limit)")
     p.add_argument("--list", action="store_true")
     a = p.parse_args()
     if a.list:
@@ -274,19 +343,45 @@ def main():
         return worker(a)
     os.makedirs(a.out, exist_ok=True)
     arms = a.arms.split(",")
+    fams = a.families.split(",")
+    unknown = [f for f in fams if f not in FAMILIES]
+    if unknown:
+        p.error("unknown families: %s (--list names them)" % ", ".join(unknown))
+    r = {f: {} for f in fams}
+    # stock of every family in one process, then each family under the shim in its own
+    # (its stats file covers the process), then stock again (the noise band), then the spread
+    # arm where the shim's tokens differ.
+    t0 = time.time()
+    left = lambda: a.budget - (time.time() - t0) if a.budget else float("inf")
+    for arm in ("stock", "shim", "aa"):
+        if arm not in arms:
+            continue
+        groups = [[f] for f in fams] if arm == "shim" else [fams]
+        for g in groups:
+            # Under a budget the shim arms stop while a third of it is left (for stock 2 and the
+            # spread), and what did not run says so in the table instead of the call being killed.
+            if arm != "stock" and a.budget and left() < (a.budget / 3 if arm == "shim" else 60):
+                for f in g:
+                    r[f][arm] = dict(ok=False, error="not run: --budget %.0f s spent" % a.budget)
+                continue
+            for f, v in run_arm(a, g, arm).items():
+                r[f][arm] = v
+    need = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok") and
+            any(r[f]["stock"]["runs"][k]["tokens"] != r[f]["shim"]["runs"][k]["tokens"] for k in ("equal", "padded"))]
+    if "spread" in arms and need and left() > 60:
+        for f, v in run_arm(a, need, "spread").items():
+            r[f]["spread"] = v
+    band = noise_band(r)
     rows, fails = [], []
-    for fam in a.families.split(","):
-        r = {arm: run_arm(a, fam, arm) for arm in arms if arm != "spread"}
-        # The spread arm only where it is needed: the shim's tokens differ from stock's.
-        if ("spread" in arms and r.get("stock", {}).get("ok") and r.get("shim", {}).get("ok") and
-                any(r["stock"]["runs"][k]["tokens"] != r["shim"]["runs"][k]["tokens"] for k in ("equal", "padded"))):
-            r["spread"] = run_arm(a, fam, "spread")
-        st, sh = r.get("stock"), r.get("shim")
+    for fam in fams:
+        st, sh, aa = r[fam].get("stock"), r[fam].get("shim"), r[fam].get("aa")
         row = dict(family=fam, what=FAMILIES[fam][5], arms={k: dict(ok=v.get("ok"), error=v.get("error"),
-                                                                     secs=v.get("secs")) for k, v in r.items()})
+                                                                     secs=v.get("secs")) for k, v in r[fam].items()})
         if st and st.get("ok"):
             row["impl"] = st.get("attn_implementation")
             row["stock_ms"] = [st["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+        if aa and aa.get("ok"):
+            row["aa_ms"] = [aa["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
         if sh:
             s = sh.get("stats") or {}
             n = s.get("swapped", 0) + s.get("fallbacks", 0)
@@ -298,30 +393,40 @@ def main():
             if st and st.get("ok") and not sh.get("ok"):
                 fails.append("%s: runs stock, fails under the shim (%s)" % (fam, sh.get("error")))
             if st and st.get("ok") and sh.get("ok"):
-                row["tokens"], bad = compare(st, sh, r.get("spread"))
+                row["tokens"], bad = compare(st, sh, r[fam].get("spread"))
                 if bad:
                     fails.append("%s: tokens differ beyond torch's spread" % fam)
+                if slower(row.get("stock_ms"), row.get("shim_ms"), band):
+                    row["slower"] = True
+                    fails.append("%s: decode step slower under the shim than stock beyond the noise band" % fam)
             if s.get("internal_errors"):
                 fails.append("%s: %d shim internal errors" % (fam, s["internal_errors"]))
         rows.append(row)
-        for v in r.values():  # the logits files are only for the comparison above
+        for v in r[fam].values():  # the logits files are only for the comparison above
             for run in (v.get("runs") or {}).values():
                 if run.get("logits") and os.path.exists(run["logits"]):
                     os.unlink(run["logits"])
-        with open(os.path.join(a.out, "families.json"), "w") as f:
-            json.dump(rows, f, indent=1)
-    lines = ["%-12s %-6s %8s %-26s %-16s %-16s %s" % ("family", "impl", "swapped", "fallbacks", "step ms stock",
-                                                      "step ms shim", "tokens vs stock")]
+    for arm in ("shim", "aa"):
+        skipped = [f for f in fams if "not run: --budget" in (r[f].get(arm, {}).get("error") or "")]
+        if skipped:
+            fails.append("%s arm not run within --budget: %s" % (arm, ",".join(skipped)))
+    with open(os.path.join(a.out, "families.json"), "w") as f:
+        json.dump(dict(noise_band=band, rows=rows), f, indent=1)
+    lines = ["%-12s %-6s %-14s %8s %-26s %-12s %-12s %-12s %s" % (
+        "family", "impl", "kernels", "swapped", "fallbacks", "ms stock", "ms shim", "ms stock 2", "tokens vs stock")]
     for row in rows:
         ms = lambda v: "/".join("%.2f" % x if x is not None else "-" for x in v) if v else "-"
         reasons = "; ".join("%s %d" % kv for kv in (row.get("reasons") or {}).items()) or "-"
         err = next(("%s: %s" % (k, v["error"][:60]) for k, v in row["arms"].items() if not v["ok"]), "")
-        lines.append("%-12s %-6s %8s %-26s %-16s %-16s %s" % (
-            row["family"], row.get("impl") or "-",
+        lines.append("%-12s %-6s %-14s %8s %-26s %-12s %-12s %-12s %s" % (
+            row["family"], row.get("impl") or "-", kernel_kinds(row.get("kernels")),
             "%.0f%%" % (100 * row["share"]) if row.get("share") is not None else "-", reasons[:26],
-            ms(row.get("stock_ms")), ms(row.get("shim_ms")), row.get("tokens") or err or "-"))
+            ms(row.get("stock_ms")), ms(row.get("shim_ms")) + (" SLOWER" if row.get("slower") else ""),
+            ms(row.get("aa_ms")), row.get("tokens") or err or "-"))
     swapped = [r for r in rows if (r.get("share") or 0) >= 0.95]
     lines.append("")
+    lines.append("step ms: equal/padded batch p50; stock 2 is stock again after the shim arms; noise band %s"
+                 % ("%.1f%%" % (100 * band) if band is not None else "- (no aa arm: slower not judged)"))
     lines.append("families with >= 95%% of decode attention swapped: %d of %d" % (len(swapped), len(rows)))
     lines.append("family check: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails)))
     text = "\n".join(lines)
