@@ -97,6 +97,10 @@ struct pt_pool_config {
                            between free blocks of one size by address, so segments in the
                            driver's order keep its choices, and its memory use, as stock's
                            (bench/records/2026-12-01-pool-order.md) */
+  int sleep_host;       /* where a sleep keeps the bytes (PONYTAIL_SLEEP_HOST): 0 = page-locked
+                           buffers (host_alloc: cuMemHostAlloc), 1 = host handles (create_host:
+                           cuMemCreate on the host) mapped in a range of their own and copied
+                           device to device (pool_sleep.c) */
 };
 
 /* Counters; the JSON keys are the member names. */
@@ -188,9 +192,9 @@ void pt_pool_stats(struct pt_pool *pool, struct pt_pool_stats *out);
  *
  * pt_pool_sleep releases every physical handle and keeps every virtual
  * range: blocks keep their addresses (a CUDA graph captured on them stays
- * valid), and their bytes are copied to page-locked host memory first unless
- * discard is set (or the backend has no host memory: then it fails with
- * err_invalid unless discard). Wholly free memory is trimmed, not copied. All
+ * valid), and their bytes are copied to host memory first (sleep_host says
+ * which kind) unless discard is set (or the backend has no host memory of
+ * that kind: then it fails with err_invalid unless discard). Wholly free memory is trimmed, not copied. All
  * or nothing: on any failure the pool is as it was. pt_pool_wake maps new
  * physical memory at the same addresses and copies the bytes back (dropped
  * bytes come back undefined); on failure (the device is full) the pool stays
@@ -208,13 +212,18 @@ int pt_pool_wake(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 bool pt_pool_asleep(struct pt_pool *pool);
 /* pt_pool_wake in steps, so that a caller waking several pools gets all of
  * them or none: map new memory for every sleeping handle (on failure nothing
- * is mapped), copy the kept bytes back, then finish (frees the host copies:
- * awake) or undo (unmaps what map mapped: asleep as before). Counts add up
- * in info. */
+ * is mapped), copy the kept bytes back, then finish (awake) or undo (unmaps
+ * what map mapped: asleep as before). finish leaves the host memory that
+ * held the bytes to pt_pool_release_kept, which the caller runs once the
+ * process runs again (freeing 12 GiB of page-locked memory takes about a
+ * second; the pool is usable meanwhile: it frees one buffer at a time under
+ * the pool's mutex). Counts add up in info (release: host_ns). pt_pool_wake
+ * does all of it. */
 int pt_pool_wake_map(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 int pt_pool_wake_copy(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 void pt_pool_wake_finish(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 void pt_pool_wake_undo(struct pt_pool *pool);
+void pt_pool_release_kept(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 /* Waits for all work on the pool's device (before a sleep of several pools:
  * each device's work may read another's pool). 0 or the backend's error. */
 int pt_pool_drain(struct pt_pool *pool);

@@ -116,11 +116,23 @@ struct pt_pool {
   struct pt_sleep_ent {
     int arena;
     uint64_t slot, n;
-    void *host;
+    void *host;         /* page-locked buffer (sleep_host 0) */
+    pt_bk_handle hh;    /* host handle mapped at hva (sleep_host 1) */
+    uintptr_t hva;
+    bool hcreated, hmapped;
     bool mapped; /* a wake in progress has mapped new memory for it */
   } *slept;
   uint64_t nslept;
   bool asleep;
+  int sleep_host;        /* pt_pool_config.sleep_host */
+  uintptr_t sleep_va;    /* the host handles' range while asleep (sleep_host 1) */
+  uint64_t sleep_va_size;
+  /* What the last wake left to free once the process runs again
+   * (pt_pool_release_kept): the entries' host memory and its range. */
+  struct pt_sleep_ent *gone;
+  uint64_t ngone;
+  uintptr_t gone_va;
+  uint64_t gone_va_size;
 };
 
 /* pool_fit.c */

@@ -7,7 +7,13 @@
  * Each step that can fail runs before the pool's memory changes (host memory,
  * copies), or is undone on failure (a wake that cannot get device memory
  * releases what it had mapped again), so a failed request leaves the pool
- * entirely asleep or entirely awake. */
+ * entirely asleep or entirely awake.
+ *
+ * The bytes wait in one of two kinds of host memory (pool.h, sleep_host):
+ * page-locked buffers (host_alloc; on the H100 cuMemHostAlloc gave 12 GiB
+ * at 1.4 GB/s, 8.6 s of a 8.9 s sleep, bench/records/2026-12-07-core-sleep.md)
+ * or host handles (create_host, the host tier's kind of memory) mapped in a
+ * range of their own, copied device to device. */
 #include <stdlib.h>
 
 #include "allocator/pool_internal.h"
@@ -37,12 +43,81 @@ static uint64_t count_handles(const struct pt_pool *p) {
   return n;
 }
 
-static void free_hosts(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
-  for (uint64_t i = 0; i < n; i++)
+static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e);
+
+/* Frees the host memory of entries [0, n) (either kind) and the host
+ * handles' range [va, va + va_size). */
+static void drop_kept(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, uintptr_t va, uint64_t va_size) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  for (uint64_t i = 0; i < n; i++) {
     if (e[i].host) {
-      (void)p->bk.ops->host_free(p->bk.ctx, e[i].host);
+      (void)o->host_free(p->bk.ctx, e[i].host);
       e[i].host = NULL;
     }
+    if (e[i].hmapped) (void)o->unmap(p->bk.ctx, e[i].hva, e[i].n * p->gran);
+    if (e[i].hcreated) (void)o->release(p->bk.ctx, e[i].hh);
+    e[i].hmapped = e[i].hcreated = false;
+  }
+  if (va_size) (void)o->unreserve(p->bk.ctx, va, va_size);
+}
+
+static void drop_slept_kept(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
+  drop_kept(p, e, n, p->sleep_va, p->sleep_va_size);
+  p->sleep_va = 0;
+  p->sleep_va_size = 0;
+}
+
+/* What the last wake left (pool.h, pt_pool_release_kept), all at once. */
+static void release_gone_locked(struct pt_pool *p) {
+  if (!p->gone) return;
+  drop_kept(p, p->gone, p->ngone, p->gone_va, p->gone_va_size);
+  free(p->gone);
+  p->gone = NULL;
+  p->ngone = 0;
+  p->gone_va = p->gone_va_size = 0;
+}
+
+/* Host memory for entries [0, n) and their bytes copied into it. On failure
+ * nothing is kept (the pool itself was not touched). */
+static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  int rc = 0;
+  uint64_t t0 = pt_now_ns();
+  if (p->sleep_host) {
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++) total += e[i].n * p->gran;
+    if (total && !(rc = o->reserve(p->bk.ctx, total, &p->sleep_va))) p->sleep_va_size = total;
+    uintptr_t at = p->sleep_va;
+    for (uint64_t i = 0; i < n && !rc; i++) {
+      size_t sz = e[i].n * p->gran;
+      e[i].hva = at;
+      at += sz;
+      if ((rc = o->create_host(p->bk.ctx, sz, &e[i].hh))) break;
+      e[i].hcreated = true;
+      if ((rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) break;
+      e[i].hmapped = true;
+      rc = o->set_access(p->bk.ctx, e[i].hva, sz);
+    }
+  } else {
+    for (uint64_t i = 0; i < n && !rc; i++) {
+      rc = o->host_alloc(p->bk.ctx, e[i].n * p->gran, &e[i].host);
+      if (rc) e[i].host = NULL;
+    }
+  }
+  info->host_ns += pt_now_ns() - t0;
+  for (uint64_t i = 0; i < n && !rc; i++) {
+    size_t sz = e[i].n * p->gran;
+    uint64_t t1 = pt_now_ns();
+    rc = p->sleep_host ? o->copy_d2d(p->bk.ctx, e[i].hva, ent_va(p, &e[i]), sz)
+                       : o->copy_to_host(p->bk.ctx, e[i].host, ent_va(p, &e[i]), sz);
+    info->copy_ns += pt_now_ns() - t1;
+    info->copied_bytes += sz;
+  }
+  if (rc) {
+    drop_slept_kept(p, e, n);
+    info->copied_bytes = 0;
+  }
+  return rc;
 }
 
 static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e) {
@@ -98,10 +173,11 @@ static int map_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct
 /* Copies the kept bytes of entries [0, n) back to their new memory. */
 static int copy_back(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
   for (uint64_t i = 0; i < n; i++) {
-    if (!e[i].host) continue;
+    if (!e[i].host && !e[i].hmapped) continue;
     size_t sz = e[i].n * p->gran;
     uint64_t t0 = pt_now_ns();
-    int rc = p->bk.ops->copy_to_device(p->bk.ctx, ent_va(p, &e[i]), e[i].host, sz);
+    int rc = e[i].host ? p->bk.ops->copy_to_device(p->bk.ctx, ent_va(p, &e[i]), e[i].host, sz)
+                       : p->bk.ops->copy_d2d(p->bk.ctx, ent_va(p, &e[i]), e[i].hva, sz);
     if (info) info->copy_ns += pt_now_ns() - t0;
     if (rc) return rc;
     if (info) info->copied_bytes += sz;
@@ -114,9 +190,11 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
   struct pt_pool_sleep_info z = {0};
   if (!info) info = &z;
   *info = z;
-  bool can_copy = o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
+  bool can_copy = p->sleep_host ? o->create_host && o->copy_d2d
+                                : o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
   pthread_mutex_lock(&p->mu);
   int rc = 0;
+  release_gone_locked(p); /* a wake's host memory that nobody released yet */
   /* Host-tier granules would come back as device memory (or not at all):
    * a pool holding any is refused (pool.h). */
   if (p->asleep || (!discard && !can_copy) || p->st.tier_bytes) {
@@ -144,25 +222,9 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
       if (a->hlen[s] && pt_bit(a->bits, s)) e[k++] = (struct pt_sleep_ent){.arena = i, .slot = s, .n = a->hlen[s]};
   }
   /* 1. Host memory and copies: the pool is untouched until both succeed. */
-  if (!discard) {
-    for (uint64_t i = 0; i < n && !rc; i++) {
-      uint64_t t0 = pt_now_ns();
-      rc = o->host_alloc(p->bk.ctx, e[i].n * p->gran, &e[i].host);
-      info->host_ns += pt_now_ns() - t0;
-      if (rc) e[i].host = NULL;
-    }
-    for (uint64_t i = 0; i < n && !rc; i++) {
-      uint64_t t0 = pt_now_ns();
-      rc = o->copy_to_host(p->bk.ctx, e[i].host, ent_va(p, &e[i]), e[i].n * p->gran);
-      info->copy_ns += pt_now_ns() - t0;
-      info->copied_bytes += e[i].n * p->gran;
-    }
-    if (rc) {
-      free_hosts(p, e, n);
-      free(e);
-      info->copied_bytes = 0;
-      goto out;
-    }
+  if (!discard && (rc = keep(p, e, n, info))) {
+    free(e);
+    goto out;
   }
   /* 2. Unmap and release. An unmap the driver refuses leaves that handle
    * where it was: everything released before it is mapped again. */
@@ -178,7 +240,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
       int r2 = map_new(p, e, i, NULL);
       if (!r2) r2 = copy_back(p, e, i, NULL);
       if (r2) rc = r2;
-      free_hosts(p, e, n);
+      drop_slept_kept(p, e, n);
       free(e);
       info->copied_bytes = 0;
       goto out;
@@ -233,10 +295,13 @@ void pt_pool_wake_finish(struct pt_pool *p, struct pt_pool_sleep_info *info) {
     info->handles += p->nslept;
     info->bytes += bytes;
   }
-  uint64_t t0 = pt_now_ns();
-  free_hosts(p, p->slept, p->nslept);
-  if (info) info->host_ns += pt_now_ns() - t0;
-  free(p->slept);
+  /* The host memory waits for pt_pool_release_kept. */
+  release_gone_locked(p);
+  p->gone = p->slept;
+  p->ngone = p->nslept;
+  p->gone_va = p->sleep_va;
+  p->gone_va_size = p->sleep_va_size;
+  p->sleep_va = p->sleep_va_size = 0;
   p->slept = NULL;
   p->nslept = 0;
   p->asleep = false;
@@ -260,12 +325,36 @@ int pt_pool_wake(struct pt_pool *p, struct pt_pool_sleep_info *info) {
     return rc;
   }
   pt_pool_wake_finish(p, info);
+  pt_pool_release_kept(p, info);
   return 0;
 }
 
+void pt_pool_release_kept(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  uint64_t t0 = pt_now_ns();
+  /* One entry at a time, the mutex released between them: the process runs
+   * again and its allocations wait at most one free. */
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    if (!p->gone) {
+      pthread_mutex_unlock(&p->mu);
+      break;
+    }
+    if (!p->ngone) {
+      release_gone_locked(p); /* the range, and the array */
+      pthread_mutex_unlock(&p->mu);
+      break;
+    }
+    p->ngone--;
+    drop_kept(p, &p->gone[p->ngone], 1, 0, 0);
+    pthread_mutex_unlock(&p->mu);
+  }
+  if (info) info->host_ns += pt_now_ns() - t0;
+}
+
 void pt_sleep_forget(struct pt_pool *p) {
+  release_gone_locked(p);
   if (!p->asleep) return;
-  free_hosts(p, p->slept, p->nslept);
+  drop_slept_kept(p, p->slept, p->nslept);
   for (uint64_t i = 0; i < p->nslept; i++) {
     struct pt_arena *a = &p->arenas[p->slept[i].arena];
     for (uint64_t j = 0; j < p->slept[i].n; j++) {

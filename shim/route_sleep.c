@@ -126,6 +126,14 @@ int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev) {
   return 0;
 }
 
+void pt_route_wake_release(struct pt_pool_sleep_info *sum) {
+  int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
+  for (int d = 0; d < nd; d++) {
+    struct pt_pool *p = pool_at(d);
+    if (p) pt_pool_release_kept(p, sum);
+  }
+}
+
 int pt_route_tier_promote(uint64_t *moved, uint64_t *left) {
   *moved = *left = 0;
   int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE), rc = 0;

@@ -22,8 +22,11 @@ void pt_route_sleep_figures(struct pt_route_sleep_figures *f);
 /* Every pool asleep (discard: contents dropped) or none; *failed_dev is the
  * device whose pool failed (-1: none). Returns 0 or the pool's error. */
 int pt_route_sleep(bool discard, struct pt_pool_sleep_info *sum, int *failed_dev);
-/* Every sleeping pool awake, or all still asleep. */
+/* Every sleeping pool awake, or all still asleep. The host memory that held
+ * the bytes is left to pt_route_wake_release, which runs with the gate open
+ * (the process runs again meanwhile); its time adds to sum->host_ns. */
 int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev);
+void pt_route_wake_release(struct pt_pool_sleep_info *sum);
 
 /* The host tier's move back (shim/tier.c), with the gate closed: every device
  * drained, then each pool's host granules moved to the device while it has

@@ -104,8 +104,8 @@ static void do_sleep(bool discard, struct out *o) {
   asleep = true;
   asleep_discard = discard;
   asleep_since_ns = t2;
-  put(o, "ok\nstate=asleep\nmode=%s\nseconds=%.6f\nclose_s=%.6f\n", discard ? "discard" : "copy", secs(t2 - t0),
-      secs(t1 - t0));
+  put(o, "ok\nstate=asleep\nmode=%s\nhost=%s\nseconds=%.6f\nclose_s=%.6f\n", discard ? "discard" : "copy",
+      pt_opt_enum(PT_OPT_SLEEP_HOST) == PT_SLEEP_HOST_HANDLES ? "handles" : "pinned", secs(t2 - t0), secs(t1 - t0));
   info_lines(o, &sum);
   figures(o, "before", &before);
   figures(o, "after", &after);
@@ -132,13 +132,19 @@ static void do_wake(struct out *o) {
   }
   asleep = false;
   pt_gate_open();
+  /* The process runs again; only then is the host memory freed (a second
+   * for 12 GiB of page-locked memory), so seconds is the time it was held. */
+  uint64_t t2 = pt_now_ns();
+  pt_route_wake_release(&sum);
+  uint64_t t3 = pt_now_ns();
   struct pt_route_sleep_figures after;
   pt_route_sleep_figures(&after);
-  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\n", asleep_discard ? "discard" : "copy",
-      secs(t1 - t0), secs(t0 - asleep_since_ns));
+  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\nrelease_s=%.6f\n",
+      asleep_discard ? "discard" : "copy", secs(t1 - t0), secs(t0 - asleep_since_ns), secs(t3 - t2));
   info_lines(o, &sum);
   figures(o, "after", &after);
-  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s", sum.bytes, secs(t1 - t0));
+  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s (host memory freed in %.3f s after)", sum.bytes,
+          secs(t1 - t0), secs(t3 - t2));
 }
 
 static void do_status(struct out *o) {

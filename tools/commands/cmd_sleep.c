@@ -268,9 +268,12 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
          bytes / GiB, handles, map_s);
   if (trimmed > 0) printf(", and %.2f GiB the pool held free", trimmed / GiB);
   printf("\n");
+  char host[32];
+  str(rep, "host", host, sizeof host); /* absent from an older shim: pinned */
   if (!strcmp(mode, "copy"))
-    printf("  kept      %.2f GiB in page-locked host memory: copied in %.3f s (%.1f GB/s), host memory taken in "
-           "%.3f s\n", copied / GiB, copy_s, copy_s > 0 ? copied / copy_s / 1e9 : 0.0, host_s);
+    printf("  kept      %.2f GiB in %s: copied in %.3f s (%.1f GB/s), host memory taken in %.3f s\n",
+           copied / GiB, strcmp(host, "handles") ? "page-locked host memory" : "host memory handles", copy_s,
+           copy_s > 0 ? copied / copy_s / 1e9 : 0.0, host_s);
   else
     printf("  dropped   the pool's contents (--discard): its memory comes back undefined\n");
   if (nv_before >= 0 && nv_after >= 0)
@@ -285,14 +288,17 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
 }
 
 static void print_wake(int pid, const char *rep) {
-  double s = 0, bytes = 0, copied = 0, copy_s = 0, map_s = 0, slept = 0;
+  double s = 0, bytes = 0, copied = 0, copy_s = 0, map_s = 0, slept = 0, release_s = -1;
   num(rep, "seconds", &s), num(rep, "bytes", &bytes), num(rep, "copied_bytes", &copied);
   num(rep, "copy_s", &copy_s), num(rep, "map_s", &map_s), num(rep, "slept_s", &slept);
+  num(rep, "release_s", &release_s);
   printf("ponytail wake %d: awake in %.3f s after %.1f s asleep\n", pid, s, slept);
   printf("  mapped    %.2f GiB back at the same addresses in %.3f s\n", bytes / GiB, map_s);
   if (copied > 0)
     printf("  copied    %.2f GiB back in %.3f s (%.1f GB/s)\n", copied / GiB, copy_s,
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0);
+  if (copied > 0 && release_s >= 0)
+    printf("  freed     the host memory that held them in %.3f s, after the process ran again\n", release_s);
 }
 
 static void print_status(int pid, const char *rep) {

@@ -10,8 +10,9 @@ Then it prints one JSON line ("ready") and waits for commands on stdin, one per 
   check    run everything again and compare: tokens, graph replay, static-cache tokens, pattern
   quit     exit
 
-Each command answers one JSON line on stdout. With --hold-gib N only N GiB are allocated (for the
---discard timing: nothing else).
+Each command answers one JSON line on stdout. With --hold-gib N only N GiB are allocated with a
+pattern (for the 10 GiB timings and --discard: nothing else); its commands are verify (the
+pattern is intact), check (the memory is usable: adds 1 to it) and quit.
 """
 import argparse
 import json
@@ -60,6 +61,9 @@ def main():
         for line in sys.stdin:
             if line.strip() == "quit":
                 break
+            if line.strip() == "verify":  # the bytes came back (a wake after a sleep that kept them)
+                say({"intact": pattern_ok(hold, 5)})
+                torch.cuda.empty_cache()
             if line.strip() == "check":
                 hold.add_(1)  # usable after the wake (its contents were dropped)
                 torch.cuda.synchronize()

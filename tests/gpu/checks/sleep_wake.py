@@ -158,6 +158,8 @@ def main():
     row("wake: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (w["seconds"], wrate,
         w["copied_bytes"] / w["copy_s"] / 1e9 if w["copy_s"] else 0))
     row("wake rate >= 70% of h2d", "%.2f of h2d" % (wrate / bw["h2d"]), wrate >= 0.7 * bw["h2d"])
+    row("wake: map / host memory freed after (s)", "%.3f / %s" % (w["map_s"], "%.3f" % w["release_s"]
+                                                                 if "release_s" in w else "-"))
     c = t.cmd("check")
     row("tokens identical after wake", c.get("tokens_same"), c.get("tokens_same") is True)
     row("torch.cuda.graph replays correctly", c.get("graph_same"), c.get("graph_same") is True)
@@ -175,16 +177,26 @@ def main():
     t.end()
 
     # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
-    # bytes (the figures to set beside torch_memory_saver's), then --discard.
-    d = Target(a, ["--hold-gib", "10"], env)
-    rc, s, text = pt(a, "sleep", "--json", str(d.pid))
-    if rc == 0 and s and s.get("ok"):
-        row("10 GiB alone: sleep s (GB/s)", "%.3f (%.1f)" % (s["seconds"], s["copied_bytes"] / s["seconds"] / 1e9))
-        rc, w, text = pt(a, "wake", "--json", str(d.pid))
-        if rc == 0 and w:
-            row("10 GiB alone: wake s (GB/s)", "%.3f (%.1f)" % (w["seconds"], w["copied_bytes"] / w["seconds"] / 1e9))
-    else:
-        row("10 GiB alone: sleep", text[-200:], False)
+    # bytes (the figures to set beside torch_memory_saver's), in each kind of host memory
+    # (PONYTAIL_SLEEP_HOST), then --discard.
+    for kind in ("handles", "pinned"):
+        d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind))
+        tag = "10 GiB alone, %s:" % kind
+        rc, s, text = pt(a, "sleep", "--json", str(d.pid))
+        if rc == 0 and s and s.get("ok"):
+            row(tag + " sleep s (GB/s), host memory s", "%.3f (%.1f), %.3f" % (
+                s["seconds"], s["copied_bytes"] / s["seconds"] / 1e9, s["host_s"]))
+            rc, w, text = pt(a, "wake", "--json", str(d.pid))
+            if rc == 0 and w:
+                row(tag + " wake s (GB/s), freed after s", "%.3f (%.1f), %s" % (
+                    w["seconds"], w["copied_bytes"] / w["seconds"] / 1e9, w.get("release_s", "-")))
+            c = d.cmd("verify")
+            row(tag + " bytes intact after wake", c.get("intact"), c.get("intact") is True)
+        else:
+            row(tag + " sleep", text[-200:], False)
+        if kind == "pinned":
+            break
+        d.end()
     rc, s, text = pt(a, "sleep", "--discard", "--json", str(d.pid))
     ok = rc == 0 and s and s.get("ok")
     row("--discard 10 GiB: s", "%.3f" % s["seconds"] if ok else text[-200:], bool(ok) and s["seconds"] < 1.0)

@@ -3,6 +3,7 @@
 held in one tensor, CPU backup in pinned memory), for tests/gpu/checks/sleep_wake.py. Prints one
 JSON line: pause_s, resume_s, bytes, pattern_same. Runs without the shim."""
 import json
+import os
 import sys
 import time
 
@@ -24,4 +25,9 @@ torch_memory_saver.resume("x")
 torch.cuda.synchronize()
 t2 = time.perf_counter()
 ref = torch.arange(n, device="cuda", dtype=torch.int64).mul_(6364136223846793005).add_(7)
-print(json.dumps({"pause_s": t1 - t0, "resume_s": t2 - t1, "bytes": n * 8, "pattern_same": bool(torch.equal(ref, t))}))
+print(json.dumps({"pause_s": t1 - t0, "resume_s": t2 - t1, "bytes": n * 8, "pattern_same": bool(torch.equal(ref, t))}),
+      flush=True)
+# torch_memory_saver 0.0.10 (hook mode torch) aborts on a free of its memory outside a region
+# ("only support interesting region"), which the interpreter's teardown would be (seen on the
+# H100, 2026-12-07): leave without freeing.
+os._exit(0)

@@ -1,6 +1,8 @@
 /* Sleep and wake of a pool (allocator/pool_sleep.c) on the host backend:
  * contents kept or dropped, every address kept, physical memory released,
- * and every failure leaving the pool as it was. */
+ * and every failure leaving the pool as it was. Every test runs twice: the
+ * bytes kept in page-locked buffers (sleep_host 0), then in host handles
+ * mapped in a range of their own (sleep_host 1). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,10 +25,16 @@ struct blk {
   uint64_t size;
 };
 
+static int mode; /* sleep_host of every pool of the group running */
+
+static int mode_buffers(void **state) { (void)state; mode = 0; return 0; }
+static int mode_handles(void **state) { (void)state; mode = 1; return 0; }
+
 static struct pt_pool *new_pool(struct pt_backend *bk) {
   struct pt_pool *p;
   assert_int_equal(pt_backend_host_create(bk, 0, 0), 0);
-  struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .chunk_bytes = 8 * G};
+  struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .chunk_bytes = 8 * G,
+                               .sleep_host = mode};
   assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
   return p;
 }
@@ -62,6 +70,21 @@ static void verify_all(const struct blk *b) {
 
 static void stats(struct pt_pool *p, struct pt_pool_stats *st) { pt_pool_stats(p, st); }
 
+/* The host memory holding a sleeping pool's bytes is exactly what the
+ * sleep kept (si): one page-locked buffer per handle, or host handles of
+ * si's bytes; kept_none: none at all, of either kind. */
+static void assert_kept(struct pt_backend *bk, const struct pt_pool_sleep_info *si) {
+  struct pt_host_counters c;
+  pt_backend_host_counters(bk, &c);
+  assert_int_equal(c.host_allocs, mode ? 0 : si->handles);
+  assert_int_equal(c.tier_granules * G, mode ? si->bytes : 0);
+}
+static bool kept_none(struct pt_backend *bk) {
+  struct pt_host_counters c;
+  pt_backend_host_counters(bk, &c);
+  return c.host_allocs == 0 && c.tier_granules == 0;
+}
+
 static void test_sleep_wake_copy(void **state) {
   (void)state;
   struct pt_backend bk;
@@ -76,10 +99,11 @@ static void test_sleep_wake_copy(void **state) {
   assert_pool_consistent(p);
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
-  /* Nothing physical left; the bytes wait in one host buffer per handle. */
+  /* Nothing physical left on the device; the bytes wait in one host buffer
+   * or host handle per handle (the handles mapped in their own range). */
   assert_int_equal(c.live_granules, 0);
-  assert_int_equal(c.mapped_granules, 0);
-  assert_int_equal(c.host_allocs, si.handles);
+  assert_int_equal(c.mapped_granules, mode ? c.tier_granules : 0);
+  assert_kept(&bk, &si);
   stats(p, &st1);
   assert_int_equal(st1.physical_bytes, 0);
   assert_int_equal(si.bytes + si.trimmed_bytes, st0.physical_bytes);
@@ -99,6 +123,8 @@ static void test_sleep_wake_copy(void **state) {
   verify_all(b);
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.tier_granules, 0);
+  assert_int_equal(c.live_handles, wi.handles);
   assert_int_equal(c.live_granules * G, si.bytes);
   stats(p, &st1);
   assert_int_equal(st1.physical_bytes, si.bytes);
@@ -133,6 +159,7 @@ static void test_sleep_discard(void **state) {
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.tier_granules, 0);
   assert_int_equal(c.live_granules, 0);
   assert_int_equal(si.copied_bytes, 0);
   struct pt_pool_stats st;
@@ -158,6 +185,9 @@ static void sleep_fails(enum pt_host_op op, unsigned nth) {
   struct pt_pool_stats st0, st1;
   pt_pool_trim(p, 0); /* what a sleep trims first, so the figures compare */
   stats(p, &st0);
+  struct pt_host_counters c0;
+  pt_backend_host_counters(&bk, &c0);
+  uint64_t r0 = c0.reserved_bytes;
   pt_backend_host_fail_at(&bk, op, nth, PT_HOST_ERR_OOM);
   assert_int_equal(pt_pool_sleep(p, false, NULL), PT_HOST_ERR_OOM);
   assert_false(pt_pool_asleep(p));
@@ -168,8 +198,10 @@ static void sleep_fails(enum pt_host_op op, unsigned nth) {
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.tier_granules, 0);
   assert_int_equal(c.live_granules * G, st0.physical_bytes);
   assert_int_equal(c.mapped_granules * G, st0.physical_bytes);
+  assert_int_equal(c.reserved_bytes, r0); /* the host handles' range given back */
   /* And it can sleep and wake afterwards. */
   assert_int_equal(pt_pool_sleep(p, false, NULL), 0);
   assert_int_equal(pt_pool_wake(p, NULL), 0);
@@ -177,7 +209,19 @@ static void sleep_fails(enum pt_host_op op, unsigned nth) {
   pt_pool_destroy(p);
 }
 
-static void test_sleep_host_alloc_fails(void **state) { (void)state; sleep_fails(PT_HOST_OP_HOST_ALLOC, 3); }
+/* The third piece of host memory cannot be had (a buffer, or a host handle). */
+static void test_sleep_host_alloc_fails(void **state) {
+  (void)state;
+  sleep_fails(mode ? PT_HOST_OP_CREATE_HOST : PT_HOST_OP_HOST_ALLOC, 3);
+}
+/* Host handles only: their range, a mapping or its access refused. */
+static void test_sleep_handles_map_fails(void **state) {
+  (void)state;
+  if (!mode) skip();
+  sleep_fails(PT_HOST_OP_RESERVE, 1);
+  sleep_fails(PT_HOST_OP_MAP, 2);
+  sleep_fails(PT_HOST_OP_SET_ACCESS, 3);
+}
 static void test_sleep_copy_fails(void **state) { (void)state; sleep_fails(PT_HOST_OP_COPY, 2); }
 /* The third unmap fails after two handles were released: those two are
  * mapped again with their bytes copied back. */
@@ -198,8 +242,8 @@ static void wake_fails(enum pt_host_op op, unsigned nth) {
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.live_granules, 0);
-  assert_int_equal(c.mapped_granules, 0);
-  assert_int_equal(c.host_allocs, si.handles);
+  assert_int_equal(c.mapped_granules, mode ? c.tier_granules : 0);
+  assert_kept(&bk, &si);
   assert_int_equal(pt_pool_wake(p, NULL), 0);
   verify_all(b);
   assert_pool_consistent(p);
@@ -209,6 +253,57 @@ static void wake_fails(enum pt_host_op op, unsigned nth) {
 static void test_wake_create_fails(void **state) { (void)state; wake_fails(PT_HOST_OP_CREATE, 3); }
 static void test_wake_access_fails(void **state) { (void)state; wake_fails(PT_HOST_OP_SET_ACCESS, 2); }
 static void test_wake_copy_fails(void **state) { (void)state; wake_fails(PT_HOST_OP_COPY, 4); }
+
+/* The wake in steps: after finish the pool is awake and usable while the
+ * host memory still waits; pt_pool_release_kept frees it (counted in
+ * host_ns). A new sleep or the pool's destruction frees what nobody
+ * released. */
+static void test_release_after_wake(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_sleep_info si, wi = {0};
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_true(si.handles > 0);
+  assert_int_equal(pt_pool_wake_map(p, &wi), 0);
+  assert_int_equal(pt_pool_wake_copy(p, &wi), 0);
+  pt_pool_wake_finish(p, &wi);
+  assert_false(pt_pool_asleep(p));
+  assert_kept(&bk, &si); /* not yet freed */
+  verify_all(b);
+  void *q;
+  assert_int_equal(pt_pool_alloc_any(p, 6 * MiB, &q), 0); /* usable meanwhile */
+  struct blk nb = {q, 6 * MiB};
+  fill(&nb, 77);
+  pt_pool_release_kept(p, &wi);
+  assert_true(kept_none(&bk));
+  pt_pool_release_kept(p, &wi); /* nothing left: a no-op */
+  verify(&nb, 77);
+  verify_all(b);
+
+  /* Left unreleased: the next sleep frees it first, and keeps only its own. */
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_int_equal(pt_pool_wake_map(p, NULL), 0);
+  assert_int_equal(pt_pool_wake_copy(p, NULL), 0);
+  pt_pool_wake_finish(p, NULL);
+  assert_false(kept_none(&bk));
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_kept(&bk, &si);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  assert_true(kept_none(&bk));
+  verify(&nb, 77);
+  verify_all(b);
+  /* And destroyed with a wake's memory unreleased (the sanitizer build
+   * would report a leak). */
+  assert_int_equal(pt_pool_sleep(p, false, NULL), 0);
+  assert_int_equal(pt_pool_wake_map(p, NULL), 0);
+  assert_int_equal(pt_pool_wake_copy(p, NULL), 0);
+  pt_pool_wake_finish(p, NULL);
+  assert_pool_consistent(p);
+  pt_pool_destroy(p);
+}
 
 /* A pool destroyed while asleep frees its host copies (the sanitizer build
  * would report the leak). */
@@ -243,6 +338,8 @@ int main(void) {
     cmocka_unit_test(test_sleep_unmap_fails),   cmocka_unit_test(test_wake_create_fails),
     cmocka_unit_test(test_wake_access_fails),   cmocka_unit_test(test_wake_copy_fails),
     cmocka_unit_test(test_destroy_asleep),      cmocka_unit_test(test_empty),
+    cmocka_unit_test(test_release_after_wake),  cmocka_unit_test(test_sleep_handles_map_fails),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = cmocka_run_group_tests_name("page-locked buffers", tests, mode_buffers, NULL);
+  return rc | cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);
 }
