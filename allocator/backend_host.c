@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,9 @@ struct host_ctx {
   unsigned fail_at[PT_HOST_OP_COUNT];
   int fail_err[PT_HOST_OP_COUNT];
   struct pt_host_counters c;
+  /* host_alloc, host_free and create_host may run on several threads at
+   * once (a sleep's helpers, backend.h): they take this lock. */
+  pthread_mutex_t mu;
 };
 
 /* true when this call of op is the injected failure. */
@@ -132,8 +136,10 @@ static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
  * max_granules. */
 static int host_create_host(void *ctx, size_t size, pt_bk_handle *out) {
   struct host_ctx *h = ctx;
-  if (host_fault(h, PT_HOST_OP_CREATE_HOST)) return h->fail_err[PT_HOST_OP_CREATE_HOST];
-  return create_run(h, size, true, out);
+  pthread_mutex_lock(&h->mu);
+  int rc = host_fault(h, PT_HOST_OP_CREATE_HOST) ? h->fail_err[PT_HOST_OP_CREATE_HOST] : create_run(h, size, true, out);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 static bool host_handle_ok(const struct host_ctx *h, pt_bk_handle hd) {
@@ -288,6 +294,7 @@ static void host_destroy(void *ctx) {
   free(h->len);
   free(h->tier);
   free(h->markers);
+  pthread_mutex_destroy(&h->mu);
   free(h);
 }
 
@@ -314,17 +321,25 @@ static int host_import_unmap(void *ctx, uintptr_t va, size_t mapped, size_t size
  * VMM backend's business); copies are memcpy over the mapped range. */
 static int host_host_alloc(void *ctx, size_t size, void **p) {
   struct host_ctx *h = ctx;
-  if (host_fault(h, PT_HOST_OP_HOST_ALLOC)) return h->fail_err[PT_HOST_OP_HOST_ALLOC];
-  *p = malloc(size ? size : 1);
-  if (!*p) return PT_HOST_ERR_OOM;
-  h->c.host_bytes += size;
-  h->c.host_allocs++;
-  return 0;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_fault(h, PT_HOST_OP_HOST_ALLOC) ? h->fail_err[PT_HOST_OP_HOST_ALLOC] : 0;
+  if (!rc) {
+    *p = malloc(size ? size : 1);
+    if (!*p) rc = PT_HOST_ERR_OOM;
+  }
+  if (!rc) {
+    h->c.host_bytes += size;
+    h->c.host_allocs++;
+  }
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 static int host_host_free(void *ctx, void *p) {
   struct host_ctx *h = ctx;
   free(p);
+  pthread_mutex_lock(&h->mu);
   h->c.host_allocs--;
+  pthread_mutex_unlock(&h->mu);
   return 0;
 }
 static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
@@ -393,6 +408,7 @@ int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_
   }
   h->gran = granule;
   h->max_granules = max_granules;
+  pthread_mutex_init(&h->mu, NULL);
   out->ops = &host_ops;
   out->ctx = h;
   return 0;

@@ -292,7 +292,7 @@ static int vmm_host_alloc(void *c, size_t size, void **p) {
   r = v->drv->cuMemHostAlloc(p, size, 0);
   CUcontext old;
   (void)v->drv->cuCtxPopCurrent(&old);
-  v->wait_ns += pt_now_ns() - t0;
+  __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED); /* several threads: pool_sleep.c */
   return (int)r;
 }
 

@@ -101,6 +101,9 @@ struct pt_pool_config {
                            buffers (host_alloc: cuMemHostAlloc), 1 = host handles (create_host:
                            cuMemCreate on the host) mapped in a range of their own and copied
                            device to device (pool_sleep.c) */
+  int sleep_threads;    /* threads that get a sleep's host memory in parallel (PONYTAIL_SLEEP_THREADS;
+                           0 or 1: the calling thread alone): the kernel zeroes and pins every
+                           page, one thread at ~1.4 GB/s on the H100 */
 };
 
 /* Counters; the JSON keys are the member names. */

@@ -125,6 +125,7 @@ struct pt_pool {
   uint64_t nslept;
   bool asleep;
   int sleep_host;        /* pt_pool_config.sleep_host */
+  int sleep_threads;     /* pt_pool_config.sleep_threads */
   uintptr_t sleep_va;    /* the host handles' range while asleep (sleep_host 1) */
   uint64_t sleep_va_size;
   /* What the last wake left to free once the process runs again

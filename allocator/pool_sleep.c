@@ -14,6 +14,8 @@
  * at 1.4 GB/s, 8.6 s of a 8.9 s sleep, bench/records/2026-12-07-core-sleep.md)
  * or host handles (create_host, the host tier's kind of memory) mapped in a
  * range of their own, copied device to device. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "allocator/pool_internal.h"
@@ -77,6 +79,65 @@ static void release_gone_locked(struct pt_pool *p) {
   p->gone_va = p->gone_va_size = 0;
 }
 
+/* Host memory for entries first, first + step, ... of [0, n): a page-locked
+ * buffer or a host handle each (sleep_host), until one fails or another
+ * worker has failed (stop). */
+struct host_job {
+  struct pt_pool *p;
+  struct pt_sleep_ent *e;
+  uint64_t n, first, step;
+  int *stop;
+  int rc;
+};
+
+static void *host_worker(void *arg) {
+  struct host_job *j = arg;
+  const struct pt_backend_ops *o = j->p->bk.ops;
+  for (uint64_t i = j->first; i < j->n && !__atomic_load_n(j->stop, __ATOMIC_RELAXED); i += j->step) {
+    struct pt_sleep_ent *e = &j->e[i];
+    size_t sz = e->n * j->p->gran;
+    if (j->p->sleep_host) {
+      j->rc = o->create_host(j->p->bk.ctx, sz, &e->hh);
+      e->hcreated = !j->rc;
+    } else {
+      j->rc = o->host_alloc(j->p->bk.ctx, sz, &e->host);
+      if (j->rc) e->host = NULL;
+    }
+    if (j->rc) {
+      __atomic_store_n(j->stop, 1, __ATOMIC_RELAXED);
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Getting page-locked memory is the kernel zeroing and pinning every page
+ * (1.4 GB/s on one thread on the H100, bench/records/2026-12-07-core-sleep.md),
+ * so up to sleep_threads threads share it; a thread that cannot be started
+ * leaves its share to this one. 0 or the first error. */
+static int get_host_memory(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
+  enum { MAXT = 64 };
+  uint64_t t = (uint64_t)p->sleep_threads < n ? (uint64_t)p->sleep_threads : n;
+  if (t < 1) t = 1;
+  if (t > MAXT) t = MAXT;
+  struct host_job jobs[MAXT];
+  pthread_t tid[MAXT];
+  bool started[MAXT] = {false};
+  int stop = 0;
+  for (uint64_t k = 0; k < t; k++) {
+    jobs[k] = (struct host_job){.p = p, .e = e, .n = n, .first = k, .step = t, .stop = &stop};
+    if (k > 0) started[k] = pthread_create(&tid[k], NULL, host_worker, &jobs[k]) == 0;
+  }
+  host_worker(&jobs[0]);
+  for (uint64_t k = 1; k < t; k++) {
+    if (started[k]) pthread_join(tid[k], NULL);
+    else host_worker(&jobs[k]);
+  }
+  for (uint64_t k = 0; k < t; k++)
+    if (jobs[k].rc) return jobs[k].rc;
+  return 0;
+}
+
 /* Host memory for entries [0, n) and their bytes copied into it. On failure
  * nothing is kept (the pool itself was not touched). */
 static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
@@ -88,21 +149,17 @@ static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt
     for (uint64_t i = 0; i < n; i++) total += e[i].n * p->gran;
     if (total && !(rc = o->reserve(p->bk.ctx, total, &p->sleep_va))) p->sleep_va_size = total;
     uintptr_t at = p->sleep_va;
-    for (uint64_t i = 0; i < n && !rc; i++) {
-      size_t sz = e[i].n * p->gran;
+    for (uint64_t i = 0; i < n; i++) {
       e[i].hva = at;
-      at += sz;
-      if ((rc = o->create_host(p->bk.ctx, sz, &e[i].hh))) break;
-      e[i].hcreated = true;
-      if ((rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) break;
-      e[i].hmapped = true;
-      rc = o->set_access(p->bk.ctx, e[i].hva, sz);
+      at += e[i].n * p->gran;
     }
-  } else {
-    for (uint64_t i = 0; i < n && !rc; i++) {
-      rc = o->host_alloc(p->bk.ctx, e[i].n * p->gran, &e[i].host);
-      if (rc) e[i].host = NULL;
-    }
+  }
+  if (!rc) rc = get_host_memory(p, e, n);
+  for (uint64_t i = 0; i < n && !rc && p->sleep_host; i++) {
+    size_t sz = e[i].n * p->gran;
+    if ((rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) break;
+    e[i].hmapped = true;
+    rc = o->set_access(p->bk.ctx, e[i].hva, sz);
   }
   info->host_ns += pt_now_ns() - t0;
   for (uint64_t i = 0; i < n && !rc; i++) {

@@ -66,7 +66,7 @@ est() {
   case $1 in
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 150 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 200 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {

@@ -355,7 +355,8 @@ int main(int argc, char **argv) {
     const char *name;
     int (*run)(void);
     void (*check)(const char *);
-  } sc[] = {{"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
+  } sc[] = {{"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"threads", sc_cycle, check_cycle},
+            {"handles_threads", sc_cycle, check_cycle}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
             {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (!strcmp(sc[i].name, argv[1])) return run_scenario(g_dir, argv[1], sc[i].run, sc[i].check, NULL, 3000);

@@ -178,10 +178,12 @@ def main():
 
     # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
     # bytes (the figures to set beside torch_memory_saver's), in each kind of host memory
-    # (PONYTAIL_SLEEP_HOST), then --discard.
-    for kind in ("handles", "pinned"):
-        d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind))
-        tag = "10 GiB alone, %s:" % kind
+    # (PONYTAIL_SLEEP_HOST) got by one thread and by 8 (PONYTAIL_SLEEP_THREADS), then --discard
+    # on the last target.
+    kinds = [("handles", 1), ("handles", 8), ("pinned", 8), ("pinned", 1)]
+    for kind, nt in kinds:
+        d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind, PONYTAIL_SLEEP_THREADS=str(nt)))
+        tag = "10 GiB alone, %s x%d:" % (kind, nt)
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
         if rc == 0 and s and s.get("ok"):
             row(tag + " sleep s (GB/s), host memory s", "%.3f (%.1f), %.3f" % (
@@ -194,7 +196,7 @@ def main():
             row(tag + " bytes intact after wake", c.get("intact"), c.get("intact") is True)
         else:
             row(tag + " sleep", text[-200:], False)
-        if kind == "pinned":
+        if (kind, nt) == kinds[-1]:
             break
         d.end()
     rc, s, text = pt(a, "sleep", "--discard", "--json", str(d.pid))

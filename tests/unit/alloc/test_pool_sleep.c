@@ -1,8 +1,9 @@
 /* Sleep and wake of a pool (allocator/pool_sleep.c) on the host backend:
  * contents kept or dropped, every address kept, physical memory released,
- * and every failure leaving the pool as it was. Every test runs twice: the
- * bytes kept in page-locked buffers (sleep_host 0), then in host handles
- * mapped in a range of their own (sleep_host 1). */
+ * and every failure leaving the pool as it was. Every test runs four times:
+ * the bytes kept in page-locked buffers (sleep_host 0), then in host handles
+ * mapped in a range of their own (sleep_host 1), each with the host memory
+ * got by the calling thread alone and by 4 threads (sleep_threads). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -25,16 +26,19 @@ struct blk {
   uint64_t size;
 };
 
-static int mode; /* sleep_host of every pool of the group running */
+static int mode;    /* sleep_host of every pool of the group running */
+static int threads; /* its sleep_threads */
 
-static int mode_buffers(void **state) { (void)state; mode = 0; return 0; }
-static int mode_handles(void **state) { (void)state; mode = 1; return 0; }
+static int mode_buffers(void **state) { (void)state; mode = 0, threads = 1; return 0; }
+static int mode_handles(void **state) { (void)state; mode = 1, threads = 1; return 0; }
+static int mode_buffers_mt(void **state) { (void)state; mode = 0, threads = 4; return 0; }
+static int mode_handles_mt(void **state) { (void)state; mode = 1, threads = 4; return 0; }
 
 static struct pt_pool *new_pool(struct pt_backend *bk) {
   struct pt_pool *p;
   assert_int_equal(pt_backend_host_create(bk, 0, 0), 0);
   struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .chunk_bytes = 8 * G,
-                               .sleep_host = mode};
+                               .sleep_host = mode, .sleep_threads = threads};
   assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
   return p;
 }
@@ -341,5 +345,7 @@ int main(void) {
     cmocka_unit_test(test_release_after_wake),  cmocka_unit_test(test_sleep_handles_map_fails),
   };
   int rc = cmocka_run_group_tests_name("page-locked buffers", tests, mode_buffers, NULL);
-  return rc | cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);
+  rc |= cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);
+  rc |= cmocka_run_group_tests_name("page-locked buffers, 4 threads", tests, mode_buffers_mt, NULL);
+  return rc | cmocka_run_group_tests_name("host handles, 4 threads", tests, mode_handles_mt, NULL);
 }
