@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "common/options.h"
 #include "shim/gate.h"
 #include "shim/sleep.h"
+#include "shim/stats.h"
 
 #define CTL_REQ_MAX 64
 #define CTL_REP_MAX 4096
@@ -104,6 +106,26 @@ static void send_all(int c, const char *p, size_t n) {
   }
 }
 
+/* "stats" / "stats json": what PONYTAIL_STATS writes at exit, now ("ok" on
+ * the first line, then the stats), for a process that runs long (a server)
+ * or a check that wants figures between phases. Takes no sleep lock: the
+ * figures are counters and the pools' own locked snapshots. */
+static void send_stats(int c, bool json) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) {
+    static const char no[] = "error: out of memory for the stats\n";
+    send_all(c, no, sizeof no - 1);
+    return;
+  }
+  fputs("ok\n", f);
+  if (json) pt_stats_write_json(f);
+  else pt_stats_write_text(f);
+  if (fclose(f) == 0) send_all(c, buf, len);
+  free(buf);
+}
+
 static void *ctl_main(void *arg) {
   int fd = (int)(intptr_t)arg;
   static char rep[CTL_REP_MAX];
@@ -125,8 +147,11 @@ static void *ctl_main(void *arg) {
       send_all(c, no, sizeof no - 1);
       pt_warn("control: refused a request from another user");
     } else if (read_line(c, req, sizeof req) == 0) {
-      pt_sleep_request(req, rep, sizeof rep);
-      send_all(c, rep, strlen(rep));
+      if (!strcmp(req, "stats") || !strcmp(req, "stats json")) send_stats(c, req[5] != 0);
+      else {
+        pt_sleep_request(req, rep, sizeof rep);
+        send_all(c, rep, strlen(rep));
+      }
     }
     close(c);
   }

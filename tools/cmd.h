@@ -18,6 +18,7 @@ int pt_cmd_doctor(int argc, char **argv);
 int pt_cmd_shim_path(int argc, char **argv);
 int pt_cmd_sleep(int argc, char **argv);
 int pt_cmd_wake(int argc, char **argv);
+int pt_cmd_stats(int argc, char **argv);
 
 /* argv[0] of the ponytail process, for finding the shim and examples/. */
 extern const char *pt_tool_argv0;

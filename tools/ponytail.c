@@ -26,6 +26,7 @@ static const struct pt_cmd cmds[] = {
   {"shim-path", pt_cmd_shim_path, "print the shim's path, for LD_PRELOAD=$(ponytail shim-path) CMD"},
   {"sleep", pt_cmd_sleep, "give a running process's pooled GPU memory back and hold its CUDA work"},
   {"wake", pt_cmd_wake, "wake a process put to sleep: its memory back at the same addresses"},
+  {"stats", pt_cmd_stats, "a running process's statistics now: swaps, fallbacks, the pool"},
 };
 
 static void usage(FILE *f) {

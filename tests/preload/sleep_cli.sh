@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `ponytail sleep` / `ponytail wake` against a process under the shim (the fake
-# CUDA; preload_sleep's "serve" scenario): the answers, the exit statuses, and
-# every kind of bad request refused with one line while the process runs on.
+# `ponytail sleep` / `ponytail wake` / `ponytail stats` against a process under
+# the shim (the fake CUDA; preload_sleep's "serve" scenario): the answers, the
+# exit statuses, and every kind of bad request refused with one line while the
+# process runs on.
 #   sleep_cli.sh PONYTAIL PRELOAD_SLEEP DIR   (environment: the preload test's)
 set -u
 pt=$1 prog=$2 dir=$3
@@ -26,6 +27,7 @@ pid=$(cat "$dir/ready" 2>/dev/null)
 check "sleep" 0 "asleep \(copy\)" "$pt" sleep "$pid"
 check "status while asleep" 0 "asleep \(copy\) for .* 1 thread\(s\) waiting" "$pt" sleep --status "$pid"
 check "second sleep" 1 "process $pid: already asleep" "$pt" sleep "$pid"
+check "stats while asleep" 0 "\"sleeps\":1,.*\"asleep_bytes\":[1-9]" "$pt" stats --json "$pid"
 check "wake" 0 "mapped .* back at the same addresses" "$pt" wake "$pid"
 # Every byte came back (the target checks its patterns on request).
 touch "$dir/check"
@@ -36,6 +38,12 @@ check "second wake" 1 "process $pid: not asleep" "$pt" wake "$pid"
 check "sleep --discard --json" 0 '^\{"ok": true, "state": "asleep", "mode": "discard"' "$pt" sleep --discard --json "$pid"
 check "wake --json" 0 '^\{"ok": true, "state": "awake"' "$pt" wake --json "$pid"
 check "status while awake" 0 "awake; Ponytail's pool holds" "$pt" sleep --status "$pid"
+# Its statistics now, as PONYTAIL_STATS writes them at exit: the table names the process and
+# counts its launches; the JSON counts the two sleeps and wakes above, and nothing asleep.
+check "stats" 0 "^ponytail\[$pid\]: stats" "$pt" stats "$pid"
+check "stats: launches counted" 0 "kernels: [0-9]+ registered, [1-9][0-9]* launches" "$pt" stats "$pid"
+check "stats --json" 0 "\"pid\":$pid,.*\"sleeps\":2,.*\"wakes\":2,.*\"asleep_bytes\":0" "$pt" stats --json "$pid"
+check "stats of a dead pid" 1 "no process with pid 999999" "$pt" stats 999999
 check "dead pid" 1 "no process with pid 999999" "$pt" sleep 999999
 env -u LD_PRELOAD sleep 30 &
 plain=$!
@@ -45,6 +53,7 @@ check "no shim" 1 "process $plain does not run under Ponytail" "$pt" sleep "$pla
 kill "$plain" 2>/dev/null
 check "not a pid" 2 "not a process id: x" "$pt" wake x
 check "no pid" 2 "expected one PID" "$pt" sleep
+check "stats: no pid" 2 "expected one PID" "$pt" stats
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   check "another user" 1 "belongs to another user" setpriv --reuid=65534 --regid=65534 --clear-groups "$pt" sleep "$pid"
 fi

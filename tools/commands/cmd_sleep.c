@@ -1,6 +1,8 @@
 /* `ponytail sleep PID` and `ponytail wake PID` (issue 50): ask a process that
  * runs under the shim, through its control socket (shim/control.c), to give
  * its pooled GPU memory back and hold its CUDA work, or to take it back.
+ * `ponytail stats PID` asks it for its statistics now (what PONYTAIL_STATS
+ * writes at exit), for a process that runs long.
  *
  * Before anything is sent the target is checked here, so that each mistake
  * gets its own one-line answer and exit status 1: no such process, another
@@ -314,6 +316,19 @@ static void print_status(int pid, const char *rep) {
     printf("ponytail sleep %d: awake; Ponytail's pool holds %.2f GiB on the GPU\n", pid, pool / GiB);
 }
 
+static void usage_stats(FILE *f) {
+  fprintf(f, "usage: ponytail stats [--json] PID\n"
+             "\n"
+             "Prints the statistics of process PID, which runs under Ponytail, as they stand now:\n"
+             "the table PONYTAIL_STATS=1 writes at exit (CUDA calls, kernels launched, attention\n"
+             "launches swapped and fallbacks with their reasons, the SDPA policy, the pool), or\n"
+             "with --json the object PONYTAIL_STATS=json writes. For a server that never exits,\n"
+             "or figures between the phases of a run. The process must have its control socket\n"
+             "(it has one once an allocation reached Ponytail's pool; PONYTAIL_CONTROL=1).\n"
+             "\n"
+             "Exit status: 0 printed; 1 refused or failed (the reason on stderr); 2 usage error.\n");
+}
+
 static int parse_pid(const char *s) {
   char *end;
   long v = strtol(s, &end, 10);
@@ -325,16 +340,20 @@ static int run(const char *cmd, int pid, const char *req, bool json, int kind) {
   if (locate(cmd, pid, sock, sizeof sock)) return 1;
   unsigned long long b = 0, a = 0;
   long long nv_before = kind == 's' && !pt_nvml_process_bytes(pid, &b) ? (long long)b : -1;
-  static char rep[8192];
+  static char rep[1 << 20]; /* the stats of a process with many kernels run to tens of KiB */
   if (request(cmd, sock, req, rep, sizeof rep)) return 1;
   bool ok = !strncmp(rep, "ok", 2);
   long long nv_after = ok && kind == 's' && !pt_nvml_process_bytes(pid, &a) ? (long long)a : -1;
-  if (json) print_json(rep, nv_before, nv_after);
+  if (json && kind != 'x') print_json(rep, nv_before, nv_after);
   if (!ok) {
     const char *e = strncmp(rep, "error: ", 7) ? rep : rep + 7;
     const char *nl = strchr(e, '\n');
     fprintf(stderr, "ponytail %s: process %d: %.*s\n", cmd, pid, nl ? (int)(nl - e) : (int)strlen(e), e);
     return 1;
+  }
+  if (kind == 'x') {
+    fputs(rep + 3, stdout); /* after "ok\n": the stats as the process wrote them */
+    return 0;
   }
   if (!json) {
     if (kind == 's') print_sleep(pid, rep, nv_before, nv_after);
@@ -389,4 +408,25 @@ int pt_cmd_wake(int argc, char **argv) {
   int pid = parse_pid(argv[optind]);
   if (pid < 0) return pt_cmd_usage_error("wake", usage_wake, "not a process id", argv[optind]);
   return run("wake", pid, "wake", json, 'w');
+}
+
+int pt_cmd_stats(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  bool json = false;
+  const char *w;
+  int c;
+  optind = 0;
+  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
+    if (c == 'h') {
+      usage_stats(stdout);
+      return 0;
+    }
+    if (c == 'j') json = true;
+    else return pt_cmd_usage_error("stats", usage_stats, "unknown option", w);
+  }
+  if (optind != argc - 1) return pt_cmd_usage_error("stats", usage_stats, "expected one PID", NULL);
+  int pid = parse_pid(argv[optind]);
+  if (pid < 0) return pt_cmd_usage_error("stats", usage_stats, "not a process id", argv[optind]);
+  return run("stats", pid, json ? "stats json" : "stats", json, 'x');
 }
