@@ -61,7 +61,7 @@ group() {
 # and Triton; measured on the H100 on 2026-12-07 (bench/records/2026-12-07-core-sleep.md): smoke
 # 115 s, attn 70, alloc-stress 31, ipc 21-23 each, attn-graph 16, sdpa-policy 91, sleep-wake 95;
 # families then took ~100 s a family (weights initialised on the CPU, a process per family and
-# arm), since cut to one process per arm except the shim's (estimate: ~450 s for all 23).
+# arm), since cut to one process per arm, weights made on the GPU (estimate: ~300-450 s for 23).
 est() {
   case $1 in
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;

@@ -31,9 +31,11 @@ Slower: a family whose shim step p50, as the mean of its two batches' shim / sto
 stock's by more than the noise band (the largest |aa / stock - 1| over every family and batch of
 the run, at least 2%).
 
-The worker (--worker) runs one arm of one or more families in one process (stock, aa and spread
-take every family in one process, so that torch, transformers and CUDA start once; the shim arm
-runs one process per family, since its stats file covers a whole process). For each family it
+The worker (--worker) runs one arm of one or more families in one process: every arm takes every
+family in one process, so that torch, transformers and CUDA start once. The shim arm's swaps and
+fallbacks of each family are the difference of the process's stats before and after it, asked of
+its control socket (`ponytail stats`); a family without them (no socket, a crash) runs again in a
+process of its own, counted by its exit stats (--shim-per-family: all of them so). For each family it
 writes a JSON with tokens, decode step times and the attention path, and the first decode steps'
 logits beside it (.pt, removed once the family is compared). Weights are created on the GPU
 (random init of a 0.5 B-parameter model takes ~15 s on the CPU).
@@ -118,8 +120,17 @@ def worker(a):
         torch.backends.cuda.enable_flash_sdp(False)
         torch.backends.cuda.enable_cudnn_sdp(False)
     ok = True
+    snap = a.arm == "shim" and "," in a.family  # several families in one shim process
+    if snap:  # the baseline (no pool yet, so usually no socket: nothing counted then)
+        with open(os.path.join(a.out, "_start.shim.snap.json"), "w") as f:
+            json.dump(own_stats(), f)
     for fam in a.family.split(","):
         ok &= worker_one(a, fam, torch)
+        if snap:  # the shim's counters after this family, for the driver's per-family deltas
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            with open(os.path.join(a.out, "%s.shim.snap.json" % fam), "w") as f:
+                json.dump(own_stats(), f)
     return 0 if ok else 1
 
 
@@ -222,23 +233,78 @@ def run_arm(a, families, arm):
         except (OSError, ValueError):
             r = dict(ok=False, error="no result (rc %s)" % rc)
         r["rc"], r["secs"] = rc, round((time.time() - t0) / len(families), 1)
-        if arm == "shim":
+        if arm == "shim" and len(families) == 1:
             r["stats"] = shim_stats(os.path.join(a.out, tag + ".stats.json"))
         res[fam] = r
     return res
 
 
-def shim_stats(path):
+def load_json(path):
     try:
         with open(path) as f:
-            j = json.load(f)
+            return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def launches_by_name(j):
+    k = (j or {}).get("kernels", {})
+    out = {t["name"]: t["launches"] for t in k.get("top", [])}
+    out.update({t["name"]: t["launches"] for t in k.get("hooked", [])})
+    return out
+
+
+def summarize(j):
+    """The family table's view of one shim stats object (PONYTAIL_STATS=json's)."""
+    if j is None:
+        return None
     k = j.get("kernels", {})
+    names = sorted(launches_by_name(j).items(), key=lambda kv: -kv[1])
     return dict(swapped=k.get("swapped", 0), fallbacks=k.get("fallbacks", 0),
                 reasons=k.get("fallback_reasons") or {}, internal_errors=j.get("internal_errors", 0),
-                attn=[(t["name"][:60], t["launches"]) for t in k.get("top", [])
-                      if any(s in t["name"].lower() for s in ("attn", "attention", "flash", "fmha", "sdpa", "softmax"))][:4])
+                attn=[(n[:60], c) for n, c in names if c > 0 and
+                      any(s in n.lower() for s in ("attn", "attention", "flash", "fmha", "sdpa", "softmax"))][:4])
+
+
+def shim_stats(path):
+    return summarize(load_json(path))
+
+
+def stats_delta(prev, cur):
+    """What happened between two snapshots of one process's stats (`ponytail stats --json`)."""
+    prev = prev or {}
+    pk, ck = prev.get("kernels", {}), cur.get("kernels", {})
+    pr, cr = pk.get("fallback_reasons") or {}, ck.get("fallback_reasons") or {}
+    pl, cl = launches_by_name(prev), launches_by_name(cur)
+    return dict(kernels=dict(swapped=ck.get("swapped", 0) - pk.get("swapped", 0),
+                             fallbacks=ck.get("fallbacks", 0) - pk.get("fallbacks", 0),
+                             fallback_reasons={r: n - pr.get(r, 0) for r, n in cr.items() if n - pr.get(r, 0) > 0},
+                             top=[dict(name=n, launches=c - pl.get(n, 0)) for n, c in cl.items() if c - pl.get(n, 0) > 0]),
+                internal_errors=cur.get("internal_errors", 0) - prev.get("internal_errors", 0))
+
+
+def own_stats():
+    """This process's shim stats now, from its control socket (`ponytail stats --json`), or None."""
+    import socket
+    d = os.environ.get("PONYTAIL_CONTROL_DIR", "")
+    if not d:
+        x = os.environ.get("XDG_RUNTIME_DIR", "")
+        d = x + "/ponytail" if x.startswith("/") else "/tmp/ponytail-%d" % os.getuid()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(os.path.join(d, "%d.sock" % os.getpid()))
+            s.sendall(b"stats json\n")
+            chunks = []
+            while True:
+                b = s.recv(1 << 16)
+                if not b:
+                    break
+                chunks.append(b)
+        text = b"".join(chunks).decode()
+        return json.loads(text[3:]) if text.startswith("ok\n") else None
+    except (OSError, ValueError):
+        return None
 
 
 def max_diff(a, b):
@@ -280,6 +346,33 @@ def compare(stock, other, spread):
                                                             "%.3g" % dsp if dsp is not None else "-"))
         fail |= not within
     return "; ".join(out), fail
+
+
+def run_shim(a, fams, r, left):
+    """The shim arm: every family in one process, each family's swaps and fallbacks the difference
+    of the process's stats before and after it (`ponytail stats`); a family without both snapshots
+    (no control socket, a crash) runs again in a process of its own, counted by its exit stats."""
+    if a.budget and left() < a.budget / 3:
+        for f in fams:
+            r[f]["shim"] = dict(ok=False, error="not run: --budget %.0f s spent" % a.budget)
+        return
+    alone = list(fams)
+    if len(fams) > 1 and not a.shim_per_family:
+        res = run_arm(a, fams, "shim")
+        prev, alone = load_json(os.path.join(a.out, "_start.shim.snap.json")), []
+        for f in fams:
+            cur = load_json(os.path.join(a.out, "%s.shim.snap.json" % f))
+            if res[f].get("ok") and cur is not None:
+                res[f]["stats"] = summarize(stats_delta(prev, cur))
+                r[f]["shim"] = res[f]
+                prev = cur
+            else:
+                alone.append(f)
+    for f in alone:
+        if a.budget and left() < a.budget / 3:
+            r[f]["shim"] = dict(ok=False, error="not run: --budget %.0f s spent" % a.budget)
+            continue
+        r[f]["shim"] = run_arm(a, [f], "shim")[f]
 
 
 def noise_band(r):
@@ -333,6 +426,8 @@ def main():
     p.add_argument("--save-logits", action="store_true")
     p.add_argument("--timeout", type=float, default=180)
     p.add_argument("--budget", type=float, default=0, help="seconds for the whole check (0: no limit)")
+    p.add_argument("--shim-per-family", action="store_true",
+                   help="the shim arm in one process per family (its exit stats) instead of one for all")
     p.add_argument("--list", action="store_true")
     a = p.parse_args()
     if a.list:
@@ -348,23 +443,22 @@ def main():
     if unknown:
         p.error("unknown families: %s (--list names them)" % ", ".join(unknown))
     r = {f: {} for f in fams}
-    # stock of every family in one process, then each family under the shim in its own
-    # (its stats file covers the process), then stock again (the noise band), then the spread
-    # arm where the shim's tokens differ.
+    # Stock of every family in one process, then the shim (run_shim), then stock again (the noise
+    # band), then the spread arm where the shim's tokens differ. Under a budget the shim stops
+    # while a third of it is left and stock 2 while a minute is (for what follows), and what did
+    # not run says so in the table instead of the call being killed.
     t0 = time.time()
     left = lambda: a.budget - (time.time() - t0) if a.budget else float("inf")
     for arm in ("stock", "shim", "aa"):
         if arm not in arms:
             continue
-        groups = [[f] for f in fams] if arm == "shim" else [fams]
-        for g in groups:
-            # Under a budget the shim arms stop while a third of it is left (for stock 2 and the
-            # spread), and what did not run says so in the table instead of the call being killed.
-            if arm != "stock" and a.budget and left() < (a.budget / 3 if arm == "shim" else 60):
-                for f in g:
-                    r[f][arm] = dict(ok=False, error="not run: --budget %.0f s spent" % a.budget)
-                continue
-            for f, v in run_arm(a, g, arm).items():
+        if arm == "shim":
+            run_shim(a, fams, r, left)
+        elif arm == "aa" and a.budget and left() < 60:
+            for f in fams:
+                r[f][arm] = dict(ok=False, error="not run: --budget %.0f s spent" % a.budget)
+        else:
+            for f, v in run_arm(a, fams, arm).items():
                 r[f][arm] = v
     need = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok") and
             any(r[f]["stock"]["runs"][k]["tokens"] != r[f]["shim"]["runs"][k]["tokens"] for k in ("equal", "padded"))]

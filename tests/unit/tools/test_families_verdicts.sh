@@ -35,5 +35,23 @@ assert F.kernel_kinds(None) == "-"
 # Identical tokens compare "same" in both batches without reading logits.
 text, bad = F.compare(run(1, 1), run(1, 1), None)
 assert text == "equal same; padded same" and not bad, text
+# One shim process for every family: each family's figures are the difference of the stats
+# snapshots around it (`ponytail stats --json`); a kernel absent before counts from zero.
+FL = "_ZN13pytorch_flash24flash_fwd_splitkv_kernelI23Flash"
+ME = "_Z41fmha_cutlassF_bf16_aligned_64x128_rf_sm80N22PyTorchMemEff"
+def snap(sw, fb, reasons, top, hooked, ie=0):
+    return dict(kernels=dict(swapped=sw, fallbacks=fb, fallback_reasons=reasons,
+                             top=[dict(name=n, launches=c) for n, c in top],
+                             hooked=[dict(name=n, launches=c) for n, c in hooked]), internal_errors=ie)
+s1 = snap(100, 4, {"cuDNN kept": 4}, [("gemm", 900), (FL, 100)], [(FL, 100)])
+s2 = snap(300, 6, {"cuDNN kept": 5, "head_dim": 1}, [("gemm", 2000), (FL, 100)], [(FL, 100), (ME, 200)], ie=1)
+d = F.summarize(F.stats_delta(s1, s2))
+assert d["swapped"] == 200 and d["fallbacks"] == 2, d
+assert d["reasons"] == {"cuDNN kept": 1, "head_dim": 1}, d["reasons"]
+assert d["attn"] == [(ME[:60], 200)], d["attn"]  # the flash kernel did not run in between
+assert d["internal_errors"] == 1
+first = F.summarize(F.stats_delta(None, s1))  # no baseline: everything so far
+assert first["swapped"] == 100 and first["attn"] == [(FL[:60], 100)], first
+assert F.summarize(None) is None
 print("families verdicts: ok")
 PY
