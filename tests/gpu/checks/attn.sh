@@ -8,6 +8,7 @@
 #   tests/gpu/checks/attn.sh                      # all stages
 #   ATTN_STAGES="correctness timing" tests/gpu/checks/attn.sh
 #   ATTN_STAGES="masked-timing" tests/gpu/checks/attn.sh    # issue 17's masked grid
+#   ATTN_STAGES="dims-timing" tests/gpu/checks/attn.sh      # issue 51's head sizes: d 80, 96, 192/128
 #   ATTN_STAGES="masked-timing masked-timing masked-timing" ...  # three grids in one call, each kept
 #   ATTN_GRID_PLACES=3 ATTN_STAGES=masked-timing ...  # and the planned launch on 2 more copies of K/V
 #   ATTN_REPLAY_BUSY_US=200 ...            # each timed replay behind a 200 us GPU spin (no CPU latency)
@@ -161,7 +162,7 @@ for st in $STAGES; do
       [ "$rc" = 0 ] || { status=1; tail -n 30 "$OUT/sanitize_$tool.log"; }
     done
     ;;
-  timing | masked-timing | masked-plans | experiments | masked-heat | masked-place | masked-method)
+  timing | dims-timing | masked-timing | masked-plans | experiments | masked-heat | masked-place | masked-method)
     timed_stage "$st"
     ;;
   timeline)
@@ -183,7 +184,7 @@ done
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
 # each timed stage's tables: the earlier runs of a stage named more than once (timed_stage), then its last
-for t in timing masked_timing experiments masked_plans masked_heat masked_place masked_method; do
+for t in timing dims_timing masked_timing experiments masked_plans masked_heat masked_place masked_method; do
   for f in "$OUT/attn_$t".[0-9]*.txt; do [ -f "$f" ] && { echo "-- $(basename "$f")"; cat "$f"; }; done
   [ -f "$OUT/attn_$t.txt" ] && cat "$OUT/attn_$t.txt"
 done

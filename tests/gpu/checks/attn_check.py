@@ -1074,6 +1074,71 @@ def timing(lib, out_rows):
     return worst
 
 
+def dims_timing(lib, out_rows):
+    """Issue 51's head sizes by graph replay (bf16, unmasked, one query position): head_dim 80
+    and 96 on the d = 128 kernel, q/k 192 with v 128 (MLA) on the d = 256 one, against torch's
+    flash (equal sizes only), cuDNN and mem-efficient kernels on the same inputs (mem-efficient
+    with K/V repeated to the query heads, as HF's repeat_kv hands them over: it takes no GQA);
+    the floor is the K and V bytes at HBM bandwidth. A peer that refuses a shape reads nan."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    bandwidth(out_rows)
+    out_rows.append("%7s %3s %6s %2s %2s %9s | %9s %6s | %9s %9s %9s | %s" % (
+        "d", "B", "KV", "Hk", "G", "floor us", "ponytail", "xfl", "flash", "cudnn", "mem-eff", "best peer/pt"))
+    dtype = torch.bfloat16
+    points = [(1, 4096, 8, 4), (8, 4096, 8, 4), (32, 4096, 8, 4), (1, 32768, 8, 4), (8, 32768, 8, 1),
+              (32, 1024, 4, 8)]
+    for D, DV in ((80, 80), (96, 96), (MLA_D, MLA_DV)):
+        for B, S, Hk, G in points:
+            H = Hk * G
+            kv_bytes = B * Hk * S * (D + DV) * 2
+            floor = kv_bytes / HBM * 1e6
+            nsets = max(1, min(20, math.ceil((256 << 20) / kv_bytes)))
+            torch.manual_seed(B * 1000 + S + G + D)
+            sets = []
+            for _ in range(nsets):
+                q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
+                k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+                v = torch.randn(B, Hk, S, DV, device="cuda", dtype=dtype)
+                o = torch.empty(B, 1, H, DV, device="cuda", dtype=dtype)
+                lse = torch.empty(B, H, 1, device="cuda")
+                sets.append((q, k, v, padded_args(lib, q, k, v, o, lse)))
+            lib.decode(sets[0][3])
+            res = {"pt": graph_time(lambda i: lib.decode(sets[i % nsets][3]))}
+            peers = [("flash", SDPBackend.FLASH_ATTENTION, True), ("cudnn", SDPBackend.CUDNN_ATTENTION, True),
+                     ("mem-eff", SDPBackend.EFFICIENT_ATTENTION, False)]
+            for name, be, gqa in peers:
+                if name == "flash" and D != DV:
+                    res[name] = float("nan")
+                    continue
+                try:
+                    if gqa:
+                        kv = [(s[1], s[2]) for s in sets]
+                    else:  # expanded once, outside the timed graph
+                        kv = [(s[1].repeat_interleave(G, 1), s[2].repeat_interleave(G, 1)) for s in sets]
+
+                    def f(i, be=be, gqa=gqa, kv=kv):
+                        q = sets[i % nsets][0]
+                        k, v = kv[i % nsets]
+                        with sdpa_kernel(be):
+                            return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+                    res[name] = graph_time(f)
+                    del kv
+                except Exception as e:  # a peer that cannot run this shape
+                    res[name] = float("nan")
+                    print("  %s refused d %d/%d B%d S%d G%d: %s" % (name, D, DV, B, S, G,
+                                                                  str(e).splitlines()[0]))
+            best = min((x for n, x in res.items() if n != "pt" and not math.isnan(x)), default=float("nan"))
+            row = "%7s %3d %6d %2d %2d %9.1f | %9.1f %6.2f | %9.1f %9.1f %9.1f | %s" % (
+                "%d/%d" % (D, DV) if D != DV else str(D), B, S, Hk, G, floor, res["pt"], res["pt"] / floor,
+                res["flash"], res["cudnn"], res["mem-eff"],
+                "%.2f" % (best / res["pt"]) if not math.isnan(best) else "-")
+            out_rows.append(row)
+            print(row, flush=True)
+            del sets
+            torch.cuda.empty_cache()
+
+
 def padded_inputs(B, S, G, Hk, D, dtype, masked):
     """The masked grid's decode inputs: q [B, H, 1, D], k/v [B, Hk, S, D] (the kernel sees them
     transposed, HF layout), o [B, 1, H, D], lse [B, H, 1]; with masked, half the rows (the odd
@@ -1434,7 +1499,7 @@ def main():
                     help="experiments: name=libpath,... (variant builds of the test library)")
     ap.add_argument("--head-dims", default="",
                     help="correctness: only the cases of these head dims, e.g. 80,96 (default: all)")
-    ap.add_argument("what", choices=["correctness", "timing", "masked-timing", "timeline", "experiments",
+    ap.add_argument("what", choices=["correctness", "timing", "dims-timing", "masked-timing", "timeline", "experiments",
                                      "masked-plans", "masked-heat", "masked-place",
                                      "masked-method"])
     args = ap.parse_args()
@@ -1455,6 +1520,8 @@ def main():
     rows = []
     if args.what == "masked-timing":
         masked_timing(lib, rows)
+    elif args.what == "dims-timing":
+        dims_timing(lib, rows)
     elif args.what == "timeline":
         timeline(lib, rows)
         return 0
