@@ -45,7 +45,9 @@ static uint64_t count_handles(const struct pt_pool *p) {
   return n;
 }
 
-static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e);
+static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e) {
+  return p->arenas[e->arena].base + e->slot * p->gran;
+}
 
 /* Frees the host memory of entries [0, n) (either kind) and the host
  * handles' range [va, va + va_size). */
@@ -175,10 +177,6 @@ static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt
     info->copied_bytes = 0;
   }
   return rc;
-}
-
-static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e) {
-  return p->arenas[e->arena].base + e->slot * p->gran;
 }
 
 /* Unmaps and releases the new memory of entries [0, n): they sleep again
