@@ -101,6 +101,8 @@ struct pt_pool_config {
                            buffers (host_alloc: cuMemHostAlloc), 1 = host handles (create_host:
                            cuMemCreate on the host) mapped in a range of their own and copied
                            device to device (pool_sleep.c) */
+  int sleep_reuse;      /* 1: a wake keeps the host memory for the next sleep (PONYTAIL_SLEEP_REUSE):
+                           held while awake, every sleep after the first copies at once */
   int sleep_threads;    /* threads that get a sleep's host memory in parallel (PONYTAIL_SLEEP_THREADS;
                            0 or 1: the calling thread alone): the kernel zeroes and pins every
                            page, one thread at ~1.4 GB/s on the H100 */
@@ -131,6 +133,8 @@ struct pt_pool_config {
   X(wakes)             /* pt_pool_wake calls that woke it */                       \
   X(asleep_bytes)      /* physical bytes released by the current sleep (0 awake) */ \
   X(host_bytes)        /* of those, kept in host memory (the rest was dropped) */ \
+  X(host_kept_bytes)   /* host memory held while awake for the next sleep (sleep_reuse) */ \
+  X(host_reused_bytes) /* bytes of sleeps that found their host memory kept */ \
   X(tier_bytes)        /* host-tier bytes now backing live allocations */          \
   X(peak_tier_bytes)                                                               \
   X(tier_allocs)       /* allocations given host-tier granules */                  \
@@ -208,6 +212,7 @@ struct pt_pool_sleep_info {
   uint64_t bytes;        /* their bytes */
   uint64_t copied_bytes; /* bytes copied to or from the host */
   uint64_t trimmed_bytes; /* wholly free memory released before sleeping */
+  uint64_t reused_bytes;  /* of the copied bytes, those whose host memory was kept from the last sleep */
   uint64_t copy_ns, map_ns, host_ns; /* copying; mapping calls; host memory alloc/free */
 };
 int pt_pool_sleep(struct pt_pool *pool, bool discard, struct pt_pool_sleep_info *info);

@@ -126,6 +126,7 @@ struct pt_pool {
   bool asleep;
   int sleep_host;        /* pt_pool_config.sleep_host */
   int sleep_threads;     /* pt_pool_config.sleep_threads */
+  int sleep_reuse;       /* pt_pool_config.sleep_reuse */
   uintptr_t sleep_va;    /* the host handles' range while asleep (sleep_host 1) */
   uint64_t sleep_va_size;
   /* What the last wake left to free once the process runs again
@@ -134,6 +135,12 @@ struct pt_pool {
   uint64_t ngone;
   uintptr_t gone_va;
   uint64_t gone_va_size;
+  /* With sleep_reuse, what pt_pool_release_kept kept for the next sleep
+   * instead of freeing it (the same layout as gone). */
+  struct pt_sleep_ent *cache;
+  uint64_t ncache;
+  uintptr_t cache_va;
+  uint64_t cache_va_size;
 };
 
 /* pool_fit.c */

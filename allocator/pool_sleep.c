@@ -81,6 +81,39 @@ static void release_gone_locked(struct pt_pool *p) {
   p->gone_va = p->gone_va_size = 0;
 }
 
+/* The host memory kept for the next sleep (sleep_reuse), all of it. */
+static void drop_cache_locked(struct pt_pool *p) {
+  if (!p->cache) return;
+  drop_kept(p, p->cache, p->ncache, p->cache_va, p->cache_va_size);
+  free(p->cache);
+  p->cache = NULL;
+  p->ncache = 0;
+  p->cache_va = p->cache_va_size = 0;
+  p->st.host_kept_bytes = 0;
+}
+
+/* Entries [0, n) take the kept host memory of their size (sleep_reuse): a
+ * buffer as it is, a host handle unmapped from the kept range (it is mapped
+ * again at the entry's place); what no entry takes is freed. Returns the
+ * bytes taken. */
+static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
+  uint64_t taken = 0;
+  if (!p->cache) return 0;
+  for (uint64_t i = 0; i < n; i++)
+    for (uint64_t k = 0; k < p->ncache; k++) {
+      struct pt_sleep_ent *c = &p->cache[k];
+      if (c->n != e[i].n || !(c->host || c->hcreated)) continue;
+      if (c->hmapped && p->bk.ops->unmap(p->bk.ctx, c->hva, c->n * p->gran)) continue;
+      c->hmapped = false;
+      e[i].host = c->host, e[i].hh = c->hh, e[i].hcreated = c->hcreated;
+      c->host = NULL, c->hcreated = false;
+      taken += e[i].n * p->gran;
+      break;
+    }
+  drop_cache_locked(p);
+  return taken;
+}
+
 /* Host memory for entries first, first + step, ... of [0, n): a page-locked
  * buffer or a host handle each (sleep_host), until one fails or another
  * worker has failed (stop). */
@@ -97,6 +130,7 @@ static void *host_worker(void *arg) {
   const struct pt_backend_ops *o = j->p->bk.ops;
   for (uint64_t i = j->first; i < j->n && !__atomic_load_n(j->stop, __ATOMIC_RELAXED); i += j->step) {
     struct pt_sleep_ent *e = &j->e[i];
+    if (e->host || e->hcreated) continue; /* kept from the last sleep (take_cached) */
     size_t sz = e->n * j->p->gran;
     if (j->p->sleep_host) {
       j->rc = o->create_host(j->p->bk.ctx, sz, &e->hh);
@@ -156,7 +190,12 @@ static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt
       at += e[i].n * p->gran;
     }
   }
-  if (!rc) rc = get_host_memory(p, e, n);
+  if (!rc) {
+    uint64_t reused = take_cached(p, e, n);
+    p->st.host_reused_bytes += reused;
+    info->reused_bytes += reused;
+    rc = get_host_memory(p, e, n);
+  }
   for (uint64_t i = 0; i < n && !rc && p->sleep_host; i++) {
     size_t sz = e[i].n * p->gran;
     if ((rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) break;
@@ -386,6 +425,14 @@ int pt_pool_wake(struct pt_pool *p, struct pt_pool_sleep_info *info) {
 
 void pt_pool_release_kept(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   uint64_t t0 = pt_now_ns();
+  pthread_mutex_lock(&p->mu);
+  if (p->sleep_reuse && p->gone) { /* kept for the next sleep instead */
+    drop_cache_locked(p);
+    p->cache = p->gone, p->ncache = p->ngone, p->cache_va = p->gone_va, p->cache_va_size = p->gone_va_size;
+    p->gone = NULL, p->ngone = 0, p->gone_va = p->gone_va_size = 0;
+    for (uint64_t i = 0; i < p->ncache; i++) p->st.host_kept_bytes += p->cache[i].n * p->gran;
+  }
+  pthread_mutex_unlock(&p->mu);
   /* One entry at a time, the mutex released between them: the process runs
    * again and its allocations wait at most one free. */
   for (;;) {
@@ -408,6 +455,7 @@ void pt_pool_release_kept(struct pt_pool *p, struct pt_pool_sleep_info *info) {
 
 void pt_sleep_forget(struct pt_pool *p) {
   release_gone_locked(p);
+  drop_cache_locked(p);
   if (!p->asleep) return;
   drop_slept_kept(p, p->slept, p->nslept);
   for (uint64_t i = 0; i < p->nslept; i++) {

@@ -9,6 +9,7 @@ static void add_info(struct pt_pool_sleep_info *s, const struct pt_pool_sleep_in
   s->bytes += i->bytes;
   s->copied_bytes += i->copied_bytes;
   s->trimmed_bytes += i->trimmed_bytes;
+  s->reused_bytes += i->reused_bytes;
   s->copy_ns += i->copy_ns;
   s->map_ns += i->map_ns;
   s->host_ns += i->host_ns;

@@ -53,8 +53,8 @@ static void figures(struct out *o, const char *when, const struct pt_route_sleep
 static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
   put(o,
       "handles=%" PRIu64 "\nbytes=%" PRIu64 "\ncopied_bytes=%" PRIu64 "\ntrimmed_bytes=%" PRIu64
-      "\ncopy_s=%.6f\nmap_s=%.6f\nhost_s=%.6f\n",
-      i->handles, i->bytes, i->copied_bytes, i->trimmed_bytes, secs(i->copy_ns), secs(i->map_ns),
+      "\nreused_bytes=%" PRIu64 "\ncopy_s=%.6f\nmap_s=%.6f\nhost_s=%.6f\n",
+      i->handles, i->bytes, i->copied_bytes, i->trimmed_bytes, i->reused_bytes, secs(i->copy_ns), secs(i->map_ns),
       secs(i->host_ns));
 }
 

@@ -162,6 +162,8 @@ static int sc_cycle(void) {
    * one page-locked buffer per handle, or host handles of as many bytes. */
   const char *kind = getenv("PONYTAIL_SLEEP_HOST");
   bool handles = kind && !strcmp(kind, "handles");
+  const char *ru = getenv("PONYTAIL_SLEEP_REUSE");
+  bool reuse = ru && !strcmp(ru, "1");
   CHECK(strstr(r, handles ? "\nhost=handles\n" : "\nhost=pinned\n") != NULL);
   CHECK_EQ(fakecuda_host_allocs(), handles ? 0 : (uint64_t)field(r, "handles"));
   CHECK_EQ(fakecuda_host_vmm_bytes(), handles ? (uint64_t)released : 0);
@@ -188,11 +190,23 @@ static int sc_cycle(void) {
   CHECK(r && !strncmp(r, "ok\nstate=awake", 14));
   if (r && strncmp(r, "ok", 2)) fprintf(stderr, "wake answered: %s", r);
   CHECK_EQ(field(r, "bytes"), released);
-  /* The host memory is freed after the gate opens, before the answer. */
+  /* The host memory is freed after the gate opens, before the answer; with
+   * PONYTAIL_SLEEP_REUSE it is kept for the next sleep instead. */
   CHECK(field(r, "release_s") >= 0 && strstr(r, "\nrelease_s=") != NULL);
-  CHECK_EQ(fakecuda_host_allocs(), 0);
-  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  CHECK_EQ(fakecuda_host_allocs(), reuse && !handles ? (uint64_t)field(r, "handles") : 0);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), reuse && handles ? (uint64_t)released : 0);
   CHECK(intact(0)); /* every byte back, at the same address */
+  if (reuse) { /* a second sleep takes all of it again, and nothing new */
+    fill(3);
+    uint64_t calls = fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate");
+    r = ask("sleep");
+    CHECK(r && !strncmp(r, "ok\nstate=asleep", 15));
+    CHECK_EQ(field(r, "reused_bytes"), released);
+    CHECK_EQ(fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate"), calls);
+    r = ask("wake");
+    CHECK(r && !strncmp(r, "ok", 2));
+    CHECK(intact(3));
+  }
   wait_counter(&g_launches, l0 + 5);
   CHECK(__atomic_load_n(&g_launches, __ATOMIC_RELAXED) > l0);
   CHECK(__atomic_load_n(&g_copies, __ATOMIC_RELAXED) > c0);
@@ -203,7 +217,7 @@ static int sc_cycle(void) {
   r = ask("sleep discard");
   CHECK(r && strstr(r, "mode=discard"));
   CHECK_EQ(field(r, "copied_bytes"), 0);
-  CHECK_EQ(fakecuda_host_allocs(), 0);
+  CHECK_EQ(fakecuda_host_allocs(), reuse && !handles ? (uint64_t)field(r, "handles") : 0);
   CHECK(fakecuda_device_bytes(0) < 1 * MiB);
   r = ask("wake");
   CHECK(r && !strncmp(r, "ok", 2));
@@ -220,6 +234,15 @@ static void check_cycle(const char *js) {
   CHECK(strstr(js, "\"sleeps\":2") != NULL);
   CHECK(strstr(js, "\"wakes\":2") != NULL);
   CHECK(strstr(js, "\"asleep_bytes\":0") != NULL);
+  CHECK(strstr(js, "\"internal_errors\":0") != NULL);
+}
+
+/* With PONYTAIL_SLEEP_REUSE the cycle sleeps a third time, and the host
+ * memory is still held at exit (the pool frees it when destroyed). */
+static void check_reuse(const char *js) {
+  CHECK(strstr(js, "\"sleeps\":3") != NULL);
+  CHECK(strstr(js, "\"wakes\":3") != NULL);
+  CHECK(strstr(js, "\"host_reused_bytes\":0,") == NULL);
   CHECK(strstr(js, "\"internal_errors\":0") != NULL);
 }
 
@@ -356,7 +379,8 @@ int main(int argc, char **argv) {
     int (*run)(void);
     void (*check)(const char *);
   } sc[] = {{"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"threads", sc_cycle, check_cycle},
-            {"handles_threads", sc_cycle, check_cycle}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
+            {"handles_threads", sc_cycle, check_cycle}, {"reuse", sc_cycle, check_reuse},
+            {"handles_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
             {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (!strcmp(sc[i].name, argv[1])) return run_scenario(g_dir, argv[1], sc[i].run, sc[i].check, NULL, 3000);

@@ -255,12 +255,13 @@ static void print_json(const char *rep, long long nv_before, long long nv_after)
 }
 
 static void print_sleep(int pid, const char *rep, long long nv_before, long long nv_after) {
-  double s = 0, close_s = 0, bytes = 0, handles = 0, copied = 0, trimmed = 0, copy_s = 0, map_s = 0, host_s = 0;
+  double s = 0, close_s = 0, bytes = 0, handles = 0, copied = 0, trimmed = 0, copy_s = 0, map_s = 0, host_s = 0,
+         reused = 0;
   double du_b = 0, du_a = 0, pt = 0;
   char mode[32];
   num(rep, "seconds", &s), num(rep, "close_s", &close_s), num(rep, "bytes", &bytes), num(rep, "handles", &handles);
   num(rep, "copied_bytes", &copied), num(rep, "trimmed_bytes", &trimmed), num(rep, "copy_s", &copy_s);
-  num(rep, "map_s", &map_s), num(rep, "host_s", &host_s);
+  num(rep, "map_s", &map_s), num(rep, "host_s", &host_s), num(rep, "reused_bytes", &reused);
   num(rep, "before_device_used_bytes", &du_b), num(rep, "after_device_used_bytes", &du_a);
   num(rep, "passthrough_live", &pt);
   str(rep, "mode", mode, sizeof mode);
@@ -276,6 +277,8 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
     printf("  kept      %.2f GiB in %s: copied in %.3f s (%.1f GB/s), host memory taken in %.3f s\n",
            copied / GiB, strcmp(host, "handles") ? "page-locked host memory" : "host memory handles", copy_s,
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0, host_s);
+  if (!strcmp(mode, "copy") && reused > 0)
+    printf("            %.2f GiB of it kept from the last sleep (PONYTAIL_SLEEP_REUSE)\n", reused / GiB);
   else
     printf("  dropped   the pool's contents (--discard): its memory comes back undefined\n");
   if (nv_before >= 0 && nv_after >= 0)

@@ -178,12 +178,17 @@ def main():
 
     # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
     # bytes (the figures to set beside torch_memory_saver's), in each kind of host memory
-    # (PONYTAIL_SLEEP_HOST) got by one thread and by 8 (PONYTAIL_SLEEP_THREADS), then --discard
-    # on the last target.
-    kinds = [("handles", 1), ("handles", 8), ("pinned", 8), ("pinned", 1)]
-    for kind, nt in kinds:
-        d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind, PONYTAIL_SLEEP_THREADS=str(nt)))
-        tag = "10 GiB alone, %s x%d:" % (kind, nt)
+    # (PONYTAIL_SLEEP_HOST) got by one thread and by 8 (PONYTAIL_SLEEP_THREADS), then with the
+    # host memory kept between sleeps (PONYTAIL_SLEEP_REUSE: the second sleep is timed), then
+    # --discard on the last target.
+    kinds = [("handles", 1, 0), ("handles", 8, 0), ("pinned", 8, 0), ("pinned", 1, 1), ("pinned", 1, 0)]
+    for kind, nt, reuse in kinds:
+        d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind, PONYTAIL_SLEEP_THREADS=str(nt),
+                                                  PONYTAIL_SLEEP_REUSE=str(reuse)))
+        tag = "10 GiB alone, %s x%d%s:" % (kind, nt, ", reuse, 2nd sleep" if reuse else "")
+        if reuse:  # a first cycle leaves the host memory kept
+            pt(a, "sleep", str(d.pid))
+            pt(a, "wake", str(d.pid))
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
         if rc == 0 and s and s.get("ok"):
             row(tag + " sleep s (GB/s), host memory s", "%.3f (%.1f), %.3f" % (
@@ -196,7 +201,7 @@ def main():
             row(tag + " bytes intact after wake", c.get("intact"), c.get("intact") is True)
         else:
             row(tag + " sleep", text[-200:], False)
-        if (kind, nt) == kinds[-1]:
+        if (kind, nt, reuse) == kinds[-1]:
             break
         d.end()
     rc, s, text = pt(a, "sleep", "--discard", "--json", str(d.pid))

@@ -28,6 +28,7 @@ struct blk {
 
 static int mode;    /* sleep_host of every pool of the group running */
 static int threads; /* its sleep_threads */
+static int reuse;   /* sleep_reuse of the pools new_pool makes (test_reuse only) */
 
 static int mode_buffers(void **state) { (void)state; mode = 0, threads = 1; return 0; }
 static int mode_handles(void **state) { (void)state; mode = 1, threads = 1; return 0; }
@@ -38,7 +39,7 @@ static struct pt_pool *new_pool(struct pt_backend *bk) {
   struct pt_pool *p;
   assert_int_equal(pt_backend_host_create(bk, 0, 0), 0);
   struct pt_pool_config cfg = {.keep_bytes = 1ull << 30, .arena_bytes = 2ull << 30, .chunk_bytes = 8 * G,
-                               .sleep_host = mode, .sleep_threads = threads};
+                               .sleep_host = mode, .sleep_threads = threads, .sleep_reuse = reuse};
   assert_int_equal(pt_pool_create(*bk, 0, &cfg, &p), 0);
   return p;
 }
@@ -309,6 +310,67 @@ static void test_release_after_wake(void **state) {
   pt_pool_destroy(p);
 }
 
+/* sleep_reuse: a wake keeps the host memory (shown as host_kept_bytes), the
+ * next sleep of the same pool copies into it without getting any new, a
+ * changed pool reuses what fits and gets the rest, and a pool destroyed
+ * awake with memory kept frees it (the sanitizer build would see a leak). */
+static void test_reuse(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  reuse = 1;
+  struct pt_pool *p = new_pool(&bk);
+  reuse = 0;
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_sleep_info s1, s2, s3;
+  assert_int_equal(pt_pool_sleep(p, false, &s1), 0);
+  assert_int_equal(s1.reused_bytes, 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  verify_all(b);
+  assert_kept(&bk, &s1); /* still held, awake */
+  struct pt_pool_stats st;
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, s1.bytes);
+  struct pt_host_counters c0, c1;
+  pt_backend_host_counters(&bk, &c0);
+
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) fill(&b[i], 500u + (uint64_t)i);
+  assert_int_equal(pt_pool_sleep(p, false, &s2), 0);
+  pt_backend_host_counters(&bk, &c1);
+  assert_int_equal(s2.bytes, s1.bytes);
+  assert_int_equal(s2.reused_bytes, s2.bytes); /* every byte into memory kept */
+  assert_int_equal(c1.host_bytes, c0.host_bytes); /* no new buffer */
+  assert_int_equal(c1.creates, c0.creates);       /* no new host handle */
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, 0); /* in use again, by the sleep */
+  assert_int_equal(st.host_reused_bytes, s2.bytes);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) verify(&b[i], 500u + (uint64_t)i);
+
+  /* A changed pool: one block gone, a larger one new; what still fits is reused. */
+  for (int i = 0; i < NB; i++)
+    if (b[i].p && b[i].size >= 40 * MiB) {
+      assert_int_equal(pt_pool_free_sync(p, b[i].p), 0);
+      b[i].p = NULL;
+      break;
+    }
+  void *q;
+  assert_int_equal(pt_pool_alloc_any(p, 72 * MiB, &q), 0);
+  struct blk nb = {q, 72 * MiB};
+  fill(&nb, 88);
+  assert_int_equal(pt_pool_sleep(p, false, &s3), 0);
+  assert_true(s3.reused_bytes > 0 && s3.reused_bytes < s3.bytes);
+  assert_kept(&bk, &s3); /* what was not taken was freed: only this sleep's memory is held */
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  verify(&nb, 88);
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) verify(&b[i], 500u + (uint64_t)i);
+  assert_pool_consistent(p);
+  pt_pool_destroy(p);
+}
+
 /* A pool destroyed while asleep frees its host copies (the sanitizer build
  * would report the leak). */
 static void test_destroy_asleep(void **state) {
@@ -343,6 +405,7 @@ int main(void) {
     cmocka_unit_test(test_wake_access_fails),   cmocka_unit_test(test_wake_copy_fails),
     cmocka_unit_test(test_destroy_asleep),      cmocka_unit_test(test_empty),
     cmocka_unit_test(test_release_after_wake),  cmocka_unit_test(test_sleep_handles_map_fails),
+    cmocka_unit_test(test_reuse),
   };
   int rc = cmocka_run_group_tests_name("page-locked buffers", tests, mode_buffers, NULL);
   rc |= cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);
