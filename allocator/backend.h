@@ -17,9 +17,10 @@
  *   stream). Markers are event-like: record captures the stream's work queued
  *   so far; re-recording replaces what a later query/sync/wait refers to.
  * - Ops may be called from any thread, but never concurrently on one context
- *   (the pool calls them under its mutex), except host_alloc and create_host,
- *   which a sleep's helper threads call concurrently with each other (and
- *   with no other op) while the pool's mutex is held (pool_sleep.c). */
+ *   (the pool calls them under its mutex), except during a sleep with helper
+ *   threads (pool_sleep.c): they call host_alloc and create_host
+ *   concurrently with each other and with the sleeping thread's map,
+ *   set_access, copy_to_host and copy_d2d, while the pool's mutex is held. */
 #ifndef PT_ALLOC_BACKEND_H
 #define PT_ALLOC_BACKEND_H
 #include <stddef.h>

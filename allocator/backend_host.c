@@ -163,7 +163,7 @@ static int host_release(void *ctx, pt_bk_handle hd) {
   return 0;
 }
 
-static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
+static int host_map_unlocked(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_MAP)) return h->fail_err[PT_HOST_OP_MAP];
   /* Like the driver: a handle is mapped whole, once at a time. */
@@ -177,6 +177,14 @@ static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
   h->c.mapped_granules += h->len[hd];
   h->c.maps++;
   return 0;
+}
+/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_map_unlocked(ctx, va, size, hd);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 /* Finding the handles mapped in the range is a scan over all slots: unmap is
@@ -203,11 +211,19 @@ static int host_unmap(void *ctx, uintptr_t va, size_t size) {
   return 0;
 }
 
-static int host_set_access(void *ctx, uintptr_t va, size_t size) {
+static int host_set_access_unlocked(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_SET_ACCESS)) return h->fail_err[PT_HOST_OP_SET_ACCESS];
   if (mprotect((void *)va, size, PROT_READ | PROT_WRITE)) return PT_HOST_ERR_INVALID;
   return 0;
+}
+/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+static int host_set_access(void *ctx, uintptr_t va, size_t size) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_set_access_unlocked(ctx, va, size);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 static int host_marker_create(void *ctx, pt_bk_marker *m) {
@@ -342,11 +358,19 @@ static int host_host_free(void *ctx, void *p) {
   pthread_mutex_unlock(&h->mu);
   return 0;
 }
-static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
+static int host_copy_to_host_unlocked(void *ctx, void *dst, uintptr_t src, size_t size) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
   memcpy(dst, (const void *)src, size);
   return 0;
+}
+/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_copy_to_host_unlocked(ctx, dst, src, size);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t size) {
   struct host_ctx *h = ctx;
@@ -355,11 +379,19 @@ static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t
   return 0;
 }
 
-static int host_copy_d2d(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
+static int host_copy_d2d_unlocked(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
   memmove((void *)dst, (const void *)src, size);
   return 0;
+}
+/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+static int host_copy_d2d(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_copy_d2d_unlocked(ctx, dst, src, size);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 static const struct pt_backend_ops host_ops = {

@@ -114,69 +114,73 @@ static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t 
   return taken;
 }
 
-/* Host memory for entries first, first + step, ... of [0, n): a page-locked
- * buffer or a host handle each (sleep_host), until one fails or another
- * worker has failed (stop). */
-struct host_job {
+/* Getting page-locked memory is the kernel zeroing and pinning every page
+ * (1.4 GB/s on one thread on the H100, bench/records/2026-12-07-core-sleep.md,
+ * against 54 GB/s for the copy), so with sleep_threads > 1 that many helper
+ * threads get it, entry by entry, while this thread maps (host handles) and
+ * copies each entry as soon as its memory is there: the sleep takes about
+ * the longer of the two instead of their sum. */
+struct host_run {
   struct pt_pool *p;
   struct pt_sleep_ent *e;
-  uint64_t n, first, step;
-  int *stop;
+  uint64_t n, step;
+  uint8_t *state; /* per entry: 0 pending, 1 ready, 2 failed */
+  int stop;       /* set on the first failure: helpers take no more */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+};
+
+struct host_job {
+  struct host_run *r;
+  uint64_t first;
   int rc;
 };
 
+/* Host memory (a buffer or a host handle, sleep_host) for one entry. */
+static int get_one(struct pt_pool *p, struct pt_sleep_ent *e) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  size_t sz = e->n * p->gran;
+  int rc;
+  if (p->sleep_host) {
+    rc = o->create_host(p->bk.ctx, sz, &e->hh);
+    e->hcreated = !rc;
+  } else {
+    rc = o->host_alloc(p->bk.ctx, sz, &e->host);
+    if (rc) e->host = NULL;
+  }
+  return rc;
+}
+
 static void *host_worker(void *arg) {
   struct host_job *j = arg;
-  const struct pt_backend_ops *o = j->p->bk.ops;
-  for (uint64_t i = j->first; i < j->n && !__atomic_load_n(j->stop, __ATOMIC_RELAXED); i += j->step) {
-    struct pt_sleep_ent *e = &j->e[i];
-    if (e->host || e->hcreated) continue; /* kept from the last sleep (take_cached) */
-    size_t sz = e->n * j->p->gran;
-    if (j->p->sleep_host) {
-      j->rc = o->create_host(j->p->bk.ctx, sz, &e->hh);
-      e->hcreated = !j->rc;
-    } else {
-      j->rc = o->host_alloc(j->p->bk.ctx, sz, &e->host);
-      if (j->rc) e->host = NULL;
-    }
-    if (j->rc) {
-      __atomic_store_n(j->stop, 1, __ATOMIC_RELAXED);
-      break;
-    }
+  struct host_run *r = j->r;
+  for (uint64_t i = j->first; i < r->n && !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i += r->step) {
+    if (__atomic_load_n(&r->state[i], __ATOMIC_ACQUIRE)) continue; /* kept from the last sleep */
+    j->rc = get_one(r->p, &r->e[i]);
+    pthread_mutex_lock(&r->mu);
+    __atomic_store_n(&r->state[i], j->rc ? 2 : 1, __ATOMIC_RELEASE);
+    if (j->rc) __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (j->rc) break;
   }
   return NULL;
 }
 
-/* Getting page-locked memory is the kernel zeroing and pinning every page
- * (1.4 GB/s on one thread on the H100, bench/records/2026-12-07-core-sleep.md),
- * so up to sleep_threads threads share it; a thread that cannot be started
- * leaves its share to this one. 0 or the first error. */
-static int get_host_memory(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
-  enum { MAXT = 64 };
-  uint64_t t = (uint64_t)p->sleep_threads < n ? (uint64_t)p->sleep_threads : n;
-  if (t < 1) t = 1;
-  if (t > MAXT) t = MAXT;
-  struct host_job jobs[MAXT];
-  pthread_t tid[MAXT];
-  bool started[MAXT] = {false};
-  int stop = 0;
-  for (uint64_t k = 0; k < t; k++) {
-    jobs[k] = (struct host_job){.p = p, .e = e, .n = n, .first = k, .step = t, .stop = &stop};
-    if (k > 0) started[k] = pthread_create(&tid[k], NULL, host_worker, &jobs[k]) == 0;
-  }
-  host_worker(&jobs[0]);
-  for (uint64_t k = 1; k < t; k++) {
-    if (started[k]) pthread_join(tid[k], NULL);
-    else host_worker(&jobs[k]);
-  }
-  for (uint64_t k = 0; k < t; k++)
-    if (jobs[k].rc) return jobs[k].rc;
-  return 0;
+/* Waits until entry i's memory is there (0) or can no longer come (1). */
+static int wait_ready(struct host_run *r, uint64_t i) {
+  pthread_mutex_lock(&r->mu);
+  while (!__atomic_load_n(&r->state[i], __ATOMIC_ACQUIRE) && !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
+    pthread_cond_wait(&r->cv, &r->mu);
+  int ok = __atomic_load_n(&r->state[i], __ATOMIC_ACQUIRE) == 1;
+  pthread_mutex_unlock(&r->mu);
+  return ok ? 0 : 1;
 }
 
 /* Host memory for entries [0, n) and their bytes copied into it. On failure
  * nothing is kept (the pool itself was not touched). */
 static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+  enum { MAXT = 64 };
   const struct pt_backend_ops *o = p->bk.ops;
   int rc = 0;
   uint64_t t0 = pt_now_ns();
@@ -190,27 +194,64 @@ static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt
       at += e[i].n * p->gran;
     }
   }
-  if (!rc) {
-    uint64_t reused = take_cached(p, e, n);
-    p->st.host_reused_bytes += reused;
-    info->reused_bytes += reused;
-    rc = get_host_memory(p, e, n);
+  uint64_t reused = rc ? 0 : take_cached(p, e, n);
+  p->st.host_reused_bytes += reused;
+  info->reused_bytes += reused;
+  uint64_t wait_ns = pt_now_ns() - t0, copy_ns = 0;
+
+  uint64_t t = (uint64_t)p->sleep_threads < n ? (uint64_t)p->sleep_threads : n;
+  if (t > MAXT) t = MAXT;
+  struct host_run run = {.p = p, .e = e, .n = n, .step = t > 1 ? t : 1};
+  struct host_job jobs[MAXT];
+  pthread_t tid[MAXT];
+  uint64_t started = 0;
+  if (!rc && t > 1 && (run.state = calloc(n, 1))) {
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_cond_init(&run.cv, NULL);
+    for (uint64_t i = 0; i < n; i++)
+      if (e[i].host || e[i].hcreated) run.state[i] = 1;
+    for (uint64_t k = 0; k < t; k++) {
+      jobs[k] = (struct host_job){.r = &run, .first = k};
+      if (pthread_create(&tid[started], NULL, host_worker, &jobs[k]) != 0) break;
+      started++;
+    }
+    if (started < t) { /* the helpers that did start stop; this thread does it all */
+      __atomic_store_n(&run.stop, 1, __ATOMIC_RELEASE);
+      for (uint64_t k = 0; k < started; k++) pthread_join(tid[k], NULL);
+      started = 0;
+    }
   }
-  for (uint64_t i = 0; i < n && !rc && p->sleep_host; i++) {
-    size_t sz = e[i].n * p->gran;
-    if ((rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) break;
-    e[i].hmapped = true;
-    rc = o->set_access(p->bk.ctx, e[i].hva, sz);
-  }
-  info->host_ns += pt_now_ns() - t0;
   for (uint64_t i = 0; i < n && !rc; i++) {
     size_t sz = e[i].n * p->gran;
     uint64_t t1 = pt_now_ns();
+    if (started) rc = wait_ready(&run, i) ? -1 : 0;
+    else if (!e[i].host && !e[i].hcreated) rc = get_one(p, &e[i]);
+    if (!rc && p->sleep_host && !(rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) {
+      e[i].hmapped = true;
+      rc = o->set_access(p->bk.ctx, e[i].hva, sz);
+    }
+    uint64_t t2 = pt_now_ns();
+    wait_ns += t2 - t1;
+    if (rc) break;
     rc = p->sleep_host ? o->copy_d2d(p->bk.ctx, e[i].hva, ent_va(p, &e[i]), sz)
                        : o->copy_to_host(p->bk.ctx, e[i].host, ent_va(p, &e[i]), sz);
-    info->copy_ns += pt_now_ns() - t1;
+    copy_ns += pt_now_ns() - t2;
     info->copied_bytes += sz;
   }
+  if (started) {
+    __atomic_store_n(&run.stop, 1, __ATOMIC_RELEASE); /* on a failure here: the helpers stop too */
+    for (uint64_t k = 0; k < started; k++) pthread_join(tid[k], NULL);
+    for (uint64_t k = 0; k < started && rc == -1; k++)
+      if (jobs[k].rc) rc = jobs[k].rc; /* the helper's error, not the wait's */
+    if (rc == -1) rc = o->err_oom;     /* (a wait ends only on a helper's failure) */
+  }
+  if (run.state) {
+    pthread_cond_destroy(&run.cv);
+    pthread_mutex_destroy(&run.mu);
+    free(run.state);
+  }
+  info->host_ns += wait_ns;
+  info->copy_ns += copy_ns;
   if (rc) {
     drop_slept_kept(p, e, n);
     info->copied_bytes = 0;
