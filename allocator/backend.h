@@ -17,10 +17,13 @@
  *   stream). Markers are event-like: record captures the stream's work queued
  *   so far; re-recording replaces what a later query/sync/wait refers to.
  * - Ops may be called from any thread, but never concurrently on one context
- *   (the pool calls them under its mutex), except during a sleep with helper
- *   threads (pool_sleep.c): they call host_alloc and create_host
- *   concurrently with each other and with the sleeping thread's map,
- *   set_access, copy_to_host and copy_d2d, while the pool's mutex is held. */
+ *   (the pool calls them under its mutex), except during a sleep or a wake
+ *   with helper threads (pool_sleep.c), while the pool's mutex is held: a
+ *   sleep's helpers call host_alloc and create_host concurrently with each
+ *   other and with the sleeping thread's map, set_access, copy_to_host and
+ *   copy_d2d; a wake's helper calls create, map, set_access, unmap and
+ *   release concurrently with the waking thread's copy_to_device and
+ *   copy_d2d. */
 #ifndef PT_ALLOC_BACKEND_H
 #define PT_ALLOC_BACKEND_H
 #include <stddef.h>

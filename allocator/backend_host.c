@@ -35,8 +35,9 @@ struct host_ctx {
   unsigned fail_at[PT_HOST_OP_COUNT];
   int fail_err[PT_HOST_OP_COUNT];
   struct pt_host_counters c;
-  /* host_alloc, host_free and create_host may run on several threads at
-   * once (a sleep's helpers, backend.h): they take this lock. */
+  /* A sleep's or a wake's helper threads call some ops concurrently with
+   * each other and with the sleeping thread's (backend.h): those that touch
+   * the slots, the mappings or the counters take this lock. */
   pthread_mutex_t mu;
 };
 
@@ -125,10 +126,18 @@ static int create_run(struct host_ctx *h, size_t size, bool tier, pt_bk_handle *
   return 0;
 }
 
-static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
+static int host_create_unlocked(void *ctx, size_t size, pt_bk_handle *out) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_CREATE)) return h->fail_err[PT_HOST_OP_CREATE];
   return create_run(h, size, false, out);
+}
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
+static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_create_unlocked(ctx, size, out);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 /* Host-tier memory: the same memfd (a test sees the same bytes either way),
@@ -146,7 +155,7 @@ static bool host_handle_ok(const struct host_ctx *h, pt_bk_handle hd) {
   return hd < h->nslots && h->in_use[hd] && h->len[hd];
 }
 
-static int host_release(void *ctx, pt_bk_handle hd) {
+static int host_release_unlocked(void *ctx, pt_bk_handle hd) {
   struct host_ctx *h = ctx;
   if (!host_handle_ok(h, hd) || h->mapped_va[hd]) return PT_HOST_ERR_INVALID;
   uint64_t n = h->len[hd];
@@ -161,6 +170,14 @@ static int host_release(void *ctx, pt_bk_handle hd) {
   h->tier[hd] = 0;
   h->c.releases++;
   return 0;
+}
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
+static int host_release(void *ctx, pt_bk_handle hd) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_release_unlocked(ctx, hd);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 static int host_map_unlocked(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
@@ -178,7 +195,7 @@ static int host_map_unlocked(void *ctx, uintptr_t va, size_t size, pt_bk_handle 
   h->c.maps++;
   return 0;
 }
-/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
 static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
   struct host_ctx *h = ctx;
   pthread_mutex_lock(&h->mu);
@@ -191,7 +208,7 @@ static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
  * a slow path (stitch, trim, destroy) and the host backend is for tests. Like
  * the driver, the range must cover whole mappings: one that sticks out of it
  * fails the call before anything is unmapped. */
-static int host_unmap(void *ctx, uintptr_t va, size_t size) {
+static int host_unmap_unlocked(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_UNMAP)) return h->fail_err[PT_HOST_OP_UNMAP];
   if (va % h->gran || size % h->gran) return PT_HOST_ERR_INVALID;
@@ -210,6 +227,14 @@ static int host_unmap(void *ctx, uintptr_t va, size_t size) {
   h->c.unmaps++;
   return 0;
 }
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
+static int host_unmap(void *ctx, uintptr_t va, size_t size) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_unmap_unlocked(ctx, va, size);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
+}
 
 static int host_set_access_unlocked(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
@@ -217,7 +242,7 @@ static int host_set_access_unlocked(void *ctx, uintptr_t va, size_t size) {
   if (mprotect((void *)va, size, PROT_READ | PROT_WRITE)) return PT_HOST_ERR_INVALID;
   return 0;
 }
-/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
 static int host_set_access(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
   pthread_mutex_lock(&h->mu);
@@ -364,7 +389,7 @@ static int host_copy_to_host_unlocked(void *ctx, void *dst, uintptr_t src, size_
   memcpy(dst, (const void *)src, size);
   return 0;
 }
-/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
 static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
   struct host_ctx *h = ctx;
   pthread_mutex_lock(&h->mu);
@@ -372,11 +397,19 @@ static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
   pthread_mutex_unlock(&h->mu);
   return rc;
 }
-static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t size) {
+static int host_copy_to_device_unlocked(void *ctx, uintptr_t dst, const void *src, size_t size) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
   memcpy((void *)dst, src, size);
   return 0;
+}
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
+static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t size) {
+  struct host_ctx *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  int rc = host_copy_to_device_unlocked(ctx, dst, src, size);
+  pthread_mutex_unlock(&h->mu);
+  return rc;
 }
 
 static int host_copy_d2d_unlocked(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
@@ -385,7 +418,7 @@ static int host_copy_d2d_unlocked(void *ctx, uintptr_t dst, uintptr_t src, size_
   memmove((void *)dst, (const void *)src, size);
   return 0;
 }
-/* Under the lock: a sleep's helpers may create host memory meanwhile (backend.h). */
+/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
 static int host_copy_d2d(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
   struct host_ctx *h = ctx;
   pthread_mutex_lock(&h->mu);

@@ -232,6 +232,10 @@ int pt_pool_wake_copy(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 void pt_pool_wake_finish(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 void pt_pool_wake_undo(struct pt_pool *pool);
 void pt_pool_release_kept(struct pt_pool *pool, struct pt_pool_sleep_info *info);
+/* map and copy of one pool in one step (on failure nothing stays mapped):
+ * with sleep_threads > 1 a helper thread maps while this one copies each
+ * entry back as soon as it is mapped. */
+int pt_pool_wake_fill(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 /* Waits for all work on the pool's device (before a sleep of several pools:
  * each device's work may read another's pool). 0 or the backend's error. */
 int pt_pool_drain(struct pt_pool *pool);

@@ -272,9 +272,33 @@ static void unmap_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
   }
 }
 
+/* A wake's mapping on a helper thread (pt_pool_wake_fill): how many entries
+ * are mapped so far, and the helper's result once it is done. */
+struct map_run {
+  struct pt_pool *p;
+  struct pt_sleep_ent *e;
+  uint64_t n, done;
+  int rc;
+  bool finished;
+  uint64_t map_ns;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+};
+
+static void map_progress(struct map_run *r, uint64_t done, int rc, bool finished) {
+  pthread_mutex_lock(&r->mu);
+  r->done = done, r->rc = rc, r->finished = finished;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
 /* Maps new physical memory for entries [0, n); on failure unmaps and
- * releases what it mapped and returns the error (the entries sleep on). */
-static int map_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+ * releases what it mapped and returns the error (the entries sleep on).
+ * With r (a wake's helper) it reports each entry mapped and leaves the
+ * undoing of a failure to the waking thread, which may be copying into the
+ * entries mapped before it. */
+static int map_new_run(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info,
+                       struct map_run *r) {
   const struct pt_backend_ops *o = p->bk.ops;
   uint64_t i;
   int rc = 0;
@@ -299,23 +323,45 @@ static int map_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct
     }
     for (uint64_t j = 0; j < e[i].n; j++) a->handles[e[i].slot + j] = h;
     e[i].mapped = true;
+    if (r) map_progress(r, i + 1, 0, false);
   }
   if (info) info->map_ns += pt_now_ns() - t0;
+  if (r) {
+    r->map_ns = pt_now_ns() - t0;
+    map_progress(r, i, rc, true);
+    return rc;
+  }
   if (rc) unmap_new(p, e, i);
+  return rc;
+}
+
+static int map_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+  return map_new_run(p, e, n, info, NULL);
+}
+
+static void *map_worker(void *arg) {
+  struct map_run *r = arg;
+  (void)map_new_run(r->p, r->e, r->n, NULL, r);
+  return NULL;
+}
+
+/* Copies entry e's kept bytes (if any) back to its new memory. */
+static int copy_one_back(struct pt_pool *p, struct pt_sleep_ent *e, struct pt_pool_sleep_info *info) {
+  if (!e->host && !e->hmapped) return 0;
+  size_t sz = e->n * p->gran;
+  uint64_t t0 = pt_now_ns();
+  int rc = e->host ? p->bk.ops->copy_to_device(p->bk.ctx, ent_va(p, e), e->host, sz)
+                   : p->bk.ops->copy_d2d(p->bk.ctx, ent_va(p, e), e->hva, sz);
+  if (info) info->copy_ns += pt_now_ns() - t0;
+  if (!rc && info) info->copied_bytes += sz;
   return rc;
 }
 
 /* Copies the kept bytes of entries [0, n) back to their new memory. */
 static int copy_back(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
   for (uint64_t i = 0; i < n; i++) {
-    if (!e[i].host && !e[i].hmapped) continue;
-    size_t sz = e[i].n * p->gran;
-    uint64_t t0 = pt_now_ns();
-    int rc = e[i].host ? p->bk.ops->copy_to_device(p->bk.ctx, ent_va(p, &e[i]), e[i].host, sz)
-                       : p->bk.ops->copy_d2d(p->bk.ctx, ent_va(p, &e[i]), e[i].hva, sz);
-    if (info) info->copy_ns += pt_now_ns() - t0;
+    int rc = copy_one_back(p, &e[i], info);
     if (rc) return rc;
-    if (info) info->copied_bytes += sz;
   }
   return 0;
 }
@@ -412,6 +458,50 @@ int pt_pool_wake_copy(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   return rc;
 }
 
+int pt_pool_wake_fill(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  pthread_mutex_lock(&p->mu);
+  int rc = 0;
+  if (!p->asleep) {
+    rc = p->bk.ops->err_invalid;
+  } else if (p->sleep_threads <= 1 || p->nslept < 2) {
+    rc = map_new(p, p->slept, p->nslept, info);
+    if (!rc && (rc = copy_back(p, p->slept, p->nslept, info))) unmap_new(p, p->slept, p->nslept);
+  } else {
+    /* A helper maps new memory entry by entry while this thread copies each
+     * entry back as soon as it is mapped: the wake takes about the longer of
+     * the two instead of their sum. A failure of either undoes every mapping
+     * once the helper is done (the host copies are untouched: asleep as before). */
+    struct map_run r = {.p = p, .e = p->slept, .n = p->nslept};
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, map_worker, &r) != 0) {
+      rc = map_new(p, p->slept, p->nslept, info);
+      if (!rc && (rc = copy_back(p, p->slept, p->nslept, info))) unmap_new(p, p->slept, p->nslept);
+    } else {
+      for (uint64_t i = 0; i < p->nslept && !rc; i++) {
+        pthread_mutex_lock(&r.mu);
+        while (r.done <= i && !r.finished) pthread_cond_wait(&r.cv, &r.mu);
+        bool mapped = r.done > i;
+        pthread_mutex_unlock(&r.mu);
+        if (!mapped) break; /* the helper failed before entry i */
+        rc = copy_one_back(p, &p->slept[i], info);
+      }
+      pthread_join(tid, NULL);
+      if (info) info->map_ns += r.map_ns;
+      if (r.rc && !rc) rc = r.rc;
+      if (rc) {
+        unmap_new(p, p->slept, p->nslept);
+        if (info) info->copied_bytes = 0;
+      }
+    }
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
 void pt_pool_wake_undo(struct pt_pool *p) {
   pthread_mutex_lock(&p->mu);
   if (p->asleep) unmap_new(p, p->slept, p->nslept);
@@ -451,11 +541,8 @@ int pt_pool_wake(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   struct pt_pool_sleep_info z = {0};
   if (!info) info = &z;
   *info = z;
-  int rc = pt_pool_wake_map(p, info);
-  if (rc) return rc;
-  rc = pt_pool_wake_copy(p, info);
+  int rc = pt_pool_wake_fill(p, info);
   if (rc) {
-    pt_pool_wake_undo(p);
     info->copied_bytes = 0;
     return rc;
   }

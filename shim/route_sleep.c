@@ -101,16 +101,13 @@ int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev) {
   memset(sum, 0, sizeof *sum);
   *failed_dev = -1;
   int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE), rc = 0, d;
-  /* Memory for every pool first: if one device is full, none wakes. */
+  /* Each pool mapped and filled (the two overlap with PONYTAIL_SLEEP_THREADS
+   * > 1); if one device is full, the pools already filled are unmapped again
+   * and none wakes. */
   for (d = 0; d < nd && !rc; d++) {
     struct pt_pool *p = pool_at(d);
-    if (p && pt_pool_asleep(p)) rc = pt_pool_wake_map(p, sum);
+    if (p && pt_pool_asleep(p)) rc = pt_pool_wake_fill(p, sum);
   }
-  if (!rc)
-    for (d = 0; d < nd && !rc; d++) {
-      struct pt_pool *p = pool_at(d);
-      if (p && pt_pool_asleep(p)) rc = pt_pool_wake_copy(p, sum);
-    }
   if (rc) {
     *failed_dev = d - 1;
     for (int e = 0; e < nd; e++) {
