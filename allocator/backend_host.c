@@ -35,9 +35,7 @@ struct host_ctx {
   unsigned fail_at[PT_HOST_OP_COUNT];
   int fail_err[PT_HOST_OP_COUNT];
   struct pt_host_counters c;
-  /* A sleep's or a wake's helper threads call some ops concurrently with
-   * each other and with the sleeping thread's (backend.h): those that touch
-   * the slots, the mappings or the counters take this lock. */
+  /* Taken by the HOST_LOCKED ops (a sleep's or a wake's helper threads). */
   pthread_mutex_t mu;
 };
 
@@ -47,6 +45,19 @@ static bool host_fault(struct host_ctx *h, enum pt_host_op op) {
   if (--h->fail_at[op]) return false;
   return true;
 }
+
+/* NAME: NAME_unlocked under the context's lock. A sleep's or a wake's helper
+ * threads call some ops concurrently with each other and with the sleeping
+ * thread's (backend.h); these are the ops that touch the slots, the
+ * mappings, the fault counters or the host counters. */
+#define HOST_LOCKED(NAME, PARAMS, ARGS)  \
+  static int NAME PARAMS {               \
+    struct host_ctx *h_ = ctx;           \
+    pthread_mutex_lock(&h_->mu);         \
+    int rc_ = NAME##_unlocked ARGS;      \
+    pthread_mutex_unlock(&h_->mu);       \
+    return rc_;                          \
+  }
 
 static int host_granularity(void *ctx, size_t *out) {
   *out = ((struct host_ctx *)ctx)->gran;
@@ -131,25 +142,17 @@ static int host_create_unlocked(void *ctx, size_t size, pt_bk_handle *out) {
   if (host_fault(h, PT_HOST_OP_CREATE)) return h->fail_err[PT_HOST_OP_CREATE];
   return create_run(h, size, false, out);
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_create(void *ctx, size_t size, pt_bk_handle *out) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_create_unlocked(ctx, size, out);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_create, (void *ctx, size_t size, pt_bk_handle *out), (ctx, size, out))
 
 /* Host-tier memory: the same memfd (a test sees the same bytes either way),
  * counted apart and capped by pt_backend_host_tier_cap, not by the device's
  * max_granules. */
-static int host_create_host(void *ctx, size_t size, pt_bk_handle *out) {
+static int host_create_host_unlocked(void *ctx, size_t size, pt_bk_handle *out) {
   struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_fault(h, PT_HOST_OP_CREATE_HOST) ? h->fail_err[PT_HOST_OP_CREATE_HOST] : create_run(h, size, true, out);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
+  if (host_fault(h, PT_HOST_OP_CREATE_HOST)) return h->fail_err[PT_HOST_OP_CREATE_HOST];
+  return create_run(h, size, true, out);
 }
+HOST_LOCKED(host_create_host, (void *ctx, size_t size, pt_bk_handle *out), (ctx, size, out))
 
 static bool host_handle_ok(const struct host_ctx *h, pt_bk_handle hd) {
   return hd < h->nslots && h->in_use[hd] && h->len[hd];
@@ -171,14 +174,7 @@ static int host_release_unlocked(void *ctx, pt_bk_handle hd) {
   h->c.releases++;
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_release(void *ctx, pt_bk_handle hd) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_release_unlocked(ctx, hd);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_release, (void *ctx, pt_bk_handle hd), (ctx, hd))
 
 static int host_map_unlocked(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
   struct host_ctx *h = ctx;
@@ -195,14 +191,7 @@ static int host_map_unlocked(void *ctx, uintptr_t va, size_t size, pt_bk_handle 
   h->c.maps++;
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_map(void *ctx, uintptr_t va, size_t size, pt_bk_handle hd) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_map_unlocked(ctx, va, size, hd);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_map, (void *ctx, uintptr_t va, size_t size, pt_bk_handle hd), (ctx, va, size, hd))
 
 /* Finding the handles mapped in the range is a scan over all slots: unmap is
  * a slow path (stitch, trim, destroy) and the host backend is for tests. Like
@@ -227,14 +216,7 @@ static int host_unmap_unlocked(void *ctx, uintptr_t va, size_t size) {
   h->c.unmaps++;
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_unmap(void *ctx, uintptr_t va, size_t size) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_unmap_unlocked(ctx, va, size);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_unmap, (void *ctx, uintptr_t va, size_t size), (ctx, va, size))
 
 static int host_set_access_unlocked(void *ctx, uintptr_t va, size_t size) {
   struct host_ctx *h = ctx;
@@ -242,14 +224,7 @@ static int host_set_access_unlocked(void *ctx, uintptr_t va, size_t size) {
   if (mprotect((void *)va, size, PROT_READ | PROT_WRITE)) return PT_HOST_ERR_INVALID;
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_set_access(void *ctx, uintptr_t va, size_t size) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_set_access_unlocked(ctx, va, size);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_set_access, (void *ctx, uintptr_t va, size_t size), (ctx, va, size))
 
 static int host_marker_create(void *ctx, pt_bk_marker *m) {
   struct host_ctx *h = ctx;
@@ -360,21 +335,16 @@ static int host_import_unmap(void *ctx, uintptr_t va, size_t mapped, size_t size
 
 /* A sleeping pool's bytes: plain heap memory here (page-locked memory is the
  * VMM backend's business); copies are memcpy over the mapped range. */
-static int host_host_alloc(void *ctx, size_t size, void **p) {
+static int host_host_alloc_unlocked(void *ctx, size_t size, void **p) {
   struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_fault(h, PT_HOST_OP_HOST_ALLOC) ? h->fail_err[PT_HOST_OP_HOST_ALLOC] : 0;
-  if (!rc) {
-    *p = malloc(size ? size : 1);
-    if (!*p) rc = PT_HOST_ERR_OOM;
-  }
-  if (!rc) {
-    h->c.host_bytes += size;
-    h->c.host_allocs++;
-  }
-  pthread_mutex_unlock(&h->mu);
-  return rc;
+  if (host_fault(h, PT_HOST_OP_HOST_ALLOC)) return h->fail_err[PT_HOST_OP_HOST_ALLOC];
+  *p = malloc(size ? size : 1);
+  if (!*p) return PT_HOST_ERR_OOM;
+  h->c.host_bytes += size;
+  h->c.host_allocs++;
+  return 0;
 }
+HOST_LOCKED(host_host_alloc, (void *ctx, size_t size, void **p), (ctx, size, p))
 static int host_host_free(void *ctx, void *p) {
   struct host_ctx *h = ctx;
   free(p);
@@ -389,28 +359,14 @@ static int host_copy_to_host_unlocked(void *ctx, void *dst, uintptr_t src, size_
   memcpy(dst, (const void *)src, size);
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_copy_to_host(void *ctx, void *dst, uintptr_t src, size_t size) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_copy_to_host_unlocked(ctx, dst, src, size);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_copy_to_host, (void *ctx, void *dst, uintptr_t src, size_t size), (ctx, dst, src, size))
 static int host_copy_to_device_unlocked(void *ctx, uintptr_t dst, const void *src, size_t size) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_COPY)) return h->fail_err[PT_HOST_OP_COPY];
   memcpy((void *)dst, src, size);
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_copy_to_device(void *ctx, uintptr_t dst, const void *src, size_t size) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_copy_to_device_unlocked(ctx, dst, src, size);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_copy_to_device, (void *ctx, uintptr_t dst, const void *src, size_t size), (ctx, dst, src, size))
 
 static int host_copy_d2d_unlocked(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
   struct host_ctx *h = ctx;
@@ -418,14 +374,7 @@ static int host_copy_d2d_unlocked(void *ctx, uintptr_t dst, uintptr_t src, size_
   memmove((void *)dst, (const void *)src, size);
   return 0;
 }
-/* Under the lock: a sleep's or a wake's helper may work meanwhile (backend.h). */
-static int host_copy_d2d(void *ctx, uintptr_t dst, uintptr_t src, size_t size) {
-  struct host_ctx *h = ctx;
-  pthread_mutex_lock(&h->mu);
-  int rc = host_copy_d2d_unlocked(ctx, dst, src, size);
-  pthread_mutex_unlock(&h->mu);
-  return rc;
-}
+HOST_LOCKED(host_copy_d2d, (void *ctx, uintptr_t dst, uintptr_t src, size_t size), (ctx, dst, src, size))
 
 static const struct pt_backend_ops host_ops = {
   .name = "host",
