@@ -392,44 +392,42 @@ int pt_cmd_sleep(int argc, char **argv) {
   return run("sleep", pid, discard ? "sleep discard" : "sleep", json, 's');
 }
 
-int pt_cmd_wake(int argc, char **argv) {
+/* The arguments of a command that takes [--json] PID (wake, stats): 0 with
+ * *json and *pid set; 0 with *done after --help printed the usage; or a usage
+ * error's exit status (2). */
+static int json_pid_args(int argc, char **argv, const char *cmd, void (*usage)(FILE *), bool *json, int *pid,
+                         bool *done) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  bool json = false;
   const char *w;
   int c;
+  *json = *done = false;
   optind = 0;
   while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
     if (c == 'h') {
-      usage_wake(stdout);
+      usage(stdout);
+      *done = true;
       return 0;
     }
-    if (c == 'j') json = true;
-    else return pt_cmd_usage_error("wake", usage_wake, "unknown option", w);
+    if (c == 'j') *json = true;
+    else return pt_cmd_usage_error(cmd, usage, "unknown option", w);
   }
-  if (optind != argc - 1) return pt_cmd_usage_error("wake", usage_wake, "expected one PID", NULL);
-  int pid = parse_pid(argv[optind]);
-  if (pid < 0) return pt_cmd_usage_error("wake", usage_wake, "not a process id", argv[optind]);
+  if (optind != argc - 1) return pt_cmd_usage_error(cmd, usage, "expected one PID", NULL);
+  *pid = parse_pid(argv[optind]);
+  if (*pid < 0) return pt_cmd_usage_error(cmd, usage, "not a process id", argv[optind]);
+  return 0;
+}
+
+int pt_cmd_wake(int argc, char **argv) {
+  bool json, done;
+  int pid, rc = json_pid_args(argc, argv, "wake", usage_wake, &json, &pid, &done);
+  if (rc || done) return rc;
   return run("wake", pid, "wake", json, 'w');
 }
 
 int pt_cmd_stats(int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  bool json = false;
-  const char *w;
-  int c;
-  optind = 0;
-  while ((c = pt_getopt(argc, argv, "+:h", opts, &w)) != -1) {
-    if (c == 'h') {
-      usage_stats(stdout);
-      return 0;
-    }
-    if (c == 'j') json = true;
-    else return pt_cmd_usage_error("stats", usage_stats, "unknown option", w);
-  }
-  if (optind != argc - 1) return pt_cmd_usage_error("stats", usage_stats, "expected one PID", NULL);
-  int pid = parse_pid(argv[optind]);
-  if (pid < 0) return pt_cmd_usage_error("stats", usage_stats, "not a process id", argv[optind]);
+  bool json, done;
+  int pid, rc = json_pid_args(argc, argv, "stats", usage_stats, &json, &pid, &done);
+  if (rc || done) return rc;
   return run("stats", pid, json ? "stats json" : "stats", json, 'x');
 }
