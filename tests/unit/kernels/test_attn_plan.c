@@ -236,6 +236,26 @@ static void test_plan_sweep(void **state) {
           }
 }
 
+/* d (a padded head size) and r (the kernel's own size it runs on), masked or not alike: d is
+ * accepted, and the two plans *p and *q split, cluster, stage and place the workspace alike. */
+static void plans_alike(struct pt_attn_desc *d, struct pt_attn_desc *r, int masked, struct pt_attn_plan *p,
+                        struct pt_attn_plan *q) {
+  if (masked) {
+    d->bias = r->bias = FAKE(0x60000);
+    d->bias_batch_stride = r->bias_batch_stride = (d->seqlen_k + 7) / 8 * 8;
+  }
+  assert_null(pt_attn_plan_check(d));
+  pt_attn_plan_make(d, p);
+  pt_attn_plan_make(r, q);
+  assert_int_equal(p->nsplit, q->nsplit);
+  assert_int_equal(p->tiles_per_split, q->tiles_per_split);
+  assert_int_equal(p->cluster, q->cluster);
+  assert_int_equal(p->smem_bytes, q->smem_bytes);
+  assert_int_equal(p->bias_rows, q->bias_rows);
+  assert_int_equal(p->ws_ml_off, q->ws_ml_off);
+  assert_int_equal(p->ws_o_off, q->ws_o_off);
+}
+
 /* head_dim 80 and 96 run on the d = 128 kernel, padded: the same shared memory, stages and
  * occupancy, hence the same split plan, as d = 128 for every shape (masked or not); only the
  * workspace's O partials are their real width (the kernel writes DR floats a row). */
@@ -255,23 +275,10 @@ static void test_plan_padded(void **state) {
             const int hd = pads[ip];
             struct pt_attn_desc d = hf_desc(bs[ib], 4 * gs[ig], 4, sks[is], hd);
             struct pt_attn_desc r = hf_desc(bs[ib], 4 * gs[ig], 4, sks[is], 128);
-            if (m) {
-              d.bias = r.bias = FAKE(0x60000);
-              d.bias_batch_stride = r.bias_batch_stride = (sks[is] + 7) / 8 * 8;
-            }
-            assert_null(pt_attn_plan_check(&d));
             struct pt_attn_plan p, q;
-            pt_attn_plan_make(&d, &p);
-            pt_attn_plan_make(&r, &q);
+            plans_alike(&d, &r, m, &p, &q);
             assert_int_equal(p.dkind, ip == 0 ? 1 : 2);
             assert_int_equal(q.dkind, 3);
-            assert_int_equal(p.nsplit, q.nsplit);
-            assert_int_equal(p.tiles_per_split, q.tiles_per_split);
-            assert_int_equal(p.cluster, q.cluster);
-            assert_int_equal(p.smem_bytes, q.smem_bytes);
-            assert_int_equal(p.bias_rows, q.bias_rows);
-            assert_int_equal(p.ws_ml_off, q.ws_ml_off);
-            assert_int_equal(p.ws_o_off, q.ws_o_off);
             const int64_t parts = (int64_t)bs[ib] * 4 * p.nsplit * p.rows;
             if (p.ws_bytes)
               assert_int_equal(p.ws_bytes, p.ws_o_off + parts * hd * 4);
@@ -303,23 +310,10 @@ static void test_plan_mla(void **state) {
             const int hk = hks[ih], h = hk * gs[ig];
             struct pt_attn_desc d = mla_desc(bs[ib], h, hk, sks[is]);
             struct pt_attn_desc r = hf_desc(bs[ib], h, hk, sks[is], 256);
-            if (m) {
-              d.bias = r.bias = FAKE(0x60000);
-              d.bias_batch_stride = r.bias_batch_stride = (sks[is] + 7) / 8 * 8;
-            }
-            assert_null(pt_attn_plan_check(&d));
             struct pt_attn_plan p, q;
-            pt_attn_plan_make(&d, &p);
-            pt_attn_plan_make(&r, &q);
+            plans_alike(&d, &r, m, &p, &q);
             assert_int_equal(p.dkind, 5);
             assert_int_equal(q.dkind, 4);
-            assert_int_equal(p.nsplit, q.nsplit);
-            assert_int_equal(p.tiles_per_split, q.tiles_per_split);
-            assert_int_equal(p.cluster, q.cluster);
-            assert_int_equal(p.smem_bytes, q.smem_bytes);
-            assert_int_equal(p.bias_rows, q.bias_rows);
-            assert_int_equal(p.ws_ml_off, q.ws_ml_off);
-            assert_int_equal(p.ws_o_off, q.ws_o_off);
             const int64_t parts = (int64_t)bs[ib] * hk * p.nsplit * p.rows;
             if (p.ws_bytes) {
               assert_int_equal(p.ws_bytes, p.ws_o_off + parts * 128 * 4);
