@@ -55,6 +55,15 @@ struct me_shape {
   int mask;        /* custom_mask_type */
 };
 
+/* HF decode, left-padded batch of 8, 32 heads (repeat_kv expanded), 4100 keys in a 4608-slot
+ * cache, bf16, the padding mask broadcast over heads. */
+static const struct me_shape me_hf = {.b = 8, .h = 32, .nq = 1, .nk = 4100, .s_alloc = 4608,
+                                      .d = 128, .bias = 1, .mask = 0};
+/* The same batch as DeepSeek-V3 hands it over under HF's SDPA (MLA): 128 heads of their own,
+ * q and k 192 wide, v and O 128, 1000 keys in a 1024-slot cache. */
+static const struct me_shape me_mla = {.b = 8, .h = 128, .nq = 1, .nk = 1000, .s_alloc = 1024,
+                                       .d = 192, .dv = 128, .bias = 1, .mask = 0};
+
 static inline int me_kpad(const struct me_shape *s) { return (s->nk + 15) / 16 * 16; }
 static inline int me_dv(const struct me_shape *s) { return s->dv ? s->dv : s->d; }
 

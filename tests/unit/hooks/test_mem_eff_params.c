@@ -14,10 +14,6 @@
 #include "hooks/mem_eff_params.h"
 #include "tests/unit/hooks/me_buf.h"
 
-/* HF decode, left-padded batch of 8, 32 heads (repeat_kv expanded), 4100
- * keys in a 4608-slot cache, bf16, the padding mask broadcast over heads. */
-static const struct me_shape hf = {.b = 8, .h = 32, .nq = 1, .nk = 4100, .s_alloc = 4608,
-                                   .d = 128, .bias = 1, .mask = 0};
 
 static const char *rd(const struct me_buf *p, const struct me_shape *s, const char *name,
                       struct pt_attn_desc *d) {
@@ -54,7 +50,7 @@ static void assert_qkvo_strides(const struct pt_attn_desc *d, const struct me_sh
 static void test_decode_fields(void **st) {
   (void)st;
   struct me_buf p;
-  me_fill(&p, &hf);
+  me_fill(&p, &me_hf);
   ME_PUT(&p, ME_CAUSAL_DIAGONAL_OFFSET, uint32_t, 7);
   ME_PUT(&p, ME_NUM_KEYS_ABSOLUTE, int32_t, 4242);
   ME_PUT(&p, ME_WINDOW_SIZE, int32_t, 99);
@@ -112,10 +108,10 @@ static void test_decode_fields(void **st) {
 static void test_desc_bf16_padding_bias(void **st) {
   (void)st;
   struct me_buf p;
-  me_fill(&p, &hf);
+  me_fill(&p, &me_hf);
   struct pt_attn_desc d;
   memset(&d, 0x5A, sizeof d); /* every field must be written */
-  assert_null(rd(&p, &hf, ME_BF16_NAME, &d));
+  assert_null(rd(&p, &me_hf, ME_BF16_NAME, &d));
   assert_ptr_equal(d.q, ME_Q);
   assert_ptr_equal(d.k, ME_K);
   assert_ptr_equal(d.v, ME_V);
@@ -128,7 +124,7 @@ static void test_desc_bf16_padding_bias(void **st) {
   assert_int_equal(d.seqlen_q, 1);
   assert_int_equal(d.seqlen_k, 4100);
   assert_int_equal(d.head_dim, 128);
-  assert_qkvo_strides(&d, &hf);
+  assert_qkvo_strides(&d, &me_hf);
   assert_true(d.scale == 0.125f);
   assert_int_equal(d.causal, 0);
   assert_ptr_equal(d.bias, ME_BIAS);
@@ -140,7 +136,7 @@ static void test_desc_bf16_padding_bias(void **st) {
 /* fp16, 4 query rows (speculative decode), a bias of its own per head. */
 static void test_desc_f16_per_head_bias(void **st) {
   (void)st;
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.h = 8;
   s.nq = 4;
   s.nk = 1000;
@@ -165,7 +161,7 @@ static void test_desc_f16_per_head_bias(void **st) {
  * stray bias strides are not carried over. */
 static void test_desc_no_bias(void **st) {
   (void)st;
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.bias = 0;
   struct me_buf p;
   me_fill(&p, &s);
@@ -184,7 +180,7 @@ static void test_desc_no_bias(void **st) {
 
 static void test_desc_causal(void **st) {
   (void)st;
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.nq = 4;
   s.mask = 2; /* bottom-right: the decode kernel's causal */
   struct me_buf p;
@@ -210,7 +206,7 @@ static void test_desc_causal(void **st) {
 /* One KV head expanded to every query head (head strides 0). */
 static void test_desc_kv_broadcast(void **st) {
   (void)st;
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.h = 8;
   s.nq = 2;
   struct me_buf p;
@@ -247,12 +243,7 @@ static void test_desc_kv_broadcast(void **st) {
  * runs is the decode kernel's check (test_attn_plan.c), so other unequal pairs pass here too. */
 static void test_desc_mla(void **st) {
   (void)st;
-  struct me_shape s = hf;
-  s.h = 128;
-  s.d = 192;
-  s.dv = 128;
-  s.nk = 1000;
-  s.s_alloc = 1024;
+  struct me_shape s = me_mla;
   struct me_buf p;
   me_fill(&p, &s);
   struct pt_mem_eff_params m;
@@ -278,7 +269,7 @@ static void test_desc_mla(void **st) {
   assert_int_equal(d.v_head_dim, 128);
   assert_qkvo_strides(&d, &s);
   /* another pair is read as it is; the kernel's check refuses it */
-  s = hf;
+  s = me_hf;
   s.dv = 64;
   me_fill(&p, &s);
   assert_null(rd(&p, &s, ME_BF16_NAME, &d));
@@ -286,8 +277,8 @@ static void test_desc_mla(void **st) {
   assert_int_equal(d.v_head_dim, 64);
   assert_qkvo_strides(&d, &s);
   /* equal sizes: v_head_dim says the same */
-  me_fill(&p, &hf);
-  assert_null(rd(&p, &hf, ME_BF16_NAME, &d));
+  me_fill(&p, &me_hf);
+  assert_null(rd(&p, &me_hf, ME_BF16_NAME, &d));
   assert_int_equal(d.v_head_dim, 128);
   assert_int_equal(pt_attn_v_dim(&d), d.head_dim);
 }
@@ -309,7 +300,7 @@ static void test_name_dtype(void **st) {
 static void test_sizes(void **st) {
   (void)st;
   struct me_buf p;
-  me_fill(&p, &hf);
+  me_fill(&p, &me_hf);
   struct pt_attn_desc d;
   const char *r = pt_mem_eff_read(p.b, 264, ME_BF16_NAME, NULL, &d);
   assert_string_equal(r, "Params layout not recognised (264 bytes)");
@@ -341,7 +332,7 @@ static void test_sizes(void **st) {
 
 static void test_refusals(void **st) {
   (void)st;
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   struct me_buf p;
 
   me_fill(&p, &s);

@@ -55,10 +55,6 @@ static int teardown(void **st) {
 
 #define STREAM_A ((void *)0x5A)
 
-/* HF decode of a left-padded batch: 8 x 32 heads, 4100 keys, bf16, the
- * padding mask broadcast over heads. */
-static const struct me_shape hf = {.b = 8, .h = 32, .nq = 1, .nk = 4100, .s_alloc = 4608,
-                                   .d = 128, .bias = 1, .mask = 0};
 
 struct launch { struct me_buf p; void *args[1]; struct pt_launch l; };
 
@@ -102,7 +98,7 @@ static void test_default_on(void **st) {
   assert_int_equal(pt_hooks_match(ME_F16_NAME), PT_HOOK_MEM_EFF_FWD);
   assert_int_equal(pt_hooks_match(ME_BWD_NAME), PT_HOOK_MEM_EFF_BWD);
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   struct pt_hook_outcome o = go(&x);
   assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
   assert_null(o.reason);
@@ -122,7 +118,7 @@ static void test_option_off_report_only(void **st) {
   assert_int_equal(pt_hooks_match(ME_F32_NAME), PT_HOOK_MEM_EFF);
   assert_int_equal(pt_hooks_match(ME_BWD_NAME), PT_HOOK_MEM_EFF_BWD);
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   x.l.args = (void **)(uintptr_t)0x10; /* poison: must not be read */
   x.l.param_bytes = 3;
   struct pt_hook_outcome o = go(&x);
@@ -164,7 +160,7 @@ static void test_swapped_with_bias(void **st) {
   (void)st;
   set_env("PONYTAIL_ATTN_MASKED", "1");
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   struct pt_hook_outcome o = go(&x);
   assert_int_equal(o.verdict, PT_HOOK_SWAPPED);
   assert_int_equal(o.status, 0);
@@ -198,7 +194,7 @@ static void test_swapped_with_bias(void **st) {
   assert_int_equal(d->bias_row_stride, 4112);
 
   /* fp16, per-head bias, bottom-right causal over 4 query rows */
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.h = 8;
   s.nq = 4;
   s.bias = 2;
@@ -214,7 +210,7 @@ static void test_swapped_with_bias(void **st) {
   assert_int_equal(fk.last.o_batch_stride, 4 * 8 * 128);
 
   /* no mask: swapped without a bias */
-  s = hf;
+  s = me_hf;
   s.bias = 0;
   mk(&x, &s);
   assert_int_equal(go(&x).verdict, PT_HOOK_SWAPPED);
@@ -227,12 +223,7 @@ static void test_swapped_with_bias(void **st) {
  * check, whose reason the hook passes on. */
 static void test_swapped_mla(void **st) {
   (void)st;
-  struct me_shape s = hf;
-  s.h = 128;
-  s.d = 192;
-  s.dv = 128;
-  s.nk = 1000;
-  s.s_alloc = 1024;
+  struct me_shape s = me_mla;
   struct launch x;
   mk(&x, &s);
   assert_int_equal(go_named(ME_F16_NAME, &x).verdict, PT_HOOK_SWAPPED);
@@ -245,7 +236,7 @@ static void test_swapped_mla(void **st) {
   assert_int_equal(fk.last.o_head_stride, 128);
   assert_int_equal(fk.last.o_row_stride, 128 * 128);
   assert_int_equal(fk.last.o_batch_stride, 128 * 128);
-  s = hf;
+  s = me_hf;
   s.dv = 64;
   mk(&x, &s);
   fk.supported_reason = "head_dim q/k 192 with v 128 only";
@@ -258,26 +249,26 @@ static void test_fallback_reasons(void **st) {
   (void)st;
   set_env("PONYTAIL_ATTN_MASKED", "1");
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   x.l.param_bytes = 264;
   assert_pass(go(&x), "Params layout not recognised (264 bytes)");
   x.l.param_bytes = 0;
   assert_pass(go(&x), "param size unknown");
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   assert_pass(go_named(ME_F32_NAME, &x), "dtype not fp16/bf16");
   x.p.b[ME_DROPOUT_STATE] = 1; /* use_dropout */
   assert_pass(go(&x), "dropout");
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   ME_PUT(&x.p, ME_LOGSUMEXP_PTR, void *, ME_PTR(0x7f0000700000ull));
   assert_pass(go(&x), "logsumexp requested (training)");
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.nq = 64;
   mk(&x, &s);
   assert_pass(go(&x), "seqlen_q > 16 (prefill)");
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   x.l.grid[2] = 3;
   assert_pass(go(&x), "unsupported kernel variant");
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   fk.supported_reason = "bias not 16-byte aligned";
   assert_pass(go(&x), "bias not 16-byte aligned");
   fk.supported_reason = NULL;
@@ -315,7 +306,7 @@ static void test_capture(void **st) {
   (void)st;
   set_env("PONYTAIL_ATTN_MASKED", "1");
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   fk.capturing = 1;
   assert_pass(go(&x), "no workspace during capture");
   assert_int_equal(fk.allocs, 0);
@@ -342,7 +333,7 @@ static void test_verify(void **st) {
   int id = pt_hooks_match(ME_BF16_NAME);
   assert_int_equal(id, PT_HOOK_MEM_EFF_FWD);
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   fk.compare_result[0] = 0.004f; /* |dO| */
   fk.compare_result[1] = 1.0f;   /* |O| */
   struct pt_hook_outcome o = pt_hooks_launch(id, ME_BF16_NAME, &x.l);
@@ -389,7 +380,7 @@ static void test_verify(void **st) {
   assert_pass(pt_hooks_launch(id, ME_BF16_NAME, &x.l), "dropout");
   assert_int_equal(fk.originals, 3);
   /* MLA: Ponytail's scratch O is v's width (128), the reference carries v's size too */
-  struct me_shape s = hf;
+  struct me_shape s = me_hf;
   s.h = 16;
   s.d = 192;
   s.dv = 128;
@@ -413,7 +404,7 @@ static void test_fault(void **st) {
   set_env("PONYTAIL_ATTN_MASKED", "1");
   set_env("PONYTAIL_TEST_FAULT", "200");
   struct launch x;
-  mk(&x, &hf);
+  mk(&x, &me_hf);
   assert_int_equal(go(&x).verdict, PT_HOOK_SWAPPED);
   assert_int_equal(fk.faults, 1);
   assert_true(fk.fault_seq > fk.launch_seq);
