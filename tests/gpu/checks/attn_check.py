@@ -999,6 +999,20 @@ def read_time(nbytes, nsets):
     return t
 
 
+def decode_sets(lib, nsets, B, H, Hk, S, D, DV, dtype):
+    """nsets copies of random decode inputs for the timing tables (one query position; q/k D
+    wide, v and O DV), each as (q, k, v, the test library's args)."""
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
+        k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
+        v = torch.randn(B, Hk, S, DV, device="cuda", dtype=dtype)
+        o = torch.empty(B, 1, H, DV, device="cuda", dtype=dtype)
+        lse = torch.empty(B, H, 1, device="cuda")
+        sets.append((q, k, v, padded_args(lib, q, k, v, o, lse)))
+    return sets
+
+
 def timing(lib, out_rows):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
@@ -1021,15 +1035,7 @@ def timing(lib, out_rows):
         floor = kv_bytes / HBM * 1e6
         nsets = max(1, min(20, math.ceil((256 << 20) / kv_bytes)))
         torch.manual_seed(B * 1000 + S + G)
-        sets = []
-        for _ in range(nsets):
-            q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
-            k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-            v = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-            o = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
-            lse = torch.empty(B, H, 1, device="cuda")
-            a = padded_args(lib, q, k, v, o, lse)
-            sets.append((q, k, v, a))
+        sets = decode_sets(lib, nsets, B, H, Hk, S, D, D, dtype)
         lib.decode(sets[0][3])
         res = {}
         res["pt"] = graph_time(lambda i: lib.decode(sets[i % nsets][3]))
@@ -1095,14 +1101,7 @@ def dims_timing(lib, out_rows):
             floor = kv_bytes / HBM * 1e6
             nsets = max(1, min(20, math.ceil((256 << 20) / kv_bytes)))
             torch.manual_seed(B * 1000 + S + G + D)
-            sets = []
-            for _ in range(nsets):
-                q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
-                k = torch.randn(B, Hk, S, D, device="cuda", dtype=dtype)
-                v = torch.randn(B, Hk, S, DV, device="cuda", dtype=dtype)
-                o = torch.empty(B, 1, H, DV, device="cuda", dtype=dtype)
-                lse = torch.empty(B, H, 1, device="cuda")
-                sets.append((q, k, v, padded_args(lib, q, k, v, o, lse)))
+            sets = decode_sets(lib, nsets, B, H, Hk, S, D, DV, dtype)
             lib.decode(sets[0][3])
             res = {"pt": graph_time(lambda i: lib.decode(sets[i % nsets][3]))}
             peers = [("flash", SDPBackend.FLASH_ATTENTION, True), ("cudnn", SDPBackend.CUDNN_ATTENTION, True),
