@@ -1001,7 +1001,9 @@ def read_time(nbytes, nsets):
 
 def decode_sets(lib, nsets, B, H, Hk, S, D, DV, dtype):
     """nsets copies of random decode inputs for the timing tables (one query position; q/k D
-    wide, v and O DV), each as (q, k, v, the test library's args)."""
+    wide, v and O DV), each as (q, k, v, the test library's args, o, lse): o and lse ride along
+    because args holds only their addresses, and freed they would be torch's to hand out again
+    (the timed launches would write into other tensors)."""
     sets = []
     for _ in range(nsets):
         q = torch.randn(B, H, 1, D, device="cuda", dtype=dtype)
@@ -1009,7 +1011,7 @@ def decode_sets(lib, nsets, B, H, Hk, S, D, DV, dtype):
         v = torch.randn(B, Hk, S, DV, device="cuda", dtype=dtype)
         o = torch.empty(B, 1, H, DV, device="cuda", dtype=dtype)
         lse = torch.empty(B, H, 1, device="cuda")
-        sets.append((q, k, v, padded_args(lib, q, k, v, o, lse)))
+        sets.append((q, k, v, padded_args(lib, q, k, v, o, lse), o, lse))
     return sets
 
 
@@ -1055,7 +1057,7 @@ def timing(lib, out_rows):
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
                 def f(i, be=be):
-                    q, k, v, _ = sets[i % nsets]
+                    q, k, v = sets[i % nsets][:3]
                     with sdpa_kernel(be):
                         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
                 res[name] = graph_time(f)
