@@ -110,37 +110,31 @@ struct pt_pool {
   uint64_t high_live, high_physical;
   struct pt_pool_stats st;
 
-  /* While asleep (pool_sleep.c): the handles released, by where they were
-   * mapped, and where their bytes wait on the host (NULL: dropped). Their
-   * slots keep their bits and hlen; handles[] of a sleeping slot is stale. */
-  struct pt_sleep_ent {
-    int arena;
-    uint64_t slot, n;
-    void *host;         /* page-locked buffer (sleep_host 0) */
-    pt_bk_handle hh;    /* host handle mapped at hva (sleep_host 1) */
-    uintptr_t hva;
-    bool hcreated, hmapped;
-    bool mapped; /* a wake in progress has mapped new memory for it */
-  } *slept;
-  uint64_t nslept;
+  /* Sleep and wake (pool_sleep.c). A set of sleeping entries: the handles
+   * released, by where they were mapped, with the host memory their bytes
+   * wait in (none: dropped), and the range the host handles are mapped in
+   * (sleep_host 1; va_size 0 with buffers). A sleeping slot keeps its bit and
+   * hlen; its handles[] is stale. */
+  struct pt_sleep_set {
+    struct pt_sleep_ent {
+      int arena;
+      uint64_t slot, n;
+      void *host;      /* page-locked buffer (sleep_host 0) */
+      pt_bk_handle hh; /* host handle mapped at hva (sleep_host 1) */
+      uintptr_t hva;
+      bool hcreated, hmapped;
+      bool mapped; /* a wake in progress has mapped new memory for it */
+    } *e;
+    uint64_t n;
+    uintptr_t va;
+    uint64_t va_size;
+  } slept, /* while asleep */
+      gone,  /* what the last wake left to free once the process runs again (pt_pool_release_kept) */
+      cache; /* with sleep_reuse: what pt_pool_release_kept kept for the next sleep instead */
   bool asleep;
-  int sleep_host;        /* pt_pool_config.sleep_host */
-  int sleep_threads;     /* pt_pool_config.sleep_threads */
-  int sleep_reuse;       /* pt_pool_config.sleep_reuse */
-  uintptr_t sleep_va;    /* the host handles' range while asleep (sleep_host 1) */
-  uint64_t sleep_va_size;
-  /* What the last wake left to free once the process runs again
-   * (pt_pool_release_kept): the entries' host memory and its range. */
-  struct pt_sleep_ent *gone;
-  uint64_t ngone;
-  uintptr_t gone_va;
-  uint64_t gone_va_size;
-  /* With sleep_reuse, what pt_pool_release_kept kept for the next sleep
-   * instead of freeing it (the same layout as gone). */
-  struct pt_sleep_ent *cache;
-  uint64_t ncache;
-  uintptr_t cache_va;
-  uint64_t cache_va_size;
+  int sleep_host;    /* pt_pool_config.sleep_host */
+  int sleep_threads; /* pt_pool_config.sleep_threads */
+  int sleep_reuse;   /* pt_pool_config.sleep_reuse */
 };
 
 /* pool_fit.c */

@@ -49,9 +49,8 @@ static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e) {
   return p->arenas[e->arena].base + e->slot * p->gran;
 }
 
-/* Frees the host memory of entries [0, n) (either kind) and the host
- * handles' range [va, va + va_size). */
-static void drop_kept(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, uintptr_t va, uint64_t va_size) {
+/* Frees the host memory of entries [0, n), either kind. */
+static void drop_host(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
   const struct pt_backend_ops *o = p->bk.ops;
   for (uint64_t i = 0; i < n; i++) {
     if (e[i].host) {
@@ -62,33 +61,19 @@ static void drop_kept(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, uin
     if (e[i].hcreated) (void)o->release(p->bk.ctx, e[i].hh);
     e[i].hmapped = e[i].hcreated = false;
   }
-  if (va_size) (void)o->unreserve(p->bk.ctx, va, va_size);
 }
 
-static void drop_slept_kept(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
-  drop_kept(p, e, n, p->sleep_va, p->sleep_va_size);
-  p->sleep_va = 0;
-  p->sleep_va_size = 0;
-}
-
-/* What the last wake left (pool.h, pt_pool_release_kept), all at once. */
-static void release_gone_locked(struct pt_pool *p) {
-  if (!p->gone) return;
-  drop_kept(p, p->gone, p->ngone, p->gone_va, p->gone_va_size);
-  free(p->gone);
-  p->gone = NULL;
-  p->ngone = 0;
-  p->gone_va = p->gone_va_size = 0;
+/* Frees a set: its entries' host memory, its range, its array; empty after. */
+static void drop_set(struct pt_pool *p, struct pt_sleep_set *s) {
+  drop_host(p, s->e, s->n);
+  if (s->va_size) (void)p->bk.ops->unreserve(p->bk.ctx, s->va, s->va_size);
+  free(s->e);
+  *s = (struct pt_sleep_set){0};
 }
 
 /* The host memory kept for the next sleep (sleep_reuse), all of it. */
-static void drop_cache_locked(struct pt_pool *p) {
-  if (!p->cache) return;
-  drop_kept(p, p->cache, p->ncache, p->cache_va, p->cache_va_size);
-  free(p->cache);
-  p->cache = NULL;
-  p->ncache = 0;
-  p->cache_va = p->cache_va_size = 0;
+static void drop_cache(struct pt_pool *p) {
+  drop_set(p, &p->cache);
   p->st.host_kept_bytes = 0;
 }
 
@@ -98,10 +83,10 @@ static void drop_cache_locked(struct pt_pool *p) {
  * bytes taken. */
 static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
   uint64_t taken = 0;
-  if (!p->cache) return 0;
+  if (!p->cache.e) return 0;
   for (uint64_t i = 0; i < n; i++)
-    for (uint64_t k = 0; k < p->ncache; k++) {
-      struct pt_sleep_ent *c = &p->cache[k];
+    for (uint64_t k = 0; k < p->cache.n; k++) {
+      struct pt_sleep_ent *c = &p->cache.e[k];
       if (c->n != e[i].n || !(c->host || c->hcreated)) continue;
       if (c->hmapped && p->bk.ops->unmap(p->bk.ctx, c->hva, c->n * p->gran)) continue;
       c->hmapped = false;
@@ -110,7 +95,7 @@ static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t 
       taken += e[i].n * p->gran;
       break;
     }
-  drop_cache_locked(p);
+  drop_cache(p);
   return taken;
 }
 
@@ -177,18 +162,20 @@ static int wait_ready(struct host_run *r, uint64_t i) {
   return ok ? 0 : 1;
 }
 
-/* Host memory for entries [0, n) and their bytes copied into it. On failure
- * nothing is kept (the pool itself was not touched). */
-static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_pool_sleep_info *info) {
+/* Host memory for set s's entries and their bytes copied into it. On failure
+ * the pool itself was not touched; the caller frees what s holds (drop_set). */
+static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_info *info) {
   enum { MAXT = 64 };
   const struct pt_backend_ops *o = p->bk.ops;
+  struct pt_sleep_ent *e = s->e;
+  const uint64_t n = s->n;
   int rc = 0;
   uint64_t t0 = pt_now_ns();
   if (p->sleep_host) {
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) total += e[i].n * p->gran;
-    if (total && !(rc = o->reserve(p->bk.ctx, total, &p->sleep_va))) p->sleep_va_size = total;
-    uintptr_t at = p->sleep_va;
+    if (total && !(rc = o->reserve(p->bk.ctx, total, &s->va))) s->va_size = total;
+    uintptr_t at = s->va;
     for (uint64_t i = 0; i < n; i++) {
       e[i].hva = at;
       at += e[i].n * p->gran;
@@ -252,10 +239,7 @@ static int keep(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt
   }
   info->host_ns += wait_ns;
   info->copy_ns += copy_ns;
-  if (rc) {
-    drop_slept_kept(p, e, n);
-    info->copied_bytes = 0;
-  }
+  if (rc) info->copied_bytes = 0;
   return rc;
 }
 
@@ -375,7 +359,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
                                 : o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
   pthread_mutex_lock(&p->mu);
   int rc = 0;
-  release_gone_locked(p); /* a wake's host memory that nobody released yet */
+  drop_set(p, &p->gone); /* a wake's host memory that nobody released yet */
   /* Host-tier granules would come back as device memory (or not at all):
    * a pool holding any is refused (pool.h). */
   if (p->asleep || (!discard && !can_copy) || p->st.tier_bytes) {
@@ -390,8 +374,9 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
   rc = o->device_sync(p->bk.ctx);
   if (rc) goto out;
 
-  uint64_t n = count_handles(p);
-  struct pt_sleep_ent *e = calloc(n ? n : 1, sizeof *e);
+  const uint64_t n = count_handles(p);
+  struct pt_sleep_set set = {.e = calloc(n ? n : 1, sizeof *set.e), .n = n};
+  struct pt_sleep_ent *e = set.e;
   if (!e) {
     rc = o->err_oom;
     goto out;
@@ -403,8 +388,8 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
       if (a->hlen[s] && pt_bit(a->bits, s)) e[k++] = (struct pt_sleep_ent){.arena = i, .slot = s, .n = a->hlen[s]};
   }
   /* 1. Host memory and copies: the pool is untouched until both succeed. */
-  if (!discard && (rc = keep(p, e, n, info))) {
-    free(e);
+  if (!discard && (rc = keep(p, &set, info))) {
+    drop_set(p, &set);
     goto out;
   }
   /* 2. Unmap and release. An unmap the driver refuses leaves that handle
@@ -421,8 +406,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
       int r2 = map_new(p, e, i, NULL);
       if (!r2) r2 = copy_back(p, e, i, NULL);
       if (r2) rc = r2;
-      drop_slept_kept(p, e, n);
-      free(e);
+      drop_set(p, &set);
       info->copied_bytes = 0;
       goto out;
     }
@@ -432,8 +416,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
     info->bytes += sz;
   }
   info->map_ns += pt_now_ns() - t0;
-  p->slept = e;
-  p->nslept = n;
+  p->slept = set;
   p->asleep = true;
   pt_stat_physical(p, -(int64_t)(info->bytes / p->gran));
   p->st.sleeps++;
@@ -446,15 +429,22 @@ out:
 
 int pt_pool_wake_map(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   pthread_mutex_lock(&p->mu);
-  int rc = p->asleep ? map_new(p, p->slept, p->nslept, info) : p->bk.ops->err_invalid;
+  int rc = p->asleep ? map_new(p, p->slept.e, p->slept.n, info) : p->bk.ops->err_invalid;
   pthread_mutex_unlock(&p->mu);
   return rc;
 }
 
 int pt_pool_wake_copy(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   pthread_mutex_lock(&p->mu);
-  int rc = p->asleep ? copy_back(p, p->slept, p->nslept, info) : p->bk.ops->err_invalid;
+  int rc = p->asleep ? copy_back(p, p->slept.e, p->slept.n, info) : p->bk.ops->err_invalid;
   pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+/* map then copy on this thread alone; on failure nothing stays mapped. */
+static int fill_serial(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  int rc = map_new(p, p->slept.e, p->slept.n, info);
+  if (!rc && (rc = copy_back(p, p->slept.e, p->slept.n, info))) unmap_new(p, p->slept.e, p->slept.n);
   return rc;
 }
 
@@ -463,35 +453,33 @@ int pt_pool_wake_fill(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   int rc = 0;
   if (!p->asleep) {
     rc = p->bk.ops->err_invalid;
-  } else if (p->sleep_threads <= 1 || p->nslept < 2) {
-    rc = map_new(p, p->slept, p->nslept, info);
-    if (!rc && (rc = copy_back(p, p->slept, p->nslept, info))) unmap_new(p, p->slept, p->nslept);
+  } else if (p->sleep_threads <= 1 || p->slept.n < 2) {
+    rc = fill_serial(p, info);
   } else {
     /* A helper maps new memory entry by entry while this thread copies each
      * entry back as soon as it is mapped: the wake takes about the longer of
      * the two instead of their sum. A failure of either undoes every mapping
      * once the helper is done (the host copies are untouched: asleep as before). */
-    struct map_run r = {.p = p, .e = p->slept, .n = p->nslept};
+    struct map_run r = {.p = p, .e = p->slept.e, .n = p->slept.n};
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.cv, NULL);
     pthread_t tid;
     if (pthread_create(&tid, NULL, map_worker, &r) != 0) {
-      rc = map_new(p, p->slept, p->nslept, info);
-      if (!rc && (rc = copy_back(p, p->slept, p->nslept, info))) unmap_new(p, p->slept, p->nslept);
+      rc = fill_serial(p, info);
     } else {
-      for (uint64_t i = 0; i < p->nslept && !rc; i++) {
+      for (uint64_t i = 0; i < p->slept.n && !rc; i++) {
         pthread_mutex_lock(&r.mu);
         while (r.done <= i && !r.finished) pthread_cond_wait(&r.cv, &r.mu);
         bool mapped = r.done > i;
         pthread_mutex_unlock(&r.mu);
         if (!mapped) break; /* the helper failed before entry i */
-        rc = copy_one_back(p, &p->slept[i], info);
+        rc = copy_one_back(p, &p->slept.e[i], info);
       }
       pthread_join(tid, NULL);
       if (info) info->map_ns += r.map_ns;
       if (r.rc && !rc) rc = r.rc;
       if (rc) {
-        unmap_new(p, p->slept, p->nslept);
+        unmap_new(p, p->slept.e, p->slept.n);
         if (info) info->copied_bytes = 0;
       }
     }
@@ -504,7 +492,7 @@ int pt_pool_wake_fill(struct pt_pool *p, struct pt_pool_sleep_info *info) {
 
 void pt_pool_wake_undo(struct pt_pool *p) {
   pthread_mutex_lock(&p->mu);
-  if (p->asleep) unmap_new(p, p->slept, p->nslept);
+  if (p->asleep) unmap_new(p, p->slept.e, p->slept.n);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -515,20 +503,15 @@ void pt_pool_wake_finish(struct pt_pool *p, struct pt_pool_sleep_info *info) {
     return;
   }
   uint64_t bytes = 0;
-  for (uint64_t i = 0; i < p->nslept; i++) bytes += p->slept[i].n * p->gran;
+  for (uint64_t i = 0; i < p->slept.n; i++) bytes += p->slept.e[i].n * p->gran;
   if (info) {
-    info->handles += p->nslept;
+    info->handles += p->slept.n;
     info->bytes += bytes;
   }
   /* The host memory waits for pt_pool_release_kept. */
-  release_gone_locked(p);
+  drop_set(p, &p->gone);
   p->gone = p->slept;
-  p->ngone = p->nslept;
-  p->gone_va = p->sleep_va;
-  p->gone_va_size = p->sleep_va_size;
-  p->sleep_va = p->sleep_va_size = 0;
-  p->slept = NULL;
-  p->nslept = 0;
+  p->slept = (struct pt_sleep_set){0};
   p->asleep = false;
   pt_stat_physical(p, (int64_t)(bytes / p->gran));
   p->st.wakes++;
@@ -554,47 +537,37 @@ int pt_pool_wake(struct pt_pool *p, struct pt_pool_sleep_info *info) {
 void pt_pool_release_kept(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   uint64_t t0 = pt_now_ns();
   pthread_mutex_lock(&p->mu);
-  if (p->sleep_reuse && p->gone) { /* kept for the next sleep instead */
-    drop_cache_locked(p);
-    p->cache = p->gone, p->ncache = p->ngone, p->cache_va = p->gone_va, p->cache_va_size = p->gone_va_size;
-    p->gone = NULL, p->ngone = 0, p->gone_va = p->gone_va_size = 0;
-    for (uint64_t i = 0; i < p->ncache; i++) p->st.host_kept_bytes += p->cache[i].n * p->gran;
+  if (p->sleep_reuse && p->gone.e) { /* kept for the next sleep instead */
+    drop_cache(p);
+    p->cache = p->gone;
+    p->gone = (struct pt_sleep_set){0};
+    for (uint64_t i = 0; i < p->cache.n; i++) p->st.host_kept_bytes += p->cache.e[i].n * p->gran;
   }
   pthread_mutex_unlock(&p->mu);
   /* One entry at a time, the mutex released between them: the process runs
    * again and its allocations wait at most one free. */
-  for (;;) {
+  for (bool more = true; more;) {
     pthread_mutex_lock(&p->mu);
-    if (!p->gone) {
-      pthread_mutex_unlock(&p->mu);
-      break;
-    }
-    if (!p->ngone) {
-      release_gone_locked(p); /* the range, and the array */
-      pthread_mutex_unlock(&p->mu);
-      break;
-    }
-    p->ngone--;
-    drop_kept(p, &p->gone[p->ngone], 1, 0, 0);
+    more = p->gone.n > 0;
+    if (more) drop_host(p, &p->gone.e[--p->gone.n], 1);
+    else drop_set(p, &p->gone); /* the range, and the array */
     pthread_mutex_unlock(&p->mu);
   }
   if (info) info->host_ns += pt_now_ns() - t0;
 }
 
 void pt_sleep_forget(struct pt_pool *p) {
-  release_gone_locked(p);
-  drop_cache_locked(p);
+  drop_set(p, &p->gone);
+  drop_cache(p);
   if (!p->asleep) return;
-  drop_slept_kept(p, p->slept, p->nslept);
-  for (uint64_t i = 0; i < p->nslept; i++) {
-    struct pt_arena *a = &p->arenas[p->slept[i].arena];
-    for (uint64_t j = 0; j < p->slept[i].n; j++) {
-      pt_bit_clr(a->bits, p->slept[i].slot + j);
-      a->hlen[p->slept[i].slot + j] = 0;
+  for (uint64_t i = 0; i < p->slept.n; i++) {
+    const struct pt_sleep_ent *e = &p->slept.e[i];
+    struct pt_arena *a = &p->arenas[e->arena];
+    for (uint64_t j = 0; j < e->n; j++) {
+      pt_bit_clr(a->bits, e->slot + j);
+      a->hlen[e->slot + j] = 0;
     }
   }
-  free(p->slept);
-  p->slept = NULL;
-  p->nslept = 0;
+  drop_set(p, &p->slept);
   p->asleep = false;
 }
