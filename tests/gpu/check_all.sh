@@ -161,7 +161,7 @@ run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, i
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
     sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" ;;
-    families) "$py" "$g/families.py" --shim "$shim" --out "$d" --budget $(( $2 - 30 )) ${FAMILIES:+--families "$FAMILIES"} ;;
+    families) "$py" "$g/families.py" --shim "$shim" --ponytail "$pt" --out "$d" --budget $(( $2 - 30 )) ${FAMILIES:+--families "$FAMILIES"} ;;
     host-tier) "$py" "$g/host_tier.py" --shim "$shim" --out "$d" --stages "${HOST_TIER_STAGES:-offpath}" ;;
   esac
 }

@@ -8,6 +8,7 @@ that ran, the share of decode attention launches the shim swapped, fallback reas
 tokens against stock, and the decode step p50 of each arm.
 
   python3 tests/gpu/checks/families.py --shim build-gpu/shim/libponytail_shim.so --out DIR
+      [--ponytail build-gpu/tools/ponytail]
       [--families llama,phi3,...] [--arms stock,shim,aa,spread] [--budget S] [--list]
 
 Arms:
@@ -120,17 +121,17 @@ def worker(a):
         torch.backends.cuda.enable_flash_sdp(False)
         torch.backends.cuda.enable_cudnn_sdp(False)
     ok = True
-    snap = a.arm == "shim" and "," in a.family  # several families in one shim process
+    snap = a.arm == "shim" and "," in a.family and a.ponytail  # several families in one shim process
     if snap:  # the baseline (no pool yet, so usually no socket: nothing counted then)
         with open(os.path.join(a.out, "_start.shim.snap.json"), "w") as f:
-            json.dump(own_stats(), f)
+            json.dump(own_stats(a.ponytail), f)
     for fam in a.family.split(","):
         ok &= worker_one(a, fam, torch)
         if snap:  # the shim's counters after this family, for the driver's per-family deltas
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             with open(os.path.join(a.out, "%s.shim.snap.json" % fam), "w") as f:
-                json.dump(own_stats(), f)
+                json.dump(own_stats(a.ponytail), f)
     return 0 if ok else 1
 
 
@@ -217,7 +218,7 @@ def run_arm(a, families, arm):
                    PONYTAIL_LOG_FILE=os.path.join(a.out, tag + ".shim.log"))
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", ",".join(families), "--arm", arm,
            "--out", a.out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
-           "--save-logits"]
+           "--save-logits"] + (["--ponytail", os.path.abspath(a.ponytail)] if a.ponytail else [])
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
         try:
@@ -283,27 +284,15 @@ def stats_delta(prev, cur):
                 internal_errors=cur.get("internal_errors", 0) - prev.get("internal_errors", 0))
 
 
-def own_stats():
-    """This process's shim stats now, from its control socket (`ponytail stats --json`), or None."""
-    import socket
-    d = os.environ.get("PONYTAIL_CONTROL_DIR", "")
-    if not d:
-        x = os.environ.get("XDG_RUNTIME_DIR", "")
-        d = x + "/ponytail" if x.startswith("/") else "/tmp/ponytail-%d" % os.getuid()
+def own_stats(ponytail):
+    """This process's shim stats now (`ponytail stats --json`, which finds its control socket as
+    the shim placed it), or None."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(30)
-            s.connect(os.path.join(d, "%d.sock" % os.getpid()))
-            s.sendall(b"stats json\n")
-            chunks = []
-            while True:
-                b = s.recv(1 << 16)
-                if not b:
-                    break
-                chunks.append(b)
-        text = b"".join(chunks).decode()
-        return json.loads(text[3:]) if text.startswith("ok\n") else None
-    except (OSError, ValueError):
+        r = subprocess.run([ponytail, "stats", "--json", str(os.getpid())], capture_output=True, text=True,
+                           env=env, timeout=60)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
 
 
@@ -362,7 +351,7 @@ def run_shim(a, fams, r, left):
             r[f]["shim"] = not_run(a)
         return
     alone = list(fams)
-    if len(fams) > 1 and not a.shim_per_family:
+    if len(fams) > 1 and a.ponytail and not a.shim_per_family:
         res = run_arm(a, fams, "shim")
         prev, alone = load_json(os.path.join(a.out, "_start.shim.snap.json")), []
         for f in fams:
@@ -423,6 +412,8 @@ def main():
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--arms", default="stock,shim,aa,spread")
     p.add_argument("--shim")
+    p.add_argument("--ponytail", help="the ponytail CLI: the shim arm then runs every family in one process, "
+                   "each counted by `ponytail stats` snapshots (else one process per family)")
     p.add_argument("--out", required=False)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--prompt", type=int, default=512)

@@ -53,5 +53,17 @@ assert d["internal_errors"] == 1
 first = F.summarize(F.stats_delta(None, s1))  # no baseline: everything so far
 assert first["swapped"] == 100 and first["attn"] == [(FL[:60], 100)], first
 assert F.summarize(None) is None
+# own_stats asks `ponytail stats --json` about this very process; None when the CLI refuses.
+import os, stat, tempfile
+d = tempfile.mkdtemp()
+fake = os.path.join(d, "ponytail")
+with open(fake, "w") as f:
+    f.write('#!/bin/sh\n[ "$1 $2 $3" = "stats --json %d" ] || exit 1\n'
+            '[ -z "$LD_PRELOAD" ] || exit 1\necho \'{"kernels": {"swapped": 7}}\'\n' % os.getpid())
+os.chmod(fake, stat.S_IRWXU)
+os.environ["LD_PRELOAD"] = ""  # dropped for the CLI either way
+assert F.own_stats(fake) == {"kernels": {"swapped": 7}}, F.own_stats(fake)
+assert F.own_stats("/bin/false") is None
+assert F.own_stats(os.path.join(d, "missing")) is None
 print("families verdicts: ok")
 PY
