@@ -38,6 +38,7 @@ extern void __cudaRegisterFunction(void **, const char *, char *, const char *, 
 #define NBUF 6
 
 static const char *g_dir;
+static const char *g_scenario; /* argv[1] */
 static char g_ctl[4096];
 static void stub(void) {}
 static uint64_t g_launches, g_copies; /* atomic: the worker's successful calls */
@@ -158,12 +159,12 @@ static int sc_cycle(void) {
   CHECK_EQ(field(r, "copied_bytes"), released);
   CHECK_EQ(field(r, "after_pool_bytes"), 0);
   CHECK_EQ(field(r, "passthrough_live"), 1);
-  /* The bytes wait in the kind of host memory PONYTAIL_SLEEP_HOST names:
-   * one page-locked buffer per handle, or host handles of as many bytes. */
-  const char *kind = getenv("PONYTAIL_SLEEP_HOST");
-  bool handles = kind && !strcmp(kind, "handles");
-  const char *ru = getenv("PONYTAIL_SLEEP_REUSE");
-  bool reuse = ru && !strcmp(ru, "1");
+  /* The bytes wait in the kind of host memory the scenario's
+   * PONYTAIL_SLEEP_HOST names (tests/preload/meson.build: "handles" in its
+   * name): one page-locked buffer per handle, or host handles of as many
+   * bytes; "reuse" scenarios set PONYTAIL_SLEEP_REUSE=1. */
+  bool handles = strstr(g_scenario, "handles") != NULL;
+  bool reuse = strstr(g_scenario, "reuse") != NULL;
   CHECK(strstr(r, handles ? "\nhost=handles\n" : "\nhost=pinned\n") != NULL);
   CHECK_EQ(fakecuda_host_allocs(), handles ? 0 : (uint64_t)field(r, "handles"));
   CHECK_EQ(fakecuda_host_vmm_bytes(), handles ? (uint64_t)released : 0);
@@ -366,6 +367,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_dir = argv[2];
+  g_scenario = argv[1];
   mkdir(g_dir, 0755);
   const char *d = getenv("PONYTAIL_CONTROL_DIR");
   snprintf(g_ctl, sizeof g_ctl, "%s", d ? d : "");
