@@ -244,7 +244,7 @@ int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config
   p->order_up = cfg && cfg->order_up;
   p->sleep_host = cfg ? cfg->sleep_host : 0;
   p->sleep_reuse = cfg && cfg->sleep_reuse;
-  p->sleep_threads = cfg && cfg->sleep_threads > 1 ? (cfg->sleep_threads > 64 ? 64 : cfg->sleep_threads) : 1;
+  p->sleep_threads = cfg && cfg->sleep_threads > 1 ? cfg->sleep_threads : 1; /* keep() takes at most 64 */
   p->tier_limit = cfg && bk.ops->create_host ? cfg->tier_bytes / g * g : 0;
   *out = p;
   return 0;

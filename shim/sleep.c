@@ -104,8 +104,9 @@ static void do_sleep(bool discard, struct out *o) {
   asleep = true;
   asleep_discard = discard;
   asleep_since_ns = t2;
+  char host[16];
   put(o, "ok\nstate=asleep\nmode=%s\nhost=%s\nseconds=%.6f\nclose_s=%.6f\n", discard ? "discard" : "copy",
-      pt_opt_enum(PT_OPT_SLEEP_HOST) == PT_SLEEP_HOST_HANDLES ? "handles" : "pinned", secs(t2 - t0), secs(t1 - t0));
+      pt_opt_value_text(PT_OPT_SLEEP_HOST, host, sizeof host), secs(t2 - t0), secs(t1 - t0));
   info_lines(o, &sum);
   figures(o, "before", &before);
   figures(o, "after", &after);
