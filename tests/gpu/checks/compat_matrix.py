@@ -53,6 +53,8 @@ import sys
 import threading
 import time
 
+import shim_exit_stats
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # HERE is tests/gpu/checks
 GEN = [sys.executable, os.path.join(ROOT, "examples", "generate.py")]
@@ -170,11 +172,9 @@ def run_one(row, arm, args, rep=0):
     env["PYTHONUNBUFFERED"] = "1"
     env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(args.out, "inductor-cache"))
-    stats = os.path.join(args.out, tag + ".stats.%p.json")
     for k, v in ARMS[arm].items():
         if k == "":
-            env.update(LD_PRELOAD=args.shim, PONYTAIL_STATS="json", PONYTAIL_STATS_FILE=stats,
-                       PONYTAIL_LOG="info", PONYTAIL_LOG_FILE=os.path.join(args.out, tag + ".log.%p"))
+            env.update(shim_exit_stats.env(args.out, tag), LD_PRELOAD=args.shim)
             if args.trace:  # the allocation trace, for `ponytail replay` (tests/data/traces)
                 env["PONYTAIL_TRACE"] = os.path.join(args.out, tag + ".trace.%p")
         else:
@@ -209,30 +209,10 @@ def run_one(row, arm, args, rep=0):
         if rc == 77:
             rec["skipped"] = True
     rec["ok"] = rc == 0
-    rec.update(shim_stats(args.out, tag))
+    stats = shim_exit_stats.read(args.out, tag)
+    if stats:  # (a stock arm leaves none and keeps its record free of the shim's keys)
+        rec.update(shim_exit_stats.kernel_sums(stats))
     return rec
-
-
-def shim_stats(out, tag):
-    """The shim's view: attention swapped / fallen back, the pool's use."""
-    got = {}
-    for name in sorted(os.listdir(out)):
-        if not (name.startswith(tag + ".stats.") and name.endswith(".json")):
-            continue
-        try:
-            j = json.load(open(os.path.join(out, name)))
-        except Exception:
-            continue
-        k = j.get("kernels") or {}
-        reasons = got.setdefault("fallback_reasons", {})
-        for r, n in (k.get("fallback_reasons") or {}).items():
-            reasons[r] = reasons.get(r, 0) + n
-        got["swapped"] = got.get("swapped", 0) + sum(t.get("swapped", 0) for t in k.get("hooked") or k.get("top") or [])
-        a = j.get("alloc") or {}
-        got["pool_peak_physical_mib"] = max(got.get("pool_peak_physical_mib", 0),
-                                            (a.get("peak_physical_bytes") or 0) / 2**20)
-        got["internal_errors"] = got.get("internal_errors", 0) + (j.get("internal_errors") or 0)
-    return got
 
 
 def fmt(v, f="%.0f"):

@@ -25,13 +25,13 @@ policy    Issue 49's point 2: stock, stock with expandable segments, and the shi
 Prints a table last (also DIR/host_tier.txt); exit 1 when a measured goal failed.
 """
 import argparse
-import glob
 import json
 import os
 import subprocess
 import sys
 import time
 
+import shim_exit_stats
 from verdicts import Verdicts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,9 +49,7 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     env.pop("LD_PRELOAD", None)
     if shim_env is not None:
         env.update(shim_env)
-        env.update(LD_PRELOAD=os.path.abspath(a.shim), PONYTAIL_STATS="json",
-                   PONYTAIL_STATS_FILE=os.path.join(a.out, tag + ".stats-%p.json"), PONYTAIL_LOG="info",
-                   PONYTAIL_LOG_FILE=os.path.join(a.out, tag + ".shim-%p.log"))
+        env.update(shim_exit_stats.env(a.out, tag), LD_PRELOAD=os.path.abspath(a.shim))
     cmd = [sys.executable, GEN, "--json", out, "--warmup"] + gen_args
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
@@ -65,16 +63,7 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     except (OSError, ValueError):
         r = {}
     r["rc"], r["secs"] = rc, round(time.time() - t0, 1)
-    alloc = {}
-    for p in glob.glob(os.path.join(a.out, tag + ".stats-*.json")):
-        try:
-            with open(p) as f:
-                for k, v in json.load(f).get("alloc", {}).items():
-                    if isinstance(v, (int, float)):
-                        alloc[k] = alloc.get(k, 0) + v
-        except (OSError, ValueError):
-            pass
-    r["shim_alloc"] = alloc
+    r["shim_alloc"] = shim_exit_stats.alloc_sums(shim_exit_stats.read(a.out, tag))
     return r
 
 

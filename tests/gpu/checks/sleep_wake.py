@@ -34,9 +34,10 @@ row = verdicts.row
 
 def copy_bandwidth():
     n = 4 << 30
+    t0 = time.perf_counter()
     h = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    res = {"pin_alloc": n / (time.perf_counter() - t0) / 1e9}
     d = torch.empty(n, dtype=torch.uint8, device="cuda")
-    res = {}
     for name, fn in (("h2d", lambda: d.copy_(h, non_blocking=True)), ("d2h", lambda: h.copy_(d, non_blocking=True))):
         fn()
         torch.cuda.synchronize()
@@ -49,6 +50,18 @@ def copy_bandwidth():
         res[name] = n / min(ts) / 1e9
     del h, d
     torch.cuda.empty_cache()
+    # What fresh pageable memory costs (the kernel's faulting and zeroing), by 1 thread and by 8:
+    # whether host memory got by several threads, or pageable memory filled from a page-locked
+    # staging buffer, could keep up with the copy.
+    nth = torch.get_num_threads()
+    for k in (1, 8):
+        torch.set_num_threads(k)
+        p = torch.empty(n, dtype=torch.uint8)
+        t0 = time.perf_counter()
+        p.fill_(1)
+        res["touch%d" % k] = n / (time.perf_counter() - t0) / 1e9
+        del p
+    torch.set_num_threads(nth)
     return res
 
 
@@ -113,6 +126,8 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     bw = copy_bandwidth()
     row("copy bandwidth h2d / d2h (GB/s)", "%.1f / %.1f" % (bw["h2d"], bw["d2h"]))
+    row("host GB/s: pin 4 GiB; fresh pageable x1 / x8",
+        "%.1f; %.1f / %.1f" % (bw["pin_alloc"], bw["touch1"], bw["touch8"]))
 
     t = Target(a, [] if a.no_static else ["--static"], env)
     if "error" in t.ready:

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/gpu/checks/shim_exit_stats.py, the one reader of the shim's exit stats that the GPU checks
+# share (compat_matrix.py, host_tier.py): the file names env() sets are the ones read() finds,
+# another run's files and a half-written file are left out, peaks are the largest of the
+# processes and counts their sum. Usage: test_shim_exit_stats.sh SHIM_EXIT_STATS_PY
+set -euo pipefail
+py=$(command -v python3 || true)
+[ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
+"$py" - "$1" <<'PY'
+import importlib.util, json, os, sys, tempfile
+spec = importlib.util.spec_from_file_location("shim_exit_stats", sys.argv[1])
+S = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(S)
+d = tempfile.mkdtemp()
+e = S.env(d, "row-shim")
+assert e["PONYTAIL_STATS"] == "json" and "%p" in e["PONYTAIL_STATS_FILE"], e
+def put(path, obj):
+    with open(path, "w") as f:
+        f.write(obj if isinstance(obj, str) else json.dumps(obj))
+one = {"alloc": {"peak_physical_bytes": 3 << 20, "grows": 2, "tier_bytes": 0, "lazy": True},
+       "kernels": {"fallback_reasons": {"head_dim": 2}, "hooked": [{"swapped": 5}, {"swapped": 1}]},
+       "internal_errors": 1}
+two = {"alloc": {"peak_physical_bytes": 7 << 20, "grows": 3},
+       "kernels": {"fallback_reasons": {"head_dim": 1, "mask": 4}, "top": [{"swapped": 4}]}}
+put(e["PONYTAIL_STATS_FILE"].replace("%p", "101"), one)
+put(e["PONYTAIL_STATS_FILE"].replace("%p", "102"), two)
+put(e["PONYTAIL_STATS_FILE"].replace("%p", "103"), '{"alloc": {"gro')          # killed while writing
+put(S.env(d, "row-shim2")["PONYTAIL_STATS_FILE"].replace("%p", "104"), one)  # another run's
+got = S.read(d, "row-shim")
+assert len(got) == 2, got
+a = S.alloc_sums(got)
+assert a == {"peak_physical_bytes": 7 << 20, "grows": 5, "tier_bytes": 0}, a
+k = S.kernel_sums(got)
+assert k["swapped"] == 10 and k["fallback_reasons"] == {"head_dim": 3, "mask": 4}, k
+assert k["pool_peak_physical_mib"] == 7.0 and k["internal_errors"] == 1, k
+assert S.read(d, "stock") == [] and S.alloc_sums([]) == {}
+print("shim_exit_stats: ok")
+PY
