@@ -33,6 +33,11 @@ typedef uint64_t pt_bk_handle; /* physical memory of one or more granules */
 typedef uint64_t pt_bk_marker; /* an event-like marker */
 typedef uint64_t pt_bk_stream; /* an opaque stream */
 
+/* host_alloc's kinds of page-locked memory: allocated page-locked by the
+ * driver, or ordinary memory faulted in by the calling thread and then
+ * registered with the driver. */
+enum { PT_HOST_BUF_PINNED, PT_HOST_BUF_REGISTERED };
+
 struct pt_backend_ops {
   const char *name;
   int err_oom;       /* "no physical memory left": the pool may stitch instead */
@@ -94,9 +99,11 @@ struct pt_backend_ops {
   /* Optional (NULL: not supported; a sleeping pool can then only drop its
    * contents): page-locked host memory that keeps a sleeping pool's bytes,
    * and synchronous copies between it and mapped pool memory (pool_sleep.c).
-   * Called under the pool's mutex like the mapping ops. */
-  int (*host_alloc)(void *ctx, size_t size, void **p);
-  int (*host_free)(void *ctx, void *p);
+   * Called under the pool's mutex like the mapping ops. how: PT_HOST_BUF_*,
+   * the kind of page-locked memory; host_free gets the size and kind it was
+   * allocated with. */
+  int (*host_alloc)(void *ctx, size_t size, int how, void **p);
+  int (*host_free)(void *ctx, void *p, size_t size, int how);
   int (*copy_to_host)(void *ctx, void *dst, uintptr_t src, size_t size);
   int (*copy_to_device)(void *ctx, uintptr_t dst, const void *src, size_t size);
 

@@ -334,22 +334,39 @@ static int host_import_unmap(void *ctx, uintptr_t va, size_t mapped, size_t size
 }
 
 /* A sleeping pool's bytes: plain heap memory here (page-locked memory is the
- * VMM backend's business); copies are memcpy over the mapped range. */
-static int host_host_alloc_unlocked(void *ctx, size_t size, void **p) {
+ * VMM backend's business); copies are memcpy over the mapped range. A header
+ * before each buffer keeps the size and kind it was allocated with, so that
+ * tests see a host_free that names others (host_free_mismatch). */
+struct host_buf_hdr {
+  size_t size;
+  int how;
+} __attribute__((aligned(16)));
+
+static int host_host_alloc_unlocked(void *ctx, size_t size, int how, void **p) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_HOST_ALLOC)) return h->fail_err[PT_HOST_OP_HOST_ALLOC];
-  *p = malloc(size ? size : 1);
-  if (!*p) return PT_HOST_ERR_OOM;
+  if (how != PT_HOST_BUF_PINNED && how != PT_HOST_BUF_REGISTERED) return PT_HOST_ERR_INVALID;
+  struct host_buf_hdr *b = malloc(sizeof *b + (size ? size : 1));
+  if (!b) return PT_HOST_ERR_OOM;
+  *b = (struct host_buf_hdr){.size = size, .how = how};
+  *p = b + 1;
   h->c.host_bytes += size;
   h->c.host_allocs++;
+  if (how == PT_HOST_BUF_REGISTERED) h->c.host_registered++;
   return 0;
 }
-HOST_LOCKED(host_host_alloc, (void *ctx, size_t size, void **p), (ctx, size, p))
-static int host_host_free(void *ctx, void *p) {
+HOST_LOCKED(host_host_alloc, (void *ctx, size_t size, int how, void **p), (ctx, size, how, p))
+static int host_host_free(void *ctx, void *p, size_t size, int how) {
   struct host_ctx *h = ctx;
-  free(p);
+  if (!p) return PT_HOST_ERR_INVALID;
+  struct host_buf_hdr *b = (struct host_buf_hdr *)p - 1;
+  bool same = b->size == size && b->how == how;
+  int kind = b->how;
+  free(b);
   pthread_mutex_lock(&h->mu);
   h->c.host_allocs--;
+  if (kind == PT_HOST_BUF_REGISTERED) h->c.host_registered--;
+  if (!same) h->c.host_free_mismatch++;
   pthread_mutex_unlock(&h->mu);
   return 0;
 }

@@ -54,6 +54,8 @@ struct pt_host_counters {
   uint64_t record_seq; /* number of records so far (a clock for tests) */
   uint64_t host_allocs;  /* live host_alloc buffers (a sleeping pool's copies) */
   uint64_t host_bytes;   /* bytes ever given by host_alloc */
+  uint64_t host_registered; /* live host_alloc buffers of kind PT_HOST_BUF_REGISTERED */
+  uint64_t host_free_mismatch; /* host_free calls whose size or kind differed from the alloc's */
   uint64_t tier_granules; /* live granules made by create_host (the host tier) */
 };
 void pt_backend_host_counters(struct pt_backend *bk, struct pt_host_counters *out);

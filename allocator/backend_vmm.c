@@ -2,8 +2,10 @@
  * cuda.h. Every CUresult is checked and returned unchanged. */
 #include "allocator/backend_vmm.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include "common/driver.h"
 #include "common/now_ns.h"
 
@@ -283,21 +285,74 @@ static void vmm_destroy(void *c) { free(c); }
  * the copies run at the link's speed; synchronous copies by unified address.
  * Drivers without these functions answer CUDA_ERROR_NOT_SUPPORTED (sleep
  * can then only drop the pool's contents). */
-static int vmm_host_alloc(void *c, size_t size, void **p) {
-  struct vmm_ctx *v = c;
-  if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
-  uint64_t t0 = pt_now_ns();
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+#endif
+
+/* PT_HOST_BUF_REGISTERED: ordinary memory (transparent huge pages asked
+ * for), its pages faulted in here by the calling thread, which is one of a
+ * sleep's helpers: the kernel's zeroing, most of the cost of page-locked
+ * memory, then runs on every helper at once, and the driver's registration
+ * finds the pages there. PyTorch's pinned_use_cuda_host_register gets its
+ * pinned memory the same way for the same reason. Where the kernel cannot
+ * populate (EINVAL before 5.14) the registration faults the pages itself;
+ * where memory runs out, either call fails and nothing is touched. */
+static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
+  if (!v->drv->cuMemHostRegister || !v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
+  void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  (void)madvise(m, size, MADV_HUGEPAGE);
+  if (madvise(m, size, MADV_POPULATE_WRITE) && errno != EINVAL) {
+    munmap(m, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
-  if (r != CUDA_SUCCESS) return (int)r;
-  r = v->drv->cuMemHostAlloc(p, size, 0);
-  CUcontext old;
-  (void)v->drv->cuCtxPopCurrent(&old);
+  if (r == CUDA_SUCCESS) {
+    r = v->drv->cuMemHostRegister(m, size, 0);
+    CUcontext old;
+    (void)v->drv->cuCtxPopCurrent(&old);
+  }
+  if (r != CUDA_SUCCESS) {
+    munmap(m, size);
+    return (int)r;
+  }
+  *p = m;
+  return 0;
+}
+
+static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
+  struct vmm_ctx *v = c;
+  uint64_t t0 = pt_now_ns();
+  CUresult r;
+  if (how == PT_HOST_BUF_REGISTERED) {
+    r = (CUresult)registered_alloc(v, size, p);
+  } else {
+    if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
+    r = v->drv->cuCtxPushCurrent(v->ctx);
+    if (r != CUDA_SUCCESS) return (int)r;
+    r = v->drv->cuMemHostAlloc(p, size, 0);
+    CUcontext old;
+    (void)v->drv->cuCtxPopCurrent(&old);
+  }
   __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED); /* several threads: pool_sleep.c */
   return (int)r;
 }
 
-static int vmm_host_free(void *c, void *p) {
+static int vmm_host_free(void *c, void *p, size_t size, int how) {
   struct vmm_ctx *v = c;
+  if (how == PT_HOST_BUF_REGISTERED) {
+    if (!v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
+    if (r == CUDA_SUCCESS) {
+      r = v->drv->cuMemHostUnregister(p);
+      CUcontext old;
+      (void)v->drv->cuCtxPopCurrent(&old);
+    }
+    /* A range the driver still holds registered is left mapped (lost,
+     * not unmapped under the driver's page-locking). */
+    if (r == CUDA_SUCCESS) munmap(p, size);
+    return (int)r;
+  }
   if (!v->drv->cuMemFreeHost) return CUDA_ERROR_NOT_SUPPORTED;
   VMM_CALL(v, v->drv->cuMemFreeHost(p));
 }

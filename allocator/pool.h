@@ -79,6 +79,10 @@ static inline uint64_t pt_pool_chunk_auto(uint64_t chunk_bytes, uint64_t limit_b
   return chunk_bytes ? chunk_bytes : limit_bytes ? 1 : PT_POOL_CHUNK_DEFAULT;
 }
 
+/* pt_pool_config.sleep_host; the values of PONYTAIL_SLEEP_HOST's choices
+ * (common/options.h). */
+enum { PT_SLEEP_IN_PINNED, PT_SLEEP_IN_HANDLES, PT_SLEEP_IN_REGISTERED };
+
 struct pt_pool_config {
   uint64_t keep_bytes;  /* free physical memory kept mapped (PONYTAIL_POOL_KEEP) */
   uint64_t limit_bytes; /* cap on physical + pass-through bytes; 0 = none (PONYTAIL_MEM_LIMIT) */
@@ -97,10 +101,12 @@ struct pt_pool_config {
                            between free blocks of one size by address, so segments in the
                            driver's order keep its choices, and its memory use, as stock's
                            (bench/records/2026-12-01-pool-order.md) */
-  int sleep_host;       /* where a sleep keeps the bytes (PONYTAIL_SLEEP_HOST): 0 = page-locked
-                           buffers (host_alloc: cuMemHostAlloc), 1 = host handles (create_host:
-                           cuMemCreate on the host) mapped in a range of their own and copied
-                           device to device (pool_sleep.c) */
+  int sleep_host;       /* where a sleep keeps the bytes (PONYTAIL_SLEEP_HOST), PT_SLEEP_IN_*:
+                           PINNED page-locked buffers (host_alloc: cuMemHostAlloc), HANDLES host
+                           handles (create_host: cuMemCreate on the host) mapped in a range of
+                           their own and copied device to device, REGISTERED ordinary memory
+                           faulted in and then page-locked (host_alloc: cuMemHostRegister)
+                           (pool_sleep.c) */
   int sleep_reuse;      /* 1: a wake keeps the host memory for the next sleep (PONYTAIL_SLEEP_REUSE):
                            held while awake, every sleep after the first copies at once */
   int sleep_threads;    /* threads that get a sleep's host memory in parallel (PONYTAIL_SLEEP_THREADS;

@@ -113,14 +113,14 @@ struct pt_pool {
   /* Sleep and wake (pool_sleep.c). A set of sleeping entries: the handles
    * released, by where they were mapped, with the host memory their bytes
    * wait in (none: dropped), and the range the host handles are mapped in
-   * (sleep_host 1; va_size 0 with buffers). A sleeping slot keeps its bit and
+   * (sleep_host PT_SLEEP_IN_HANDLES; va_size 0 with buffers). A sleeping slot keeps its bit and
    * hlen; its handles[] is stale. */
   struct pt_sleep_set {
     struct pt_sleep_ent {
       int arena;
       uint64_t slot, n;
-      void *host;      /* page-locked buffer (sleep_host 0) */
-      pt_bk_handle hh; /* host handle mapped at hva (sleep_host 1) */
+      void *host;      /* page-locked buffer (PT_SLEEP_IN_PINNED or _REGISTERED) */
+      pt_bk_handle hh; /* host handle mapped at hva (PT_SLEEP_IN_HANDLES) */
       uintptr_t hva;
       bool hcreated, hmapped;
       bool mapped; /* a wake in progress has mapped new memory for it */

@@ -9,11 +9,14 @@
  * releases what it had mapped again), so a failed request leaves the pool
  * entirely asleep or entirely awake.
  *
- * The bytes wait in one of two kinds of host memory (pool.h, sleep_host):
+ * The bytes wait in one of three kinds of host memory (pool.h, sleep_host):
  * page-locked buffers (host_alloc; on the H100 cuMemHostAlloc gave 12 GiB
- * at 1.4 GB/s, 8.6 s of a 8.9 s sleep, bench/records/2026-12-07-core-sleep.md)
- * or host handles (create_host, the host tier's kind of memory) mapped in a
- * range of their own, copied device to device. */
+ * at 1.4 GB/s, 8.6 s of a 8.9 s sleep, bench/records/2026-12-07-core-sleep.md),
+ * ordinary memory faulted in by the thread that gets it and then registered
+ * (host_alloc's PT_HOST_BUF_REGISTERED: the faulting, most of the cost, runs
+ * on every helper thread at once), or host handles (create_host, the host
+ * tier's kind of memory) mapped in a range of their own, copied device to
+ * device. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -45,6 +48,14 @@ static uint64_t count_handles(const struct pt_pool *p) {
   return n;
 }
 
+/* The bytes sleep in host handles (else in buffers from host_alloc). */
+static bool in_handles(const struct pt_pool *p) { return p->sleep_host == PT_SLEEP_IN_HANDLES; }
+
+/* host_alloc's kind of buffer for this pool. */
+static int buf_kind(const struct pt_pool *p) {
+  return p->sleep_host == PT_SLEEP_IN_REGISTERED ? PT_HOST_BUF_REGISTERED : PT_HOST_BUF_PINNED;
+}
+
 static uintptr_t ent_va(const struct pt_pool *p, const struct pt_sleep_ent *e) {
   return p->arenas[e->arena].base + e->slot * p->gran;
 }
@@ -54,7 +65,7 @@ static void drop_host(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
   const struct pt_backend_ops *o = p->bk.ops;
   for (uint64_t i = 0; i < n; i++) {
     if (e[i].host) {
-      (void)o->host_free(p->bk.ctx, e[i].host);
+      (void)o->host_free(p->bk.ctx, e[i].host, e[i].n * p->gran, buf_kind(p));
       e[i].host = NULL;
     }
     if (e[i].hmapped) (void)o->unmap(p->bk.ctx, e[i].hva, e[i].n * p->gran);
@@ -126,11 +137,11 @@ static int get_one(struct pt_pool *p, struct pt_sleep_ent *e) {
   const struct pt_backend_ops *o = p->bk.ops;
   size_t sz = e->n * p->gran;
   int rc;
-  if (p->sleep_host) {
+  if (in_handles(p)) {
     rc = o->create_host(p->bk.ctx, sz, &e->hh);
     e->hcreated = !rc;
   } else {
-    rc = o->host_alloc(p->bk.ctx, sz, &e->host);
+    rc = o->host_alloc(p->bk.ctx, sz, buf_kind(p), &e->host);
     if (rc) e->host = NULL;
   }
   return rc;
@@ -171,7 +182,7 @@ static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_
   const uint64_t n = s->n;
   int rc = 0;
   uint64_t t0 = pt_now_ns();
-  if (p->sleep_host) {
+  if (in_handles(p)) {
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) total += e[i].n * p->gran;
     if (total && !(rc = o->reserve(p->bk.ctx, total, &s->va))) s->va_size = total;
@@ -213,14 +224,14 @@ static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_
     uint64_t t1 = pt_now_ns();
     if (started) rc = wait_ready(&run, i) ? -1 : 0;
     else if (!e[i].host && !e[i].hcreated) rc = get_one(p, &e[i]);
-    if (!rc && p->sleep_host && !(rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) {
+    if (!rc && in_handles(p) && !(rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) {
       e[i].hmapped = true;
       rc = o->set_access(p->bk.ctx, e[i].hva, sz);
     }
     uint64_t t2 = pt_now_ns();
     wait_ns += t2 - t1;
     if (rc) break;
-    rc = p->sleep_host ? o->copy_d2d(p->bk.ctx, e[i].hva, ent_va(p, &e[i]), sz)
+    rc = in_handles(p) ? o->copy_d2d(p->bk.ctx, e[i].hva, ent_va(p, &e[i]), sz)
                        : o->copy_to_host(p->bk.ctx, e[i].host, ent_va(p, &e[i]), sz);
     copy_ns += pt_now_ns() - t2;
     info->copied_bytes += sz;
@@ -355,7 +366,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
   struct pt_pool_sleep_info z = {0};
   if (!info) info = &z;
   *info = z;
-  bool can_copy = p->sleep_host ? o->create_host && o->copy_d2d
+  bool can_copy = in_handles(p) ? o->create_host && o->copy_d2d
                                 : o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
   pthread_mutex_lock(&p->mu);
   int rc = 0;

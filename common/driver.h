@@ -78,6 +78,8 @@
   X(cuMemcpyDtoD, 3020)                        \
   X(cuMemHostAlloc, 2020)                      \
   X(cuMemFreeHost, 2000)                       \
+  X(cuMemHostRegister, 6050)                   \
+  X(cuMemHostUnregister, 4000)                 \
   X(cuIpcGetMemHandle, 4010)                   \
   X(cuIpcOpenMemHandle, 11000)                 \
   X(cuIpcCloseMemHandle, 4010)

@@ -85,6 +85,12 @@ CUmemoryPool rt_default_pool(int dev) {
   return p;
 }
 
+/* PONYTAIL_SLEEP_HOST's choices are the pool's sleep_host values. */
+_Static_assert((int)PT_SLEEP_HOST_PINNED == (int)PT_SLEEP_IN_PINNED &&
+                   (int)PT_SLEEP_HOST_HANDLES == (int)PT_SLEEP_IN_HANDLES &&
+                   (int)PT_SLEEP_HOST_REGISTERED == (int)PT_SLEEP_IN_REGISTERED,
+               "sleep_host values");
+
 /* The pool of dev, created on first use; NULL when it cannot be. */
 struct pt_pool *rt_pool_get(int dev) {
   struct pt_pool *p = pool_at(dev);
@@ -94,7 +100,7 @@ struct pt_pool *rt_pool_get(int dev) {
     struct pt_backend bk;
     struct pt_pool_config cfg = {
       .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = R.chunk, .order_up = R.order_up,
-      .tier_bytes = R.tier, .sleep_host = pt_opt_enum(PT_OPT_SLEEP_HOST) == PT_SLEEP_HOST_HANDLES,
+      .tier_bytes = R.tier, .sleep_host = pt_opt_enum(PT_OPT_SLEEP_HOST),
       .sleep_threads = (int)(pt_opt_size(PT_OPT_SLEEP_THREADS) > 64 ? 64 : pt_opt_size(PT_OPT_SLEEP_THREADS)),
       .sleep_reuse = pt_opt_bool(PT_OPT_SLEEP_REUSE)};
     /* The backend calls the driver through the shim's table, handed here

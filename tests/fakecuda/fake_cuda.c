@@ -514,6 +514,55 @@ FC_EXPORT CUresult cuMemFreeHost(void *p) {
   if (p) __atomic_fetch_sub(&fc_host_live, 1, __ATOMIC_RELAXED);
   return CUDA_SUCCESS;
 }
+/* Registered host ranges (cuMemHostRegister): the driver page-locks memory
+ * the program owns; here it only counts them and refuses a second
+ * registration of a start address or an unregistration of an unknown one. */
+#define FC_MAX_REG 4096
+static void *fc_reg[FC_MAX_REG];
+static pthread_mutex_t fc_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+FC_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) {
+  FC_ENTER(cuMemHostRegister_v2);
+  (void)flags;
+  if (!p || !n) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&fc_reg_mu);
+  int free_at = -1;
+  for (int i = 0; i < FC_MAX_REG; i++) {
+    if (fc_reg[i] == p) {
+      free_at = -2;
+      r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+      break;
+    }
+    if (!fc_reg[i] && free_at == -1) free_at = i;
+  }
+  if (free_at >= 0) {
+    fc_reg[free_at] = p;
+    memset(p, 0, 1); /* the range must be the caller's, writable */
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&fc_reg_mu);
+  return r;
+}
+FC_EXPORT CUresult cuMemHostUnregister(void *p) {
+  FC_ENTER(cuMemHostUnregister);
+  CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  pthread_mutex_lock(&fc_reg_mu);
+  for (int i = 0; i < FC_MAX_REG && p; i++)
+    if (fc_reg[i] == p) {
+      fc_reg[i] = NULL;
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&fc_reg_mu);
+  return r;
+}
+FC_EXPORT uint64_t fakecuda_host_registered(void) {
+  uint64_t n = 0;
+  pthread_mutex_lock(&fc_reg_mu);
+  for (int i = 0; i < FC_MAX_REG; i++) n += fc_reg[i] != NULL;
+  pthread_mutex_unlock(&fc_reg_mu);
+  return n;
+}
 FC_EXPORT uint64_t fakecuda_host_allocs(void) { return __atomic_load_n(&fc_host_live, __ATOMIC_RELAXED); }
 
 FC_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
@@ -1084,6 +1133,8 @@ static const struct {
     FC_ROW(cuMemcpyDtoD, cuMemcpyDtoD_v2, 3020, FC_ANY),
     FC_ROW(cuMemHostAlloc, cuMemHostAlloc, 2020, FC_ANY),
     FC_ROW(cuMemFreeHost, cuMemFreeHost, 2000, FC_ANY),
+    FC_ROW(cuMemHostRegister, cuMemHostRegister_v2, 6050, FC_ANY),
+    FC_ROW(cuMemHostUnregister, cuMemHostUnregister, 4000, FC_ANY),
     FC_ROW(cuPointerGetAttribute, cuPointerGetAttribute, 4000, FC_ANY),
     FC_ROW(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, FC_ANY),
     FC_ROW(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, FC_ANY),

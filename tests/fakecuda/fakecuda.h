@@ -48,6 +48,8 @@ uint64_t fakecuda_vmm_imports(int live);
 unsigned fakecuda_access_mask(const void *va);
 /* Live cuMemHostAlloc buffers (not yet freed with cuMemFreeHost). */
 uint64_t fakecuda_host_allocs(void);
+/* Live cuMemHostRegister ranges (not yet unregistered). */
+uint64_t fakecuda_host_registered(void);
 /* Live bytes of cuMemCreate on a host location (the pool's host tier). */
 uint64_t fakecuda_host_vmm_bytes(void);
 /* Marks a fake stream as capturing (graph capture) or not. */

@@ -62,11 +62,12 @@ group() {
 # 115 s, attn 70, alloc-stress 31, ipc 21-23 each, attn-graph 16, sdpa-policy 91, sleep-wake 95;
 # families then took ~100 s a family (weights initialised on the CPU, a process per family and
 # arm), since cut to one process per arm, weights made on the GPU (estimate: ~300-450 s for 23).
+# sleep-wake: 95 s with one 10 GiB run; six now (each ~20-30 s: a target, a sleep of up to ~8 s, a wake).
 est() {
   case $1 in
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 200 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 300 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {

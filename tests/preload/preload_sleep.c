@@ -39,6 +39,10 @@ extern void __cudaRegisterFunction(void **, const char *, char *, const char *, 
 
 static const char *g_dir;
 static const char *g_scenario; /* argv[1] */
+
+/* Live page-locked host buffers of either kind (cuMemHostAlloc,
+ * cuMemHostRegister). */
+static uint64_t buffers(void) { return fakecuda_host_allocs() + fakecuda_host_registered(); }
 static char g_ctl[4096];
 static void stub(void) {}
 static uint64_t g_launches, g_copies; /* atomic: the worker's successful calls */
@@ -160,13 +164,18 @@ static int sc_cycle(void) {
   CHECK_EQ(field(r, "after_pool_bytes"), 0);
   CHECK_EQ(field(r, "passthrough_live"), 1);
   /* The bytes wait in the kind of host memory the scenario's
-   * PONYTAIL_SLEEP_HOST names (tests/preload/meson.build: "handles" in its
-   * name): one page-locked buffer per handle, or host handles of as many
-   * bytes; "reuse" scenarios set PONYTAIL_SLEEP_REUSE=1. */
+   * PONYTAIL_SLEEP_HOST names (tests/preload/meson.build: "handles" or
+   * "registered" in its name, else pinned): one page-locked buffer per
+   * handle (cuMemHostAlloc, or ordinary memory given to cuMemHostRegister),
+   * or host handles of as many bytes; "reuse" scenarios set
+   * PONYTAIL_SLEEP_REUSE=1. */
   bool handles = strstr(g_scenario, "handles") != NULL;
+  bool registered = strstr(g_scenario, "registered") != NULL;
   bool reuse = strstr(g_scenario, "reuse") != NULL;
-  CHECK(strstr(r, handles ? "\nhost=handles\n" : "\nhost=pinned\n") != NULL);
-  CHECK_EQ(fakecuda_host_allocs(), handles ? 0 : (uint64_t)field(r, "handles"));
+  CHECK(strstr(r, handles ? "\nhost=handles\n" : registered ? "\nhost=registered\n" : "\nhost=pinned\n") != NULL);
+  uint64_t nbuf = handles ? 0 : (uint64_t)field(r, "handles");
+  CHECK_EQ(fakecuda_host_allocs(), registered ? 0 : nbuf);
+  CHECK_EQ(fakecuda_host_registered(), registered ? nbuf : 0);
   CHECK_EQ(fakecuda_host_vmm_bytes(), handles ? (uint64_t)released : 0);
   /* The device holds what was not pooled: the 4 KiB buffer. */
   CHECK(fakecuda_device_bytes(0) <= dev_before - (uint64_t)released);
@@ -194,16 +203,18 @@ static int sc_cycle(void) {
   /* The host memory is freed after the gate opens, before the answer; with
    * PONYTAIL_SLEEP_REUSE it is kept for the next sleep instead. */
   CHECK(field(r, "release_s") >= 0 && strstr(r, "\nrelease_s=") != NULL);
-  CHECK_EQ(fakecuda_host_allocs(), reuse && !handles ? (uint64_t)field(r, "handles") : 0);
+  CHECK_EQ(buffers(), reuse && !handles ? (uint64_t)field(r, "handles") : 0);
   CHECK_EQ(fakecuda_host_vmm_bytes(), reuse && handles ? (uint64_t)released : 0);
   CHECK(intact(0)); /* every byte back, at the same address */
   if (reuse) { /* a second sleep takes all of it again, and nothing new */
     fill(3);
-    uint64_t calls = fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate");
+    uint64_t calls = fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate") +
+                     fakecuda_count("cuMemHostRegister_v2");
     r = ask("sleep");
     CHECK(r && !strncmp(r, "ok\nstate=asleep", 15));
     CHECK_EQ(field(r, "reused_bytes"), released);
-    CHECK_EQ(fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate"), calls);
+    CHECK_EQ(fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate") +
+                 fakecuda_count("cuMemHostRegister_v2"), calls);
     r = ask("wake");
     CHECK(r && !strncmp(r, "ok", 2));
     CHECK(intact(3));
@@ -218,7 +229,7 @@ static int sc_cycle(void) {
   r = ask("sleep discard");
   CHECK(r && strstr(r, "mode=discard"));
   CHECK_EQ(field(r, "copied_bytes"), 0);
-  CHECK_EQ(fakecuda_host_allocs(), reuse && !handles ? (uint64_t)field(r, "handles") : 0);
+  CHECK_EQ(buffers(), reuse && !handles ? (uint64_t)field(r, "handles") : 0);
   CHECK(fakecuda_device_bytes(0) < 1 * MiB);
   r = ask("wake");
   CHECK(r && !strncmp(r, "ok", 2));
@@ -382,7 +393,8 @@ int main(int argc, char **argv) {
     void (*check)(const char *);
   } sc[] = {{"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"threads", sc_cycle, check_cycle},
             {"handles_threads", sc_cycle, check_cycle}, {"reuse", sc_cycle, check_reuse},
-            {"handles_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
+            {"handles_reuse", sc_cycle, check_reuse}, {"registered", sc_cycle, check_cycle},
+            {"registered_threads", sc_cycle, check_cycle}, {"registered_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
             {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (!strcmp(sc[i].name, argv[1])) return run_scenario(g_dir, argv[1], sc[i].run, sc[i].check, NULL, 3000);

@@ -113,32 +113,18 @@ def pt(a, *args):
     return r.returncode, out, (r.stdout + r.stderr).strip()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ponytail", required=True)
-    ap.add_argument("--shim", required=True)
-    ap.add_argument("--out", default=os.environ.get("OUT", ""))
-    ap.add_argument("--no-static", action="store_true")
-    a = ap.parse_args()
-    a.ponytail, a.shim = os.path.abspath(a.ponytail), os.path.abspath(a.shim)
-    ctl = "/tmp/ponytail-sleep-check"
-    env = dict(os.environ, LD_PRELOAD=a.shim, PONYTAIL_CONTROL_DIR=ctl, PYTHONUNBUFFERED="1")
-    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
-    bw = copy_bandwidth()
-    row("copy bandwidth h2d / d2h (GB/s)", "%.1f / %.1f" % (bw["h2d"], bw["d2h"]))
-    row("host GB/s: pin 4 GiB; fresh pageable x1 / x8",
-        "%.1f; %.1f / %.1f" % (bw["pin_alloc"], bw["touch1"], bw["touch8"]))
-
+def model_target(a, env, bw):
+    """Steps 2-6 on the model target; False when it could not be put to sleep or woken."""
     t = Target(a, [] if a.no_static else ["--static"], env)
     if "error" in t.ready:
         row("target ready", t.ready["error"], False)
-        return 1
+        return False
     before = nvml_proc(t.pid)
     rc, s, text = pt(a, "sleep", "--json", str(t.pid))
     if rc or not s or not s.get("ok"):
         row("sleep", text[-300:], False)
         t.p.kill()
-        return 1
+        return False
     time.sleep(0.5)
     after = nvml_proc(t.pid)
     pool = s["before_pool_bytes"]
@@ -168,7 +154,7 @@ def main():
     if rc or not w or not w.get("ok"):
         row("wake", text[-300:], False)
         t.p.kill()
-        return 1
+        return False
     wrate = w["copied_bytes"] / w["seconds"] / 1e9 if w["seconds"] else 0
     row("wake: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (w["seconds"], wrate,
         w["copied_bytes"] / w["copy_s"] / 1e9 if w["copy_s"] else 0))
@@ -191,12 +177,36 @@ def main():
     row("target still fine after refusals", c.get("tokens_same"), c.get("tokens_same") is True)
     t.end()
 
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ponytail", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--out", default=os.environ.get("OUT", ""))
+    ap.add_argument("--no-static", action="store_true")
+    ap.add_argument("--kinds", default="registered:8,registered:1,handles:8,pinned:8,pinned:1:reuse,pinned:1",
+                    help="the 10 GiB runs: KIND:THREADS[:reuse],... (PONYTAIL_SLEEP_HOST, _THREADS, _REUSE)")
+    ap.add_argument("--kinds-only", action="store_true",
+                    help="only the yardsticks, the 10 GiB runs, --discard and torch_memory_saver (no model target)")
+    a = ap.parse_args()
+    a.ponytail, a.shim = os.path.abspath(a.ponytail), os.path.abspath(a.shim)
+    ctl = "/tmp/ponytail-sleep-check"
+    env = dict(os.environ, LD_PRELOAD=a.shim, PONYTAIL_CONTROL_DIR=ctl, PYTHONUNBUFFERED="1")
+    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    bw = copy_bandwidth()
+    row("copy bandwidth h2d / d2h (GB/s)", "%.1f / %.1f" % (bw["h2d"], bw["d2h"]))
+    row("host GB/s: pin 4 GiB; fresh pageable x1 / x8",
+        "%.1f; %.1f / %.1f" % (bw["pin_alloc"], bw["touch1"], bw["touch8"]))
+
+    if not a.kinds_only and model_target(a, env, bw) is False:
+        return 1
     # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
     # bytes (the figures to set beside torch_memory_saver's), in each kind of host memory
     # (PONYTAIL_SLEEP_HOST) got by one thread and by 8 (PONYTAIL_SLEEP_THREADS), then with the
     # host memory kept between sleeps (PONYTAIL_SLEEP_REUSE: the second sleep is timed), then
     # --discard on the last target.
-    kinds = [("handles", 1, 0), ("handles", 8, 0), ("pinned", 8, 0), ("pinned", 1, 1), ("pinned", 1, 0)]
+    kinds = [(k.split(":")[0], int(k.split(":")[1]), int(k.endswith(":reuse"))) for k in a.kinds.split(",")]
     for kind, nt, reuse in kinds:
         d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind, PONYTAIL_SLEEP_THREADS=str(nt),
                                                   PONYTAIL_SLEEP_REUSE=str(reuse)))
@@ -206,12 +216,14 @@ def main():
             pt(a, "wake", str(d.pid))
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
         if rc == 0 and s and s.get("ok"):
-            row(tag + " sleep s (GB/s), host memory s", "%.3f (%.1f), %.3f" % (
-                s["seconds"], s["copied_bytes"] / s["seconds"] / 1e9, s["host_s"]))
+            r = s["copied_bytes"] / s["seconds"] / 1e9
+            row(tag + " sleep s (GB/s, of d2h), host memory s", "%.3f (%.1f, %.2f), %.3f" % (
+                s["seconds"], r, r / bw["d2h"], s["host_s"]))
             rc, w, text = pt(a, "wake", "--json", str(d.pid))
             if rc == 0 and w:
-                row(tag + " wake s (GB/s), freed after s", "%.3f (%.1f), %s" % (
-                    w["seconds"], w["copied_bytes"] / w["seconds"] / 1e9, w.get("release_s", "-")))
+                r = w["copied_bytes"] / w["seconds"] / 1e9
+                row(tag + " wake s (GB/s, of h2d), freed after s", "%.3f (%.1f, %.2f), %s" % (
+                    w["seconds"], r, r / bw["h2d"], w.get("release_s", "-")))
             c = d.cmd("verify")
             row(tag + " bytes intact after wake", c.get("intact"), c.get("intact") is True)
         else:

@@ -30,10 +30,15 @@ static int mode;    /* sleep_host of every pool of the group running */
 static int threads; /* its sleep_threads */
 static int reuse;   /* sleep_reuse of the pools new_pool makes (test_reuse only) */
 
-static int mode_buffers(void **state) { (void)state; mode = 0, threads = 1; return 0; }
-static int mode_handles(void **state) { (void)state; mode = 1, threads = 1; return 0; }
-static int mode_buffers_mt(void **state) { (void)state; mode = 0, threads = 4; return 0; }
-static int mode_handles_mt(void **state) { (void)state; mode = 1, threads = 4; return 0; }
+/* The bytes sleep in host handles (else in buffers, pinned or registered). */
+#define HANDLES (mode == PT_SLEEP_IN_HANDLES)
+
+static int mode_buffers(void **state) { (void)state; mode = PT_SLEEP_IN_PINNED, threads = 1; return 0; }
+static int mode_handles(void **state) { (void)state; mode = PT_SLEEP_IN_HANDLES, threads = 1; return 0; }
+static int mode_registered(void **state) { (void)state; mode = PT_SLEEP_IN_REGISTERED, threads = 1; return 0; }
+static int mode_buffers_mt(void **state) { (void)state; mode = PT_SLEEP_IN_PINNED, threads = 4; return 0; }
+static int mode_handles_mt(void **state) { (void)state; mode = PT_SLEEP_IN_HANDLES, threads = 4; return 0; }
+static int mode_registered_mt(void **state) { (void)state; mode = PT_SLEEP_IN_REGISTERED, threads = 4; return 0; }
 
 static struct pt_pool *new_pool(struct pt_backend *bk) {
   struct pt_pool *p;
@@ -76,18 +81,21 @@ static void verify_all(const struct blk *b) {
 static void stats(struct pt_pool *p, struct pt_pool_stats *st) { pt_pool_stats(p, st); }
 
 /* The host memory holding a sleeping pool's bytes is exactly what the
- * sleep kept (si): one page-locked buffer per handle, or host handles of
- * si's bytes; kept_none: none at all, of either kind. */
+ * sleep kept (si): one page-locked buffer per handle, of the pool's kind,
+ * or host handles of si's bytes; kept_none: none at all, of either kind.
+ * Both: every buffer freed so far was freed with its own size and kind. */
 static void assert_kept(struct pt_backend *bk, const struct pt_pool_sleep_info *si) {
   struct pt_host_counters c;
   pt_backend_host_counters(bk, &c);
-  assert_int_equal(c.host_allocs, mode ? 0 : si->handles);
-  assert_int_equal(c.tier_granules * G, mode ? si->bytes : 0);
+  assert_int_equal(c.host_allocs, HANDLES ? 0 : si->handles);
+  assert_int_equal(c.host_registered, mode == PT_SLEEP_IN_REGISTERED ? si->handles : 0);
+  assert_int_equal(c.tier_granules * G, HANDLES ? si->bytes : 0);
+  assert_int_equal(c.host_free_mismatch, 0);
 }
 static bool kept_none(struct pt_backend *bk) {
   struct pt_host_counters c;
   pt_backend_host_counters(bk, &c);
-  return c.host_allocs == 0 && c.tier_granules == 0;
+  return c.host_allocs == 0 && c.tier_granules == 0 && c.host_free_mismatch == 0;
 }
 
 static void test_sleep_wake_copy(void **state) {
@@ -107,7 +115,7 @@ static void test_sleep_wake_copy(void **state) {
   /* Nothing physical left on the device; the bytes wait in one host buffer
    * or host handle per handle (the handles mapped in their own range). */
   assert_int_equal(c.live_granules, 0);
-  assert_int_equal(c.mapped_granules, mode ? c.tier_granules : 0);
+  assert_int_equal(c.mapped_granules, HANDLES ? c.tier_granules : 0);
   assert_kept(&bk, &si);
   stats(p, &st1);
   assert_int_equal(st1.physical_bytes, 0);
@@ -128,6 +136,7 @@ static void test_sleep_wake_copy(void **state) {
   verify_all(b);
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.host_free_mismatch, 0);
   assert_int_equal(c.tier_granules, 0);
   assert_int_equal(c.live_handles, wi.handles);
   assert_int_equal(c.live_granules * G, si.bytes);
@@ -164,6 +173,7 @@ static void test_sleep_discard(void **state) {
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.host_free_mismatch, 0);
   assert_int_equal(c.tier_granules, 0);
   assert_int_equal(c.live_granules, 0);
   assert_int_equal(si.copied_bytes, 0);
@@ -203,6 +213,7 @@ static void sleep_fails(enum pt_host_op op, unsigned nth) {
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.host_allocs, 0);
+  assert_int_equal(c.host_free_mismatch, 0);
   assert_int_equal(c.tier_granules, 0);
   assert_int_equal(c.live_granules * G, st0.physical_bytes);
   assert_int_equal(c.mapped_granules * G, st0.physical_bytes);
@@ -217,12 +228,12 @@ static void sleep_fails(enum pt_host_op op, unsigned nth) {
 /* The third piece of host memory cannot be had (a buffer, or a host handle). */
 static void test_sleep_host_alloc_fails(void **state) {
   (void)state;
-  sleep_fails(mode ? PT_HOST_OP_CREATE_HOST : PT_HOST_OP_HOST_ALLOC, 3);
+  sleep_fails(HANDLES ? PT_HOST_OP_CREATE_HOST : PT_HOST_OP_HOST_ALLOC, 3);
 }
 /* Host handles only: their range, a mapping or its access refused. */
 static void test_sleep_handles_map_fails(void **state) {
   (void)state;
-  if (!mode) skip();
+  if (!HANDLES) skip();
   sleep_fails(PT_HOST_OP_RESERVE, 1);
   sleep_fails(PT_HOST_OP_MAP, 2);
   sleep_fails(PT_HOST_OP_SET_ACCESS, 3);
@@ -247,7 +258,7 @@ static void wake_fails(enum pt_host_op op, unsigned nth) {
   struct pt_host_counters c;
   pt_backend_host_counters(&bk, &c);
   assert_int_equal(c.live_granules, 0);
-  assert_int_equal(c.mapped_granules, mode ? c.tier_granules : 0);
+  assert_int_equal(c.mapped_granules, HANDLES ? c.tier_granules : 0);
   assert_kept(&bk, &si);
   assert_int_equal(pt_pool_wake(p, NULL), 0);
   verify_all(b);
@@ -409,6 +420,8 @@ int main(void) {
   };
   int rc = cmocka_run_group_tests_name("page-locked buffers", tests, mode_buffers, NULL);
   rc |= cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);
+  rc |= cmocka_run_group_tests_name("registered buffers", tests, mode_registered, NULL);
   rc |= cmocka_run_group_tests_name("page-locked buffers, 4 threads", tests, mode_buffers_mt, NULL);
-  return rc | cmocka_run_group_tests_name("host handles, 4 threads", tests, mode_handles_mt, NULL);
+  rc |= cmocka_run_group_tests_name("host handles, 4 threads", tests, mode_handles_mt, NULL);
+  return rc | cmocka_run_group_tests_name("registered buffers, 4 threads", tests, mode_registered_mt, NULL);
 }
