@@ -302,6 +302,10 @@ static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
   void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   (void)madvise(m, size, MADV_HUGEPAGE);
+  /* A child forked while the process sleeps (a subprocess started by a
+   * thread that is not held) neither needs these bytes nor should share
+   * page-locked pages copy-on-write. */
+  (void)madvise(m, size, MADV_DONTFORK);
   if (madvise(m, size, MADV_POPULATE_WRITE) && errno != EINVAL) {
     munmap(m, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
