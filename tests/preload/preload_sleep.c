@@ -155,6 +155,22 @@ static int sc_cycle(void) {
   CHECK(r && !strncmp(r, "ok\nstate=awake", 14));
   CHECK_EQ(field(r, "pid"), getpid());
 
+  if (strstr(g_scenario, "registered")) {
+    /* The driver cannot page-lock the second buffer: the sleep is refused
+     * with the driver's reason, no host memory stays held and the process
+     * runs on with every byte. */
+    fakecuda_fail("cuMemHostRegister_v2", fakecuda_count("cuMemHostRegister_v2") + 2, CUDA_ERROR_OUT_OF_MEMORY);
+    uint64_t l0 = __atomic_load_n(&g_launches, __ATOMIC_RELAXED);
+    r = ask("sleep");
+    CHECK(r && !strncmp(r, "error: ", 7) && strstr(r, "out of host memory for the copy: try --discard"));
+    if (r && strncmp(r, "error", 5)) fprintf(stderr, "failing sleep answered: %s", r);
+    CHECK_EQ(buffers(), 0);
+    r = ask("status");
+    CHECK(r && strstr(r, "state=awake"));
+    CHECK(wait_counter(&g_launches, l0 + 5) > l0);
+    CHECK(intact(0));
+  }
+
   r = ask("sleep");
   CHECK(r && !strncmp(r, "ok\nstate=asleep\nmode=copy", 25));
   if (r && strncmp(r, "ok", 2)) fprintf(stderr, "sleep answered: %s", r);
