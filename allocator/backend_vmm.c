@@ -281,10 +281,6 @@ static void vmm_busy_ns(void *c, uint64_t *vmm_ns, uint64_t *wait_ns) {
  * exits, and the application holds the same context anyway. */
 static void vmm_destroy(void *c) { free(c); }
 
-/* A sleeping pool's bytes (pool_sleep.c): page-locked host memory, so that
- * the copies run at the link's speed; synchronous copies by unified address.
- * Drivers without these functions answer CUDA_ERROR_NOT_SUPPORTED (sleep
- * can then only drop the pool's contents). */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
 #endif
@@ -324,6 +320,10 @@ static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
   return 0;
 }
 
+/* A sleeping pool's bytes (pool_sleep.c): page-locked host memory, so that
+ * the copies run at the link's speed; synchronous copies by unified address.
+ * Drivers without these functions answer CUDA_ERROR_NOT_SUPPORTED (sleep
+ * can then only drop the pool's contents). */
 static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
   struct vmm_ctx *v = c;
   uint64_t t0 = pt_now_ns();

@@ -102,6 +102,11 @@ class Target:
             self.p.kill()
 
 
+def gbps(ans, key="seconds"):
+    """An answer's copied bytes over its time (key: "seconds" overall, "copy_s" the copy alone), GB/s."""
+    return ans["copied_bytes"] / ans[key] / 1e9 if ans[key] else 0
+
+
 def pt(a, *args):
     r = subprocess.run([a.ponytail] + list(args), capture_output=True, text=True)
     out = None
@@ -135,9 +140,9 @@ def model_target(a, env, bw):
         row("NVML drop >= 95% of the pool's bytes", "%.3f of pool" % (drop / max(pool, 1)), drop >= 0.95 * pool)
     else:
         row("NVML per-process figure", "not available here")
-    rate = s["copied_bytes"] / s["seconds"] / 1e9 if s["seconds"] else 0
+    rate = gbps(s)
     row("sleep: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (s["seconds"], rate,
-        s["copied_bytes"] / s["copy_s"] / 1e9 if s["copy_s"] else 0))
+        gbps(s, "copy_s")))
     row("sleep rate >= 70% of d2h", "%.2f of d2h" % (rate / bw["d2h"]), rate >= 0.7 * bw["d2h"])
     row("sleep: host memory / unmap (s)", "%.3f / %.3f" % (s["host_s"], s["map_s"]))
     # a second process takes the memory given back
@@ -155,9 +160,9 @@ def model_target(a, env, bw):
         row("wake", text[-300:], False)
         t.p.kill()
         return False
-    wrate = w["copied_bytes"] / w["seconds"] / 1e9 if w["seconds"] else 0
+    wrate = gbps(w)
     row("wake: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (w["seconds"], wrate,
-        w["copied_bytes"] / w["copy_s"] / 1e9 if w["copy_s"] else 0))
+        gbps(w, "copy_s")))
     row("wake rate >= 70% of h2d", "%.2f of h2d" % (wrate / bw["h2d"]), wrate >= 0.7 * bw["h2d"])
     row("wake: map / host memory freed after (s)", "%.3f / %s" % (w["map_s"], "%.3f" % w["release_s"]
                                                                  if "release_s" in w else "-"))
@@ -176,7 +181,6 @@ def model_target(a, env, bw):
     c = t.cmd("check")
     row("target still fine after refusals", c.get("tokens_same"), c.get("tokens_same") is True)
     t.end()
-
 
 
 def main():
@@ -216,12 +220,12 @@ def main():
             pt(a, "wake", str(d.pid))
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
         if rc == 0 and s and s.get("ok"):
-            r = s["copied_bytes"] / s["seconds"] / 1e9
+            r = gbps(s)
             row(tag + " sleep s (GB/s, of d2h), host memory s", "%.3f (%.1f, %.2f), %.3f" % (
                 s["seconds"], r, r / bw["d2h"], s["host_s"]))
             rc, w, text = pt(a, "wake", "--json", str(d.pid))
             if rc == 0 and w:
-                r = w["copied_bytes"] / w["seconds"] / 1e9
+                r = gbps(w)
                 row(tag + " wake s (GB/s, of h2d), freed after s", "%.3f (%.1f, %.2f), %s" % (
                     w["seconds"], r, r / bw["h2d"], w.get("release_s", "-")))
             c = d.cmd("verify")
