@@ -137,6 +137,21 @@ run_arm() {
   kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null
   kill -KILL -- -"$pid" 2>/dev/null
   echo "  $name: rc $rc in $((SECONDS - t)) s$( [ $((SECONDS - t)) -ge "$secs" ] && echo ' (killed at its limit)')"
+  if [[ "$name" =~ \.[0-9]+\.(stock|shim)$ ]] && [ ! -s "$R/$name.json" ]; then
+    # The arm died before writing its result (killed, crashed, or the engine killed its own
+    # parent): a row that says so, so that the report fails instead of listing nothing.
+    $PY - "$R/$name.json" "$R/$name.log" "$rc" <<'PYEOF'
+import json, sys
+out, log, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    lines = [l.strip() for l in open(log, errors="replace") if l.strip()]
+except OSError:
+    lines = []
+err = [l for l in lines if "Error" in l or "error:" in l][-2:] or lines[-1:]
+json.dump({"ok": False, "rc": rc, "error": "exited rc %d without a result: %s" % (rc, " | ".join(err)[:300])},
+          open(out, "w"))
+PYEOF
+  fi
   tail -n 3 "$R/$name.log" | sed 's/^/    | /'
 }
 

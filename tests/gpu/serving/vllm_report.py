@@ -145,7 +145,7 @@ def main():
             if "wave2_same_as_wave1" in r:
                 notes.append("waves same: %s" % r["wave2_same_as_wave1"])
             if r.get("failed"):
-                notes.append("%d requests failed: %s" % (len(r["failed"]), r["failed"][0][:80]))
+                notes.append("%d requests failed: %s" % (len(r["failed"]), r["failed"][0][:240]))
             if r.get("not_run"):
                 notes.append("NOT RUN (out of time)")
             elif not r.get("ok"):
@@ -157,6 +157,11 @@ def main():
                 "; ".join(notes)))
             if arm == "shim" and ref is not None and not r.get("ok") and not r.get("not_run"):
                 fails.append("%s: ran stock, failed under the shim" % name)
+            elif not r.get("ok") and not r.get("not_run"):
+                # A stock failure (or a shim arm with no stock run to stand on) leaves nothing
+                # compared: the check has not done its job, so it cannot pass.
+                fails.append("%s: failed (%s)" % (name, "stock: nothing to compare" if arm == "stock"
+                                                  else "no working stock arm to compare with"))
             if arm == "shim" and cmp and cmp[0] != cmp[1]:
                 fails.append("%s: %d of %d token sequences differ from stock" % (name, cmp[1] - cmp[0], cmp[1]))
         # stage summary: ratios of shim to stock over the warm arms

@@ -27,8 +27,10 @@
 #   sglang/srt/{server,grpc,multimodal}/_core*.so  23 MiB  Rust server (SGLANG_RUST_SERVER=1),
 #       gRPC (--grpc-port), inkling multimodal preprocessing
 #   sglang/multimodal_gen         13 MiB  diffusion serving (sglang serve / generate only)
-#   flashinfer/data               88 MiB  JIT sources (csrc, cutlass, cccl, spdlog): flashinfer is
-#       imported (fp8_utils, sampler) but with fa3 + pytorch sampling none of its kernels is built
+#   flashinfer/data               88 MiB  JIT sources (csrc, cutlass, cccl, spdlog). One module
+#       is used: sgl_kernel's rmsnorm calls flashinfer.norm, which would JIT-build from these
+#       sources; flashinfer_aot.py builds it here (sm_90a, 1.2 MiB) into data/aot/norm/, where
+#       flashinfer loads prebuilt modules (needs python3.12, PY312, and nvcc where this runs)
 #   xgrammar/lib/libxgrammar.a    62 MiB  static library for C++ users; libxgrammar_bindings.so
 #       is stripped of its debug info (51 -> ~4 MiB)
 set -euo pipefail
@@ -36,6 +38,7 @@ here=$(dirname "$(readlink -f "$0")")
 root=$(readlink -f "$here/../../../..")
 out=$(readlink -m "${1:-$root/.serving/sglang}")
 PART_MB=${PART_MB:-52}
+PY312=${PY312:-python3.12}  # builds flashinfer's norm module (tvm_ffi needs >= 3.12)
 FA3_KEEP=${FA3_KEEP:-hdim64_bf16|hdim64_fp16|hdim128_bf16|hdim128_fp16}
 mkdir -p "$out/dl" "$out/stage" "$out/parts"
 plat=(--only-binary=:all: --python-version 3.12 --implementation cp)
@@ -60,6 +63,14 @@ if [ "${PRUNE:-1}" = 1 ]; then
   rm -rf "$k/flashmla_ops.abi3.so" "$k/spatial_ops.abi3.so" "$k"/infllm_ops.*.so
   rm -f "$site"/sglang/srt/{server,grpc,multimodal}/_core.*.so
   rm -rf "$site/sglang/multimodal_gen" "$site/flashinfer/data"
+  # sgl_kernel's rmsnorm JIT-builds flashinfer's norm module from flashinfer/data: build it
+  # here instead (sm_90a) and ship the .so where flashinfer loads ahead-of-time modules.
+  full=$(mktemp -d); venv=$(mktemp -d)
+  for w in "$out"/dl/flashinfer_python-*.whl "$out"/dl/apache_tvm_ffi-*.whl; do
+    python3 -m zipfile -e "$w" "$full"; done
+  "$PY312" -m venv "$venv" && "$venv/bin/pip" install -q filelock packaging typing_extensions
+  PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH" "$venv/bin/python" "$here/flashinfer_aot.py" "$site" "$full"
+  rm -rf "$full" "$venv"
   rm -f "$site/xgrammar/lib/libxgrammar.a"
   strip --strip-debug "$site/xgrammar/libxgrammar_bindings.so"
   echo "pruned tree: $(du -sm "$site" | cut -f1) MiB (sparse: $(du -sm --apparent-size "$site" | cut -f1) MiB apparent)"
