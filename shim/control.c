@@ -120,8 +120,8 @@ static void send_stats(int c, bool json) {
     return;
   }
   fputs("ok\n", f);
-  if (json) pt_stats_write_json(f);
-  else pt_stats_write_text(f);
+  if (json) pt_stats_write_json(f, "request");
+  else pt_stats_write_text(f, "request");
   if (fclose(f) == 0) send_all(c, buf, len);
   free(buf);
 }

@@ -27,10 +27,19 @@ static pthread_once_t pt_init_once = PTHREAD_ONCE_INIT;
 static __thread int pt_tls_in_init __attribute__((tls_model("initial-exec")));
 static int pt_cupti_on;
 
-static void pt_atfork_prepare(void) { pt_registry_atfork_prepare(); }
-static void pt_atfork_parent(void) { pt_registry_atfork_parent(); }
+/* The stats file lock before the registry's: a snapshot holds it while it
+ * takes the registry lock, so fork takes them in the same order. */
+static void pt_atfork_prepare(void) {
+  pt_stats_atfork_prepare();
+  pt_registry_atfork_prepare();
+}
+static void pt_atfork_parent(void) {
+  pt_registry_atfork_parent();
+  pt_stats_atfork_parent();
+}
 static void pt_atfork_child(void) {
   pt_registry_atfork_child();
+  pt_stats_atfork_child();
   pt_control_atfork_child();
   pt_route_atfork_child();
   /* A %p log file names the parent: the child gets its own. */
@@ -61,6 +70,7 @@ static void pt_init_run(void) {
     PT_INTERNAL_ERROR();
     pt_warn("atexit failed: no exit stats");
   }
+  pt_stats_start_snapshots();
   /* Publish before starting CUPTI: it calls into CUDA, i.e. into our
    * wrappers, from this thread. */
   __atomic_store_n(&pt_state, PT_STATE_ON, __ATOMIC_RELEASE);

@@ -89,12 +89,13 @@ static void pt_top(struct pt_klist *l) {
 
 static const char *pt_kname(const struct pt_kernel *k) { return k->name[0] ? k->name : "(unnamed)"; }
 
-void pt_stats_write_json(FILE *f) {
+void pt_stats_write_json(FILE *f, const char *written) {
   struct pt_jw w;
   pt_jw_init(&w, f, false);
   pt_jw_obj_begin(&w, NULL);
   pt_jw_str(&w, "version", PT_VERSION);
   pt_jw_i64(&w, "pid", (int64_t)getpid());
+  pt_jw_str(&w, "written", written);
   pt_jw_obj_begin(&w, "calls");
   for (int i = 0; i < PT_SYM_COUNT; i++) {
     uint64_t n = pt_calls_total((enum pt_sym)i);
@@ -185,9 +186,9 @@ void pt_stats_write_json(FILE *f) {
   pt_jw_finish(&w);
 }
 
-void pt_stats_write_text(FILE *f) {
+void pt_stats_write_text(FILE *f, const char *written) {
   int pid = (int)getpid();
-  fprintf(f, "ponytail[%d]: stats\n", pid);
+  fprintf(f, "ponytail[%d]: stats (%s)\n", pid, written);
   fprintf(f, "  %-36s %14s\n", "call", "count");
   for (int i = 0; i < PT_SYM_COUNT; i++) {
     uint64_t n = pt_calls_total((enum pt_sym)i);
@@ -231,29 +232,4 @@ void pt_stats_write_text(FILE *f) {
   uint64_t ie = __atomic_load_n(&pt_internal_errors, __ATOMIC_RELAXED);
   if (ie) fprintf(f, "  internal errors %" PRIu64 "\n", ie);
   if (pt_stats_alloc_text) pt_stats_alloc_text(f);
-}
-
-void pt_stats_write(void) {
-  static int done;
-  int mode = pt_opt_enum(PT_OPT_STATS);
-  if (mode == PT_STATS_OFF) return;
-  if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
-  const char *pattern = pt_opt_str(PT_OPT_STATS_FILE);
-  FILE *f = NULL;
-  if (pattern[0]) {
-    char path[4096];
-    int fd = -1;
-    if (pt_path_expand(pattern, path, sizeof path) == 0)
-      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) f = fdopen(fd, "w");
-    if (!f) {
-      if (fd >= 0) close(fd);
-      pt_warn("cannot open PONYTAIL_STATS_FILE \"%s\"; writing the stats to stderr", pattern);
-    }
-  }
-  FILE *out = f ? f : stderr;
-  if (mode == PT_STATS_JSON) pt_stats_write_json(out);
-  else pt_stats_write_text(out);
-  if (f) fclose(f);
-  else fflush(stderr);
 }

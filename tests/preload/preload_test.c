@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -704,6 +705,91 @@ struct scenario {
   void (*check)(const char *json); /* NULL: no stats expected */
   int expect_stats;
 };
+/* ---- stats snapshots (PONYTAIL_STATS_EVERY=1) ------------------------------- */
+
+/* The exec'd children of sc_snapshot: n small cudaMalloc/cudaFree pairs, then
+ * either wait to be killed (SIGKILL: no exit stats) or exit after 1.3 s,
+ * with one more pair, so that a snapshot came first. */
+static int snapshot_child(const char *mode) {
+  void *p = NULL;
+  for (int i = 0; i < 3; i++) {
+    if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess) return 1;
+  }
+  if (!strcmp(mode, "--killed-child")) {
+    sleep(30); /* killed long before */
+    return 1;
+  }
+  usleep(1300 * 1000);
+  if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess) return 1;
+  return 0;
+}
+
+static pid_t spawn_self(const char *mode) {
+  fflush(NULL);
+  pid_t c = fork();
+  if (c == 0) {
+    execl("/proc/self/exe", "preload_test", mode, g_dir, (char *)NULL);
+    _exit(127);
+  }
+  return c;
+}
+
+static char *stats_of(pid_t pid) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
+  return read_file(path);
+}
+
+/* A whole JSON object: starts with '{', its last non-space character is '}'. */
+static int whole_json(const char *js) {
+  if (!js || js[0] != '{') return 0;
+  size_t n = strlen(js);
+  while (n && (js[n - 1] == '\n' || js[n - 1] == ' ')) n--;
+  return n && js[n - 1] == '}';
+}
+
+static int sc_snapshot(void) {
+  void *p = NULL; /* a call of its own: this process writes exit stats too (check_snapshot) */
+  CHECK_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  /* 1: a process killed with SIGKILL leaves its last snapshot. */
+  pid_t a = spawn_self("--killed-child");
+  CHECK(a > 0);
+  char *js = NULL;
+  for (int i = 0; i < 100; i++) { /* up to 5 s: the first snapshot comes after 1 s */
+    usleep(50 * 1000);
+    js = stats_of(a);
+    if (js && strstr(js, "\"written\":\"snapshot\"") && stat_call(js, "cudaMalloc") == 3) break;
+  }
+  CHECK(js && strstr(js, "\"written\":\"snapshot\""));
+  CHECK(whole_json(js));
+  CHECK_EQ(js ? stat_call(js, "cudaMalloc") : -2, 3);
+  kill(a, SIGKILL);
+  int st = 0;
+  waitpid(a, &st, 0);
+  CHECK(WIFSIGNALED(st));
+  js = stats_of(a);
+  CHECK(whole_json(js)); /* the snapshot stays: the kill wrote nothing */
+  CHECK(js && strstr(js, "\"written\":\"snapshot\""));
+  /* 2: a process that exits: its exit stats replace the snapshots. */
+  pid_t b = spawn_self("--exiting-child");
+  CHECK(b > 0);
+  waitpid(b, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  js = stats_of(b);
+  CHECK(whole_json(js));
+  CHECK(js && strstr(js, "\"written\":\"exit\""));
+  CHECK_EQ(js ? stat_call(js, "cudaMalloc") : -2, 4);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s/stats.%d.json.tmp", g_dir, (int)b);
+  CHECK(access(tmp, F_OK) != 0); /* no temporary file left behind */
+  return g_failed;
+}
+
+static void check_snapshot(const char *js) {
+  CHECK(strstr(js, "\"written\":\"exit\"") != NULL); /* the scenario child's own exit stats */
+}
+
 static const struct scenario scenarios[] = {
     {"passthrough", sc_passthrough, check_passthrough, 1},
     {"kernels", sc_kernels, check_kernels, 1},
@@ -720,6 +806,7 @@ static const struct scenario scenarios[] = {
     {"attn_report_off", sc_attn_report, check_attn_report, 1},
     {"attn_masked", sc_attn_masked, check_attn_masked, 1},
     {"attn_masked_default", sc_attn_masked, check_attn_masked, 1},
+    {"snapshot", sc_snapshot, check_snapshot, 1},
 };
 
 char pt_test_marker(void) { return 'A'; }
@@ -731,6 +818,7 @@ int main(int argc, char **argv) {
   }
   g_dir = argv[2];
   mkdir(g_dir, 0755); /* may exist */
+  if (!strcmp(argv[1], "--killed-child") || !strcmp(argv[1], "--exiting-child")) return snapshot_child(argv[1]);
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
     if (strcmp(scenarios[i].name, argv[1])) continue;
     g_scenario = scenarios[i].name;

@@ -125,7 +125,7 @@ run_arm() {
   gpu_idle
   local envs=()
   if [ "$arm" = shim ]; then
-    envs=(LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$name.stats-%p.json"
+    envs=(LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$name.stats-%p.json" PONYTAIL_STATS_EVERY=5
           PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$name.shim-%p.log")
   fi
   local t=$SECONDS
@@ -176,7 +176,7 @@ serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
     i=$((i + 1))
     local pre=(); [ "$arm" = shim ] && pre=(--preload "$shim")
     run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
-      VLLM_BATCH_INVARIANT=1 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$stage.$i.$arm.stats-%p.json" \
+      VLLM_BATCH_INVARIANT=1 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$stage.$i.$arm.stats-%p.json" PONYTAIL_STATS_EVERY=5 \
       PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$stage.$i.$arm.shim-%p.log" \
       $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \
       --log "$R/$stage.$i.$arm.server.log" --engine "${ENGINE:-vllm}" "${pre[@]}" "$@"

@@ -67,13 +67,15 @@ def arms(runs):
 def shim_stats(runs, name):
     """The shim's exit stats of one arm's processes, summed: launches by family, swaps,
     fallbacks and reasons, pool figures, internal errors."""
-    s = dict(procs=0, launches=0, fam={}, swapped=0, fallbacks=0, reasons={}, internal_errors=0,
+    s = dict(procs=0, snapshots=0, launches=0, fam={}, swapped=0, fallbacks=0, reasons={}, internal_errors=0,
              pooled=0, passthrough=0, peak_physical_mib=0.0, peak_live_mib=0.0, top=[])
     for p in glob.glob(os.path.join(runs, name + ".stats-*.json")):
         j = load(p)
         if not j:
             continue
         s["procs"] += 1
+        # PONYTAIL_STATS_EVERY: a process the engine killed (SIGKILL) left its last snapshot
+        s["snapshots"] += j.get("written") == "snapshot"
         k = j.get("kernels", {})
         s["launches"] += k.get("launches", 0)
         for t in k.get("top", []):
@@ -203,9 +205,9 @@ def main():
                     w("  %-18s no stats file (the process did not exit normally?)" % name)
                 continue
             fam = ", ".join("%s %d" % kv for kv in sorted(s["fam"].items(), key=lambda kv: -kv[1]))
-            w("  %-18s procs %d, launches %d (%s); swapped %d, fallbacks %d%s; pooled %d, passthrough %d, "
+            w("  %-18s procs %d (%d from a snapshot: killed), launches %d (%s); swapped %d, fallbacks %d%s; pooled %d, passthrough %d, "
               "pool peak physical %.0f MiB / live %.0f MiB; internal errors %d" % (
-                  name, s["procs"], s["launches"], fam, s["swapped"], s["fallbacks"],
+                  name, s["procs"], s["snapshots"], s["launches"], fam, s["swapped"], s["fallbacks"],
                   (" [" + "; ".join("%s: %d" % kv for kv in s["reasons"].items()) + "]") if s["reasons"] else "",
                   s["pooled"], s["passthrough"], s["peak_physical_mib"], s["peak_live_mib"], s["internal_errors"]))
             if s["internal_errors"]:
