@@ -58,6 +58,8 @@ def arms(runs):
                 for k, v in parse_log(text).items():
                     r.setdefault(k, v)
                 r["cold_compile"] = "Compiling a graph for" in text
+        if os.path.exists(os.path.join(runs, name + ".cold")):  # SGLang: its JIT cache was empty
+            r["cold_compile"] = True
         out.setdefault(stage, []).append((n, arm, r, name))
     for v in out.values():
         v.sort(key=lambda x: x[0])
@@ -170,8 +172,10 @@ def main():
         st = [r for _, arm, r, _ in rs if arm == "stock" and r.get("ok")]
         sh = [r for _, arm, r, _ in rs if arm == "shim" and r.get("ok")]
         if st and sh:
-            warm_st = [r for r in st if not r.get("cold_compile")] or st
-            warm_sh = [r for r in sh if not r.get("cold_compile")] or sh
+            warm_st = [r for r in st if not r.get("cold_compile")]
+            warm_sh = [r for r in sh if not r.get("cold_compile")]
+            warm = "warm arms" if warm_st and warm_sh else "a cold arm included: not comparable"
+            warm_st, warm_sh = warm_st or st, warm_sh or sh
             key = "init_s" if st[0].get("init_s") is not None else "ready_s"
             i_st, i_sh = med([r.get(key) for r in warm_st]), med([r.get(key) for r in warm_sh])
             kv_st, kv_sh = med([kv_tokens(r) for r in st]), med([kv_tokens(r) for r in sh])
@@ -185,9 +189,9 @@ def main():
             if len(st) > 1 and all(tps(r) for r in st):
                 v = [tps(r) for r in st]
                 spread = (max(v) - min(v)) / med(v)
-            w("%-11s summary: start-up shim/stock %s (%s, warm arms), KV tokens %s vs %s, NVML peak %s vs %s MiB, "
+            w("%-11s summary: start-up shim/stock %s (%s, %s), KV tokens %s vs %s, NVML peak %s vs %s MiB, "
               "tok/s shim/stock %s%s" % (
-                  stage, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, fmt(kv_sh, "%d"),
+                  stage, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, warm, fmt(kv_sh, "%d"),
                   fmt(kv_st, "%d"), fmt(nv_sh, "%d"), fmt(nv_st, "%d"),
                   fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
                   "" if spread is None else " (stock-vs-stock spread %.3f)" % spread))
