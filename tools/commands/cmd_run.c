@@ -23,6 +23,8 @@ static void usage(FILE *f) {
           "  --stats          print the shim's statistics table at exit (PONYTAIL_STATS=1)\n"
           "  --stats=json     write them as one JSON object (PONYTAIL_STATS=json)\n"
           "  --stats-file F   where the statistics go (PONYTAIL_STATS_FILE; %%p = pid)\n"
+          "  --stats-every N  also rewrite that file every N seconds while CMD runs, for processes\n"
+          "                   that are killed rather than exit (PONYTAIL_STATS_EVERY; needs a file)\n"
           "  --log LEVEL      error|warn|info|debug (PONYTAIL_LOG)\n"
           "  --off            load the shim in pure pass-through mode (PONYTAIL_ENABLE=0)\n"
           "  --shim PATH      preload this shim instead of the one next to ponytail\n"
@@ -34,14 +36,15 @@ static void usage(FILE *f) {
 static int bad(const char *msg, const char *arg) { return pt_cmd_usage_error("run", usage, msg, arg); }
 
 int pt_cmd_run(int argc, char **argv) {
-  enum { O_STATS = 256, O_STATS_FILE, O_LOG, O_OFF, O_SHIM };
+  enum { O_STATS = 256, O_STATS_FILE, O_STATS_EVERY, O_LOG, O_OFF, O_SHIM };
   static const struct option opts[] = {
       {"help", no_argument, NULL, 'h'},      {"stats", optional_argument, NULL, O_STATS},
       {"stats-file", required_argument, NULL, O_STATS_FILE}, {"log", required_argument, NULL, O_LOG},
+      {"stats-every", required_argument, NULL, O_STATS_EVERY},
       {"off", no_argument, NULL, O_OFF},     {"shim", required_argument, NULL, O_SHIM},
       {NULL, 0, NULL, 0},
   };
-  const char *stats = NULL, *stats_file = NULL, *log = NULL, *shim_arg = NULL, *w;
+  const char *stats = NULL, *stats_file = NULL, *stats_every = NULL, *log = NULL, *shim_arg = NULL, *w;
   int off = 0, c;
   optind = 0;
   /* '+': options end at "--" or at CMD, whose own flags stay untouched. */
@@ -54,6 +57,13 @@ int pt_cmd_run(int argc, char **argv) {
       else return bad("--stats takes =json (or nothing)", w);
       break;
     case O_STATS_FILE: stats_file = optarg; break;
+    case O_STATS_EVERY: {
+      char *end;
+      long n = strtol(optarg, &end, 10);
+      if (end == optarg || *end || n < 1 || n > 86400) return bad("--stats-every takes seconds, 1-86400", optarg);
+      stats_every = optarg;
+      break;
+    }
     case O_LOG: log = optarg; break;
     case O_OFF: off = 1; break;
     case O_SHIM: shim_arg = optarg; break;
@@ -65,6 +75,13 @@ int pt_cmd_run(int argc, char **argv) {
   if (i >= argc) return bad("no command given", NULL);
   if (log && strcmp(log, "error") && strcmp(log, "warn") && strcmp(log, "info") && strcmp(log, "debug"))
     return bad("--log takes error|warn|info|debug", log);
+
+  if (stats_every) {
+    /* Snapshots never go to stderr: without a file the shim would only warn. */
+    const char *f = stats_file ? stats_file : getenv(PT_OPT_ENV(STATS_FILE));
+    if (!f || !f[0]) return bad("--stats-every needs --stats-file (or PONYTAIL_STATS_FILE)", NULL);
+    if (!stats && !getenv(PT_OPT_ENV(STATS))) stats = "json";
+  }
 
   char shim[PATH_MAX], why[PATH_MAX * 3];
   if (pt_tool_find_shim(shim_arg, shim, sizeof shim, why, sizeof why) != 0) {
@@ -80,6 +97,7 @@ int pt_cmd_run(int argc, char **argv) {
   if (!preload || setenv("LD_PRELOAD", preload, 1) != 0 ||
       (stats && setenv(PT_OPT_ENV(STATS), stats, 1) != 0) ||
       (stats_file && setenv(PT_OPT_ENV(STATS_FILE), stats_file, 1) != 0) ||
+      (stats_every && setenv(PT_OPT_ENV(STATS_EVERY), stats_every, 1) != 0) ||
       (log && setenv(PT_OPT_ENV(LOG), log, 1) != 0) ||
       (off && setenv(PT_OPT_ENV(ENABLE), "0", 1) != 0)) {
     fprintf(stderr, "ponytail run: out of memory\n");

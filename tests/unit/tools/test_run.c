@@ -25,11 +25,15 @@ static void test_usage_errors(void **state) {
       {"run", "--stats=xml", "--", "true"},    /* bad stats form */
       {"run", "--stats-file", NULL},           /* missing value */
       {"run", "--of", "--", "true"},           /* abbreviations are not taken */
+      {"run", "--stats-every", "0", "true"},   /* seconds >= 1 */
+      {"run", "--stats-every", "5s", "true"},  /* a plain number */
+      {"run", "--stats-every", "5", "true"},   /* needs a stats file (none in the environment) */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *argv[6] = {(char *)ponytail};
     for (int k = 0; k < 4 && cases[i][k]; k++) argv[k + 1] = (char *)cases[i][k];
-    struct pt_test_out r = pt_test_exec(argv, NULL);
+    char *env[] = {"PONYTAIL_STATS_FILE", NULL}; /* unset: --stats-every must find no file */
+    struct pt_test_out r = pt_test_exec(argv, env);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "usage: ponytail run"));
     pt_test_out_free(&r);
@@ -70,6 +74,15 @@ static void test_preload_and_env(void **state) {
   assert_non_null(strstr(r.out, want));
   assert_non_null(strstr(r.out, "S=1\n"));
   assert_non_null(strstr(r.out, "E=unset\n"));
+  pt_test_out_free(&r);
+
+  /* --stats-every: the variable set, and the stats on (JSON) when nothing else asked for them. */
+  char *argv4[] = {(char *)ponytail, "run", "--shim", fake_shim, "--stats-every", "5", "--stats-file", "/tmp/s.%p",
+                   "--", "/bin/sh", "-c", "echo \"V=$PONYTAIL_STATS_EVERY S=$PONYTAIL_STATS\"", NULL};
+  char *env4[] = {"PONYTAIL_STATS", NULL};
+  r = pt_test_exec(argv4, env4);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "V=5 S=json\n"));
   pt_test_out_free(&r);
 
   /* --flag=VALUE works too; options end at "--": CMD keeps its own --log. */
