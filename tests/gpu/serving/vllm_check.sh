@@ -5,13 +5,13 @@
 # the token comparisons that must hold held.
 #
 # Getting vLLM there (the GPU machine has no network; a call carries at most 64 MiB):
-#   here:  tests/gpu/serving/stage.sh          -> .serving/parts/vstage.tar.part0, part1, WHOLE.sha256
-#   GPU:   one call per piece, back to back (a machine stays warm ~30 s), each carrying its piece
-#          (carry [".serving/parts/vstage.tar.partN"]) and moving it out of the checkout:
-#            STAGES=piece bash tests/gpu/serving/vllm_check.sh
-#          the last call also carries WHOLE.sha256 and runs the stages below; `install` assembles
-#          the pieces from $PIECES (/tmp/vp) and .serving/parts, checks the sha256 and unpacks
-#          vLLM into $SITE (/tmp/vsite) for PYTHONPATH.
+#   here:  tests/gpu/serving/stage.sh          -> .serving/parts/vstage.tar.part0 (44 MB), WHOLE.sha256
+#   GPU:   one call carrying the piece, WHOLE.sha256, the shim and build-gpu/serving/libattn_test.so
+#          (61 MiB with the tree); `install` checks the sha256 and unpacks vLLM into $SITE
+#          (/tmp/vsite) for PYTHONPATH. A stage made with PRUNE=0 or a larger PART_MB has more
+#          pieces: one call per piece, back to back (a machine stays warm ~30 s), each carrying
+#          its piece and moving it out of the checkout (STAGES=piece, into $PIECES, /tmp/vp);
+#          `install` assembles the pieces from $PIECES and .serving/parts.
 #
 # STAGES (default "install models tiny-eager tiny-graph tiny-sleep tiny-serve"; then "big fa3" in
 # a second call: one call runs at most 10 minutes), each arm its own process

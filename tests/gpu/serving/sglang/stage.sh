@@ -16,7 +16,7 @@
 #   sgl_kernel/flash_ops.abi3.so  1071 MiB  FA3 (987 MiB of it device code). sm_80/sm_86 code dropped;
 #       sm_90a code kept only for the TUs FA3 runs on sm_90 for head_dim 64/128 in bf16/fp16
 #       (flash_fwd_hdim{64,128}_{bf16,fp16}_*_sm90: plain, paged, split, softcap, packgqa
-#       variants, 40 TUs) + flash_fwd_combine + flash_prepare_scheduler (fatprune.py). FA3_KEEP is
+#       variants, 40 TUs) + flash_fwd_combine + flash_prepare_scheduler (../fatprune.py). FA3_KEEP is
 #       the regex of kept TUs: FA3_KEEP=hdim128_bf16 is the least a bf16 Llama with head_dim 128
 #       needs (-6 MiB xz'd); FA3_KEEP=all keeps every sm_90a TU (+106 MiB xz'd: 3 pieces in all).
 #       A launch of a dropped kernel fails with "no kernel image is available".
@@ -57,9 +57,9 @@ if [ "${PRUNE:-1}" = 1 ]; then
   k="$site/sgl_kernel"
   if [ "$FA3_KEEP" = all ]; then tu=""; else
     tu="^(flash_fwd_combine_cu|flash_prepare_scheduler_cu|flash_fwd_($FA3_KEEP)_\w*sm90_cu)"; fi
-  python3 "$here/fatprune.py" "$k/flash_ops.abi3.so" --arch 90 ${tu:+--keep-tu "$tu"}
-  python3 "$here/fatprune.py" "$k/sm90/common_ops.abi3.so" --arch 90
-  python3 "$here/fatprune.py" "$k/sm100/common_ops.abi3.so" --arch 90
+  python3 "$here/../fatprune.py" "$k/flash_ops.abi3.so" --arch 90 ${tu:+--keep-tu "$tu"}
+  python3 "$here/../fatprune.py" "$k/sm90/common_ops.abi3.so" --arch 90
+  python3 "$here/../fatprune.py" "$k/sm100/common_ops.abi3.so" --arch 90
   rm -rf "$k/flashmla_ops.abi3.so" "$k/spatial_ops.abi3.so" "$k"/infllm_ops.*.so
   rm -f "$site"/sglang/srt/{server,grpc,multimodal}/_core.*.so
   rm -rf "$site/sglang/multimodal_gen" "$site/flashinfer/data"
