@@ -31,6 +31,10 @@
 #               then throughput (256 prompts of 512 tokens, 128 new tokens, twice)
 #   big-serve   `vllm serve` of the 1B model, as tiny-serve
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
+#   tier        capacity (issue 48 point 3, issue 49's tier): the 1B model at --gpu-util 0.85, arms
+#               "stock tier"; tier = the shim with PONYTAIL_HOST_TIER=$TIER_SIZE (32G) and
+#               PONYTAIL_HOST_TIER_INFO=1, so vLLM sizes its KV cache past the card: KV tokens,
+#               tokens against stock, throughput (what reading part of the KV over PCIe costs)
 # SGLang 0.5.17 (tests/gpu/serving/sglang/stage.sh -> .serving/sglang/parts: one piece, carried
 # with its WHOLE.sha256 in the call that runs these), FA3 attention, PyTorch sampling:
 #   sg-install  tests/gpu/serving/sglang/install.sh into $SGSITE (/tmp/sgsite), once
@@ -38,6 +42,7 @@
 #   sg-graph    the same with CUDA graphs (SGLang's default)
 #   sg-serve    `sglang.launch_server` (--enable-deterministic-inference), the 64 requests
 #   sg-big      the 1B model: tokens, then throughput, arms "stock shim"
+#   sg-tier     as tier, for SGLang (--mem-fraction 0.85)
 # ARMS_<stage> overrides a stage's arms (e.g. ARMS_big="stock shim"). BUDGET_S (570) bounds the
 # call: an arm starts only with 60 s left and is cut at the budget (its result says NOT RUN).
 # The shim: SHIM_PREBUILT (carried, e.g. build-gpu/shim/libponytail_shim.so) or built here;
@@ -129,9 +134,10 @@ run_arm() {
     touch "$R/$name.cold"
   fi
   local envs=()
-  if [ "$arm" = shim ]; then
+  if [ "$arm" = shim ] || [ "$arm" = tier ]; then
     envs=(LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$name.stats-%p.json" PONYTAIL_STATS_EVERY=5
           PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$name.shim-%p.log")
+    [ "$arm" = tier ] && envs+=("${tier_env[@]}")
   fi
   local t=$SECONDS
   env "${envs[@]}" setsid "$@" >"$R/$name.log" 2>&1 &
@@ -142,7 +148,7 @@ run_arm() {
   kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null
   kill -KILL -- -"$pid" 2>/dev/null
   echo "  $name: rc $rc in $((SECONDS - t)) s$( [ $((SECONDS - t)) -ge "$secs" ] && echo ' (killed at its limit)')"
-  if [[ "$name" =~ \.[0-9]+\.(stock|shim)$ ]] && [ ! -s "$R/$name.json" ]; then
+  if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier)$ ]] && [ ! -s "$R/$name.json" ]; then
     # The arm died before writing its result (killed, crashed, or the engine killed its own
     # parent): a row that says so, so that the report fails instead of listing nothing.
     $PY - "$R/$name.json" "$R/$name.log" "$rc" <<'PYEOF'
@@ -159,6 +165,11 @@ PYEOF
   fi
   tail -n 3 "$R/$name.log" | sed 's/^/    | /'
 }
+
+# The capacity arm (`tier`): the shim with a host tier that cudaMemGetInfo reports, so the engine
+# sizes its KV cache past the device (PONYTAIL_HOST_TIER_INFO); at a memory fraction of 0.85 the
+# part past the card's 85% lives in page-locked host memory, read over PCIe.
+tier_env=(PONYTAIL_HOST_TIER="${TIER_SIZE:-32G}" PONYTAIL_HOST_TIER_INFO=1)
 
 arms_of() { local v="ARMS_${1//-/_}"; echo "${!v:-$2}"; }
 
@@ -179,8 +190,9 @@ serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
   [ "${ENGINE:-vllm}" = sglang ] && site=$SGSITE
   for arm in $arms; do
     i=$((i + 1))
-    local pre=(); [ "$arm" = shim ] && pre=(--preload "$shim")
-    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
+    local pre=() tier=(); [ "$arm" = shim ] || [ "$arm" = tier ] && pre=(--preload "$shim")
+    [ "$arm" = tier ] && tier=("${tier_env[@]}")
+    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "${tier[@]}" \
       VLLM_BATCH_INVARIANT=1 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$stage.$i.$arm.stats-%p.json" PONYTAIL_STATS_EVERY=5 \
       PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$stage.$i.$arm.shim-%p.log" \
       $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \
@@ -201,6 +213,7 @@ for st in $STAGES; do
     tiny-serve) shim_setup; serve_stage tiny-serve tiny 240 "stock shim" ;;
     big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput 256 ;;
     big-serve) shim_setup; serve_stage big-serve llama1b 300 "stock shim" ;;
+    tier) shim_setup; offline_stage tier llama1b 300 "stock tier" --gpu-util 0.85 --throughput 256 ;;
     fa3)
       lib=${ATTN_TESTLIB:-}
       if [ -z "$lib" ] || [ ! -f "$lib" ]; then
@@ -219,6 +232,7 @@ for st in $STAGES; do
     sg-graph) shim_setup; ENGINE=sglang offline_stage sg-graph tiny 240 "stock shim" ;;
     sg-serve) shim_setup; ENGINE=sglang serve_stage sg-serve tiny 240 "stock shim" ;;
     sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim" --throughput 256 ;;
+    sg-tier) shim_setup; ENGINE=sglang offline_stage sg-tier llama1b 300 "stock tier" --mem-fraction 0.85 --throughput 256 ;;
     *) echo "unknown stage $st" ;;
   esac
 done

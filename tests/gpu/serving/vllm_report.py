@@ -40,11 +40,16 @@ def load(path):
         return None
 
 
+# The arms under the shim: `shim` is the default shim; `tier` adds PONYTAIL_HOST_TIER with
+# PONYTAIL_HOST_TIER_INFO (the engine sizes its KV cache past the device: the capacity arm).
+SHIM_ARMS = ("shim", "tier")
+
+
 def arms(runs):
     """{stage: [(n, arm, result, name)]} in run order."""
     out = {}
     for p in sorted(glob.glob(os.path.join(runs, "*.json"))):
-        m = re.match(r"(.+)\.(\d+)\.(stock|shim)\.json$", os.path.basename(p))
+        m = re.match(r"(.+)\.(\d+)\.(stock|shim|tier)\.json$", os.path.basename(p))
         if not m:
             continue
         stage, n, arm = m.group(1), int(m.group(2)), m.group(3)
@@ -159,18 +164,19 @@ def main():
                 fmt(r.get("ready_s")), fmt(kv_tokens(r), "%d"), fmt(r.get("nvml_peak_mib"), "%d"),
                 fmt(tok_s, "%.0f"), "%d/%d" % cmp if cmp else ("ref" if r is ref else "-"),
                 "; ".join(notes)))
-            if arm == "shim" and ref is not None and not r.get("ok") and not r.get("not_run"):
+            if arm in SHIM_ARMS and ref is not None and not r.get("ok") and not r.get("not_run"):
                 fails.append("%s: ran stock, failed under the shim" % name)
             elif not r.get("ok") and not r.get("not_run"):
                 # A stock failure (or a shim arm with no stock run to stand on) leaves nothing
                 # compared: the check has not done its job, so it cannot pass.
                 fails.append("%s: failed (%s)" % (name, "stock: nothing to compare" if arm == "stock"
                                                   else "no working stock arm to compare with"))
-            if arm == "shim" and cmp and cmp[0] != cmp[1]:
+            if arm in SHIM_ARMS and cmp and cmp[0] != cmp[1]:
                 fails.append("%s: %d of %d token sequences differ from stock" % (name, cmp[1] - cmp[0], cmp[1]))
         # stage summary: ratios of shim to stock over the warm arms
         st = [r for _, arm, r, _ in rs if arm == "stock" and r.get("ok")]
-        sh = [r for _, arm, r, _ in rs if arm == "shim" and r.get("ok")]
+        sh = [r for _, arm, r, _ in rs if arm in SHIM_ARMS and r.get("ok")]
+        side = "/".join(sorted({arm for _, arm, _, _ in rs if arm in SHIM_ARMS})) or "shim"
         if st and sh:
             warm_st = [r for r in st if not r.get("cold_compile")]
             warm_sh = [r for r in sh if not r.get("cold_compile")]
@@ -189,11 +195,11 @@ def main():
             if len(st) > 1 and all(tps(r) for r in st):
                 v = [tps(r) for r in st]
                 spread = (max(v) - min(v)) / med(v)
-            w("%-11s summary: start-up shim/stock %s (%s, %s), KV tokens %s vs %s, NVML peak %s vs %s MiB, "
-              "tok/s shim/stock %s%s" % (
-                  stage, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, warm, fmt(kv_sh, "%d"),
+            w("%-11s summary: start-up %s/stock %s (%s, %s), KV tokens %s vs %s, NVML peak %s vs %s MiB, "
+              "tok/s %s/stock %s%s" % (
+                  stage, side, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, warm, fmt(kv_sh, "%d"),
                   fmt(kv_st, "%d"), fmt(nv_sh, "%d"), fmt(nv_st, "%d"),
-                  fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
+                  side, fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
                   "" if spread is None else " (stock-vs-stock spread %.3f)" % spread))
     # what the shim saw, per shim arm
     w("")
@@ -201,11 +207,11 @@ def main():
       "fallbacks, pool")
     for stage, rs in stages.items():
         for n, arm, r, name in rs:
-            if arm != "shim" and stage != "fa3":
+            if arm not in SHIM_ARMS and stage != "fa3":
                 continue
             s = shim_stats(runs, name)
             if not s["procs"]:
-                if arm == "shim":
+                if arm in SHIM_ARMS:
                     w("  %-18s no stats file (the process did not exit normally?)" % name)
                 continue
             fam = ", ".join("%s %d" % kv for kv in sorted(s["fam"].items(), key=lambda kv: -kv[1]))
