@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include "common/control_path.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/thread.h"
 #include "shim/gate.h"
 #include "shim/sleep.h"
 #include "shim/stats.h"
@@ -177,17 +177,7 @@ void pt_control_start(void) {
   if (fd < 0) goto fail;
   (void)unlink(a.sun_path); /* a stale socket of an earlier process with this pid */
   if (bind(fd, (struct sockaddr *)&a, sizeof a) || chmod(a.sun_path, 0600) || listen(fd, 4)) goto fail;
-  /* The thread must not take the application's signals. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&t, &at, ctl_main, (void *)(intptr_t)fd);
-  pthread_attr_destroy(&at);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = pt_thread_start(ctl_main, (void *)(intptr_t)fd);
   if (rc) {
     errno = rc;
     goto fail;

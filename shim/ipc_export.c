@@ -7,7 +7,6 @@
 #include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
@@ -15,6 +14,7 @@
 
 #include "allocator/pool_ipc.h"
 #include "common/log.h"
+#include "common/thread.h"
 
 /* ---- exporter: records and the server thread ----------------------------- */
 
@@ -150,17 +150,7 @@ static int ensure_server(void) {
     close(s);
     return -1;
   }
-  /* The thread takes no signal meant for the application. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_attr_t at;
-  pthread_t t;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int e = pthread_create(&t, &at, server_main, (void *)(intptr_t)s);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&at);
+  int e = pt_thread_start(server_main, (void *)(intptr_t)s);
   if (e) {
     pt_warn("IPC: cannot start the export thread (%s): pooled memory cannot be exported", strerror(e));
     close(s);

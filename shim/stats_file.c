@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/options.h"
+#include "common/thread.h"
 #include "shim/shim.h"
 #include "shim/stats.h"
 
@@ -128,17 +128,7 @@ void pt_stats_start_snapshots(void) {
     return;
   }
   if (secs > 86400) secs = 86400;
-  /* The thread must not take the application's signals. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&t, &at, snapshot_main, (void *)(uintptr_t)secs);
-  pthread_attr_destroy(&at);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = pt_thread_start(snapshot_main, (void *)(uintptr_t)secs);
   if (rc) {
     PT_INTERNAL_ERROR();
     pt_warn("PONYTAIL_STATS_EVERY: no snapshot thread (%s)", strerror(rc));
