@@ -31,6 +31,20 @@ static void write_stats(FILE *f, int mode, const char *written) {
   else pt_stats_write_text(f, written);
 }
 
+/* path opened for writing (created 0644, truncated, never through a
+ * symlink), or NULL with errno set. */
+static FILE *open_stats(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return f;
+}
+
 void pt_stats_write(void) {
   int mode = pt_opt_enum(PT_OPT_STATS);
   if (mode == PT_STATS_OFF) return;
@@ -44,13 +58,9 @@ void pt_stats_write(void) {
   FILE *f = NULL;
   if (pattern[0]) {
     char path[4096];
-    int fd = -1;
     /* Opened in place, not renamed over: the name may be /dev/stdout or a pipe. */
-    if (pt_path_expand(pattern, path, sizeof path) == 0)
-      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) f = fdopen(fd, "w");
+    if (pt_path_expand(pattern, path, sizeof path) == 0) f = open_stats(path);
     if (!f) {
-      if (fd >= 0) close(fd);
       pt_warn("cannot open PONYTAIL_STATS_FILE \"%s\"; writing the stats to stderr", pattern);
     }
   }
@@ -67,16 +77,8 @@ static int write_snapshot(const char *path, int mode) {
     errno = ENAMETOOLONG;
     return -1;
   }
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    (void)unlink(tmp);
-    errno = e;
-    return -1;
-  }
+  FILE *f = open_stats(tmp); /* never unlinked on failure: it may be someone's symlink */
+  if (!f) return -1;
   write_stats(f, mode, "snapshot");
   if (fclose(f) != 0 || rename(tmp, path) != 0) {
     int e = errno;
