@@ -135,9 +135,8 @@ run_arm() {
   fi
   local envs=()
   if [ "$arm" = shim ] || [ "$arm" = tier ]; then
-    envs=(LD_PRELOAD="$shim" PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$name.stats-%p.json" PONYTAIL_STATS_EVERY=5
-          PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$name.shim-%p.log")
-    [ "$arm" = tier ] && envs+=("${tier_env[@]}")
+    shim_vars "$name" "$arm"
+    envs=(LD_PRELOAD="$shim" "${SHIM_VARS[@]}")
   fi
   local t=$SECONDS
   env "${envs[@]}" setsid "$@" >"$R/$name.log" 2>&1 &
@@ -171,6 +170,15 @@ PYEOF
 # part past the card's 85% lives in page-locked host memory, read over PCIe.
 tier_env=(PONYTAIL_HOST_TIER="${TIER_SIZE:-32G}" PONYTAIL_HOST_TIER_INFO=1)
 
+# shim_vars NAME ARM: SHIM_VARS = the shim's settings for arm NAME: JSON stats in $R, rewritten
+# every 5 s (SGLang SIGKILLs its scheduler, which then never writes exit stats), the info log in
+# $R, and for a tier arm the host tier.
+shim_vars() {
+  SHIM_VARS=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$1.stats-%p.json" PONYTAIL_STATS_EVERY=5
+             PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$1.shim-%p.log")
+  if [ "$2" = tier ]; then SHIM_VARS+=("${tier_env[@]}"); fi
+}
+
 arms_of() { local v="ARMS_${1//-/_}"; echo "${!v:-$2}"; }
 
 offline_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...  (ENGINE=sglang: SGLang)
@@ -190,11 +198,10 @@ serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
   [ "${ENGINE:-vllm}" = sglang ] && site=$SGSITE
   for arm in $arms; do
     i=$((i + 1))
-    local pre=() tier=(); [ "$arm" = shim ] || [ "$arm" = tier ] && pre=(--preload "$shim")
-    [ "$arm" = tier ] && tier=("${tier_env[@]}")
-    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "${tier[@]}" \
-      VLLM_BATCH_INVARIANT=1 PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$stage.$i.$arm.stats-%p.json" PONYTAIL_STATS_EVERY=5 \
-      PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$stage.$i.$arm.shim-%p.log" \
+    local pre=(); [ "$arm" = shim ] || [ "$arm" = tier ] && pre=(--preload "$shim")
+    shim_vars "$stage.$i.$arm" "$arm"  # the server passes them on; without --preload they do nothing
+    run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
+      VLLM_BATCH_INVARIANT=1 "${SHIM_VARS[@]}" \
       $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \
       --log "$R/$stage.$i.$arm.server.log" --engine "${ENGINE:-vllm}" "${pre[@]}" "$@"
   done
