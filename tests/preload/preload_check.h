@@ -47,6 +47,13 @@ static __attribute__((unused)) char *read_log(const char *dir, int pid) {
   return read_file(path);
 }
 
+/* The shim's stats of process pid (PONYTAIL_STATS_FILE=dir/stats.%p.json), as read_file. */
+static __attribute__((unused)) char *read_stats(const char *dir, int pid) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats.%d.json", dir, pid);
+  return read_file(path);
+}
+
 /* Runs fn in a forked child, whose exit writes the shim's stats to
  * dir/stats.<pid>.json. *status: the child's exit status (128 when it did not
  * exit); *pid (if not NULL): the child. Returns the stats text, or NULL. */
@@ -58,9 +65,7 @@ static __attribute__((unused)) char *run_child(const char *dir, int (*fn)(void),
   waitpid(c, &st, 0);
   *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
   if (pid) *pid = c;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/stats.%d.json", dir, (int)c);
-  return read_file(path);
+  return read_stats(dir, (int)c);
 }
 
 /* The verdict of scenario `name` of a preload program: run runs in a child

@@ -344,9 +344,7 @@ static int sc_fork(void) {
   int st;
   waitpid(pid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
-  char *js = read_file(path);
+  char *js = read_stats(g_dir, (int)pid);
   CHECK(js != NULL);
   if (js) {
     CHECK_EQ(stat_kernel(js, "_Z8kernel_av", NULL, 0), 4); /* inherited 1 + 3 */
@@ -734,12 +732,6 @@ static pid_t spawn_self(const char *mode) {
   return c;
 }
 
-static char *stats_of(pid_t pid) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/stats.%d.json", g_dir, (int)pid);
-  return read_file(path);
-}
-
 /* A whole JSON object: starts with '{', its last non-space character is '}'. */
 static int whole_json(const char *js) {
   if (!js || js[0] != '{') return 0;
@@ -758,7 +750,7 @@ static int sc_snapshot(void) {
   char *js = NULL;
   for (int i = 0; i < 100; i++) { /* up to 5 s: the first snapshot comes after 1 s */
     usleep(50 * 1000);
-    js = stats_of(a);
+    js = read_stats(g_dir, (int)a);
     if (js && strstr(js, "\"written\":\"snapshot\"") && stat_call(js, "cudaMalloc") == 3) break;
   }
   CHECK(js && strstr(js, "\"written\":\"snapshot\""));
@@ -768,7 +760,7 @@ static int sc_snapshot(void) {
   int st = 0;
   waitpid(a, &st, 0);
   CHECK(WIFSIGNALED(st));
-  js = stats_of(a);
+  js = read_stats(g_dir, (int)a);
   CHECK(whole_json(js)); /* the snapshot stays: the kill wrote nothing */
   CHECK(js && strstr(js, "\"written\":\"snapshot\""));
   /* 2: a process that exits: its exit stats replace the snapshots. */
@@ -776,7 +768,7 @@ static int sc_snapshot(void) {
   CHECK(b > 0);
   waitpid(b, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  js = stats_of(b);
+  js = read_stats(g_dir, (int)b);
   CHECK(whole_json(js));
   CHECK(js && strstr(js, "\"written\":\"exit\""));
   CHECK_EQ(js ? stat_call(js, "cudaMalloc") : -2, 4);
