@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/now_ns.h"
+#include "common/thread.h"
 #include "shim/route_sleep.h"
 #include "shim/shim.h"
 #include "shim/sleep.h"
@@ -72,13 +73,8 @@ static void *mover(void *arg) {
 void pt_tier_kick(void) {
   pthread_mutex_lock(&mu);
   if (!started) {
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, mover, NULL) == 0) started = 1;
+    if (pt_thread_start(mover, NULL) == 0) started = 1;
     else PT_LOG_ONCE(PT_LOG_WARN, "host tier: no thread to move memory back to the device; it stays on the host");
-    pthread_attr_destroy(&a);
   }
   kicked = 1;
   pthread_cond_signal(&cv);

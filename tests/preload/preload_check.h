@@ -4,6 +4,8 @@
  * lookups in the stats JSON. */
 #ifndef PT_PRELOAD_CHECK_H
 #define PT_PRELOAD_CHECK_H
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,35 @@ static __attribute__((unused)) char *read_stats(const char *dir, int pid) {
   char path[4096];
   snprintf(path, sizeof path, "%s/stats.%d.json", dir, pid);
   return read_file(path);
+}
+
+/* Threads of this process other than the main thread and `skip` (a thread
+ * of the test's own, 0 for none) that the shim started: *seen counts them.
+ * Returns how many of them can take SIGINT, SIGTERM, SIGCHLD or SIGUSR1,
+ * which must be none (common/thread.c starts them with all signals blocked),
+ * or -1 when /proc cannot be read. */
+static __attribute__((unused)) int shim_threads_unblocked(pid_t skip, int *seen) {
+  char path[128];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)getpid());
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  int bad = 0;
+  *seen = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    int tid = atoi(e->d_name);
+    if (tid <= 0 || tid == (int)getpid() || tid == (int)skip) continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)getpid(), tid);
+    const char *st = read_file(path);
+    const char *b = st ? strstr(st, "SigBlk:") : NULL;
+    if (!b) continue; /* gone meanwhile */
+    unsigned long long m = strtoull(b + 7, NULL, 16);
+    unsigned long long want = 1ull << (SIGINT - 1) | 1ull << (SIGTERM - 1) | 1ull << (SIGCHLD - 1) |
+                              1ull << (SIGUSR1 - 1);
+    (*seen)++;
+    if ((m & want) != want) bad++;
+  }
+  closedir(d);
+  return bad;
 }
 
 /* Runs fn in a forked child, whose exit writes the shim's stats to

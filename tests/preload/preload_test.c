@@ -719,6 +719,11 @@ static int snapshot_child(const char *mode) {
   }
   usleep(1300 * 1000);
   if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess) return 1;
+  int seen = 0, bad = shim_threads_unblocked(0, &seen); /* the snapshot thread takes no signal */
+  if (bad || seen < 1) {
+    fprintf(stderr, "snapshot child: %d of %d shim threads can take signals\n", bad, seen);
+    return 1;
+  }
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "tests/fakecuda/fakecuda.h"
@@ -28,6 +29,7 @@
 static const char *g_dir;
 static int g_stop;
 static uint64_t g_copies;
+static pid_t g_worker_tid;
 
 static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -41,6 +43,7 @@ static int intact(const void *p, uint64_t size, uint64_t key) { return pt_pat_ba
 static void *worker(void *arg) {
   void *x = arg;
   static char host[4096];
+  __atomic_store_n(&g_worker_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
   while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
     if (cuMemcpyDtoH_v2(host, (CUdeviceptr)(uintptr_t)x, sizeof host) == CUDA_SUCCESS)
       __atomic_fetch_add(&g_copies, 1, __ATOMIC_RELAXED);
@@ -87,6 +90,9 @@ static int sc_tier(void) {
   uint64_t before = __atomic_load_n(&g_copies, __ATOMIC_RELAXED);
   sleep_ms(50);
   CHECK(__atomic_load_n(&g_copies, __ATOMIC_RELAXED) > before); /* the process runs on */
+  int seen = 0; /* the mover, and any other thread of the shim's, takes no signal */
+  CHECK_EQ(shim_threads_unblocked(__atomic_load_n(&g_worker_tid, __ATOMIC_ACQUIRE), &seen), 0);
+  CHECK(seen >= 1);
   __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
   pthread_join(w, NULL);
   CHECK_EQ(cudaFree(b), cudaSuccess);
