@@ -44,10 +44,18 @@ static void pt_atfork_child(void) {
   pt_route_atfork_child();
   /* A %p log file names the parent: the child gets its own. */
   pt_log_reopen();
+  /* No thread but the forking one survives: the child's first intercepted
+   * call starts its stats snapshots (pt_init). Not started here: a child that
+   * only execs, or exits, never needs them. A forked child that ends with
+   * _exit (Python multiprocessing's fork start method: vLLM's engine core)
+   * writes no exit stats, so its snapshots are all it leaves. */
+  if (__atomic_load_n(&pt_state, __ATOMIC_RELAXED) == PT_STATE_ON)
+    __atomic_store_n(&pt_state, PT_STATE_FORKED, __ATOMIC_RELEASE);
 }
 
 static void pt_exit(void) {
-  if (__atomic_load_n(&pt_state, __ATOMIC_ACQUIRE) != PT_STATE_ON) return;
+  int s = __atomic_load_n(&pt_state, __ATOMIC_ACQUIRE);
+  if (s != PT_STATE_ON && s != PT_STATE_FORKED) return;
   if (pt_cupti_on) pt_cupti_stop();
   pt_control_stop();
   pt_stats_write();
@@ -87,6 +95,12 @@ int pt_init(void) {
   if (pt_tls_in_init) return PT_STATE_OFF;
   pthread_once(&pt_init_once, pt_init_run);
   int s = __atomic_load_n(&pt_state, __ATOMIC_ACQUIRE);
+  if (s == PT_STATE_FORKED) {
+    /* The first call of a forked child (one thread wins; the others go on as on). */
+    if (__atomic_compare_exchange_n(&pt_state, &s, PT_STATE_ON, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      pt_stats_start_snapshots();
+    return PT_STATE_ON;
+  }
   return s == PT_STATE_UNINIT ? PT_STATE_OFF : s;
 }
 

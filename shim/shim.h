@@ -28,14 +28,17 @@ extern const unsigned char pt_sym_kind[PT_SYM_COUNT];
 int pt_sym_find(const char *name);
 
 /* ---- once-init ---------------------------------------------------------- */
-enum { PT_STATE_UNINIT = 0, PT_STATE_ON = 1, PT_STATE_OFF = 2 };
+/* PT_STATE_FORKED: on, in a forked child that has not yet made an
+ * intercepted call; its first one starts the child's own background threads
+ * (shim/init.c). */
+enum { PT_STATE_UNINIT = 0, PT_STATE_ON = 1, PT_STATE_OFF = 2, PT_STATE_FORKED = 3 };
 extern int pt_state;
 int pt_init(void); /* returns PT_STATE_ON or PT_STATE_OFF */
 
 /* true: the shim is active (count, route, hook); false: pure pass-through. */
 static inline bool pt_active(void) {
   int s = __atomic_load_n(&pt_state, __ATOMIC_ACQUIRE);
-  if (PT_UNLIKELY(s == PT_STATE_UNINIT)) s = pt_init();
+  if (PT_UNLIKELY(s != PT_STATE_ON && s != PT_STATE_OFF)) s = pt_init();
   return s == PT_STATE_ON;
 }
 

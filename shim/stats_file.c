@@ -139,8 +139,8 @@ void pt_stats_start_snapshots(void) {
 
 void pt_stats_atfork_prepare(void) { pthread_mutex_lock(&file_mu); }
 void pt_stats_atfork_parent(void) { pthread_mutex_unlock(&file_mu); }
-/* The child has no snapshot thread (a child that execs starts its own) and
- * writes its own exit stats. */
+/* The child has no snapshot thread until its first intercepted call starts
+ * one (shim/init.c: PT_STATE_FORKED), and writes its own exit stats. */
 void pt_stats_atfork_child(void) {
   pthread_mutex_init(&file_mu, NULL);
   exit_written = 0;

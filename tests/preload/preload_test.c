@@ -780,6 +780,24 @@ static int sc_snapshot(void) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/stats.%d.json.tmp", g_dir, (int)b);
   CHECK(access(tmp, F_OK) != 0); /* no temporary file left behind */
+  /* 3: a forked child (no exec) that ends with _exit, as a Python
+   * multiprocessing fork child does (vLLM's engine core): no exit stats, so
+   * its first call must have started snapshots of its own. */
+  fflush(NULL);
+  pid_t c = fork();
+  if (c == 0) {
+    for (int i = 0; i < 2; i++)
+      if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess) _exit(1);
+    usleep(1300 * 1000);
+    int seen = 0;
+    _exit(shim_threads_unblocked(0, &seen) == 0 && seen >= 1 ? 0 : 3);
+  }
+  CHECK(c > 0);
+  waitpid(c, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  js = read_stats(g_dir, (int)c);
+  CHECK(whole_json(js));
+  CHECK(js && strstr(js, "\"written\":\"snapshot\""));
   return g_failed;
 }
 
