@@ -6,7 +6,8 @@ vllm_report.py reads both:
 
   start-up: import_s, init_s (Engine(): scheduler spawn, load, KV pool, CUDA graph capture),
             kv_cache_tokens (SGLang's max_total_num_tokens), NVML peak
-  tokens:   greedy token ids of --prompts random prompts of 16-2048 tokens, EOS ignored
+  tokens:   greedy token ids of --prompts random prompts of 16-2048 tokens, EOS ignored, and each
+            position's top-5 logprobs (near ties: workload.compare_tokens)
   --throughput N: N prompts of --tp-in tokens, --tp-out new tokens each, timed twice
 
 Attention is FA3 (--attention-backend fa3) and sampling plain PyTorch: flashinfer, SGLang's
@@ -27,6 +28,20 @@ from workload import token_prompts  # noqa: E402
 
 def output_ids(outs):
     return [list(o.get("output_ids") or []) for o in outs]
+
+
+def output_logprobs(outs):
+    """meta_info's output_top_logprobs (per position, (logprob, token_id, text) each) as
+    workload.top_logprobs gives vLLM's: [[[id, logprob], ...], ...] per sequence; None if absent."""
+    res = []
+    for o in outs:
+        top = (o.get("meta_info") or {}).get("output_top_logprobs")
+        if top is None:
+            res.append(None)
+            continue
+        res.append([[[int(e[1]), round(float(e[0]), 4)] for e in (pos or []) if e and e[0] is not None]
+                    for pos in top])
+    return res
 
 
 def main():
@@ -75,9 +90,11 @@ def main():
         hi = min(2048, a.max_model_len - a.max_tokens)
         prompts = token_prompts(a.prompts, 16, hi)
         t2 = time.time()
-        toks = output_ids(eng.generate(input_ids=prompts, sampling_params=sp))
+        outs = eng.generate(input_ids=prompts, sampling_params=sp, return_logprob=True, top_logprobs_num=5)
         res["gen_s"] = round(time.time() - t2, 3)
+        toks = output_ids(outs)
         res["tokens"] = toks
+        res["logprobs"] = output_logprobs(outs)  # near ties: workload.compare_tokens
         res["digest"] = digest(toks)
         res["prompt_lens"] = [len(x) for x in prompts]
         print("generate: %d prompts in %.2f s, digest %s" % (len(toks), res["gen_s"], res["digest"]),

@@ -174,7 +174,7 @@ tier_env=(PONYTAIL_HOST_TIER="${TIER_SIZE:-32G}" PONYTAIL_HOST_TIER_INFO=1)
 # every 5 s (SGLang SIGKILLs its scheduler, which then never writes exit stats), the info log in
 # $R, and for a tier arm the host tier.
 shim_vars() {
-  SHIM_VARS=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$1.stats-%p.json" PONYTAIL_STATS_EVERY=5
+  SHIM_VARS=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$1.stats-%p.json" PONYTAIL_STATS_EVERY=2
              PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$1.shim-%p.log")
   if [ "$2" = tier ]; then SHIM_VARS+=("${tier_env[@]}"); fi
 }

@@ -6,9 +6,10 @@ it). Writes one JSON object to --out:
   start-up: import_s, init_s (LLM() constructor: engine core spawn, load, profile, compile,
             graph capture), kv_blocks/kv_cache_tokens (what the engine got), NVML peak
   tokens:   greedy token ids of --prompts random prompts of 16-2048 tokens (--max-tokens each,
-            EOS ignored), and their digest
+            EOS ignored), their digest, and each position's top-5 logprobs (so that a sequence
+            that differs from stock can be told a near tie: workload.compare_tokens)
   --sleep:  enable_sleep_mode=True; sleep(level=1), NVML used asleep, wake_up(), the same prompts
-            again: tokens_after_wake must equal tokens
+            again: the same tokens, or sequences that part only at near ties (wake_cmp)
   --throughput N: N prompts of --tp-in tokens, --tp-out new tokens each, timed twice after the
             token run (which warmed the engine): output tokens/s and total tokens/s
 """
@@ -23,7 +24,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
-from workload import token_prompts  # noqa: E402
+from workload import compare_text, compare_tokens, token_prompts, top_logprobs  # noqa: E402
 
 
 def digest(seqs):
@@ -75,7 +76,7 @@ def main():
         print("init %.1f s, %s KV blocks of %s" % (res["init_s"], cc.num_gpu_blocks, cc.block_size),
               flush=True)
 
-        sp = SamplingParams(temperature=0.0, max_tokens=a.max_tokens, ignore_eos=True)
+        sp = SamplingParams(temperature=0.0, max_tokens=a.max_tokens, ignore_eos=True, logprobs=5)
         hi = min(2048, a.max_model_len - a.max_tokens)
         prompts = [TokensPrompt(prompt_token_ids=ids) for ids in token_prompts(a.prompts, 16, hi)]
         t2 = time.time()
@@ -83,6 +84,7 @@ def main():
         res["gen_s"] = round(time.time() - t2, 3)
         toks = [list(o.outputs[0].token_ids) for o in outs]
         res["tokens"] = toks
+        res["logprobs"] = [top_logprobs(o.outputs[0].logprobs) for o in outs]
         res["digest"] = digest(toks)
         res["prompt_lens"] = [len(pr["prompt_token_ids"]) for pr in prompts]
         print("generate: %d prompts in %.2f s, digest %s" % (len(toks), res["gen_s"], res["digest"]),
@@ -105,8 +107,11 @@ def main():
             toks2 = [list(o.outputs[0].token_ids) for o in outs2]
             res["digest_after_wake"] = digest(toks2)
             res["wake_same"] = toks2 == toks
-            print("sleep %.2f s (freed %s MiB), wake %.2f s, same tokens after wake: %s" % (
-                res["sleep_s"], res["sleep_freed_mib"], res["wake_s"], res["wake_same"]), flush=True)
+            res["wake_cmp"] = compare_tokens(
+                res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
+            print("sleep %.2f s (freed %s MiB), wake %.2f s, tokens after wake against before: %s" % (
+                res["sleep_s"], res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
+                flush=True)
 
         if a.throughput:
             tp = [TokensPrompt(prompt_token_ids=ids)
@@ -124,7 +129,9 @@ def main():
             print("throughput:", runs, flush=True)
         res["ok"] = True
         write()
-        try:  # the engine core exits normally, so that it writes its shim stats
+        # The engine core is a fork child that ends with _exit: no exit stats, only the shim's
+        # snapshots (PONYTAIL_STATS_EVERY). Shut down in order all the same.
+        try:
             llm.llm_engine.engine_core.shutdown(timeout=30)
         except Exception as e:
             print("engine shutdown: %s" % e, file=sys.stderr)
@@ -144,8 +151,8 @@ def main():
 
 
 def reap_children(wait_s=20):
-    """Waits for the engine-core subprocess to exit after the engine is released (it writes its
-    own shim stats at exit), then asks it with SIGTERM, then kills it."""
+    """Waits for the engine-core subprocess to exit after the engine is released, then asks it
+    with SIGTERM, then kills it."""
     try:
         import psutil
     except ImportError:

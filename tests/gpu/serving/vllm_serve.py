@@ -171,7 +171,12 @@ def main():
         res["traceback"] = traceback.format_exc()[-3000:]
         print(res["traceback"], file=sys.stderr, flush=True)
     finally:
-        # SIGINT: vLLM's server shuts down its engine core normally (the shim writes its stats)
+        # The engine's model process leaves no exit stats (vLLM's engine core ends with _exit,
+        # SGLang's scheduler is killed): wait for one more shim snapshot, so that it covers the
+        # waves. Then SIGINT: the server shuts down in order.
+        every = os.environ.get("PONYTAIL_STATS_EVERY", "")
+        if a.preload and every.isdigit() and 0 < int(every) <= 10:
+            time.sleep(int(every) + 0.5)
         t1 = time.time()
         for sig, wait_s in ((signal.SIGINT, 30), (signal.SIGTERM, 10), (signal.SIGKILL, 5)):
             try:

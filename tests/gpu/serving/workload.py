@@ -62,3 +62,74 @@ def parse_log(text):
     if errs:
         out["error_lines"] = errs[-8:]
     return out
+
+
+# Greedy decoding of a random-weight model meets near ties often: two tokens whose logits lie a
+# bf16 rounding step or two apart, so that any change in summation order (a different cuBLAS
+# kernel for a differently aligned pointer, another CUDA-graph batch size) picks the other one.
+# Stock shows it against itself (vLLM 0.26 eager with and without enable_sleep_mode, a memory
+# allocator change only: 1 of 64 sequences differs). So a sequence that differs is a near tie
+# when, at its first differing position, the reference ranks the other run's token within TIE
+# nats of its own (or the other run ranks the reference's so); anything else is a real difference.
+TIE = 0.1
+
+
+def top_logprobs(lps):
+    """vLLM's per-position logprobs (a list of {token_id: Logprob}) as [[[id, logprob], ...], ...]."""
+    if lps is None:
+        return None
+    out = []
+    for pos in lps:
+        items = pos.items() if hasattr(pos, "items") else []
+        out.append([[int(t), round(float(getattr(v, "logprob", v)), 4)] for t, v in items])
+    return out
+
+
+def _margin(lp_pos, mine, other):
+    """How far below `mine` a position's logprobs put `other` (None when `other` is not listed)."""
+    d = {t: v for t, v in lp_pos}
+    if mine not in d or other not in d:
+        return None
+    return d[mine] - d[other]
+
+
+def compare_tokens(ref, run, tie=TIE):
+    """ref, run: {"tokens": [[id, ...], ...], "logprobs": (optional) per sequence top_logprobs}.
+    Returns dict(n, same, ties, differ, tie_margins, first_diffs) or None when not comparable:
+    same counts identical sequences, ties those that part at a near tie, differ the rest."""
+    ta, tb = ref.get("tokens"), run.get("tokens")
+    if not ta or not tb or len(ta) != len(tb):
+        return None
+    la, lb = ref.get("logprobs") or [None] * len(ta), run.get("logprobs") or [None] * len(tb)
+    res = dict(n=len(ta), same=0, ties=0, differ=0, tie_margins=[], first_diffs=[])
+    for i, (x, y) in enumerate(zip(ta, tb)):
+        if x == y:
+            res["same"] += 1
+            continue
+        j = next((k for k in range(min(len(x), len(y))) if x[k] != y[k]), None)
+        margins = []
+        if j is not None:
+            if la[i] and j < len(la[i]):
+                margins.append(_margin(la[i][j], x[j], y[j]))
+            if lb[i] and j < len(lb[i]):
+                margins.append(_margin(lb[i][j], y[j], x[j]))
+        margins = [m for m in margins if m is not None]
+        res["first_diffs"].append([i, j, round(min(margins), 4) if margins else None])
+        if margins and min(margins) <= tie:
+            res["ties"] += 1
+            res["tie_margins"].append(round(min(margins), 4))
+        else:
+            res["differ"] += 1
+    return res
+
+
+def compare_text(c):
+    """'64/64', or '62/64 +2 ties (<= 0.031)', or '61/64 +1 tie, 2 DIFFER'."""
+    if not c:
+        return "-"
+    s = "%d/%d" % (c["same"], c["n"])
+    if c["ties"]:
+        s += " +%d tie%s (<=%.3f)" % (c["ties"], "s" if c["ties"] > 1 else "", max(c["tie_margins"]))
+    if c["differ"]:
+        s += " %d DIFFER" % c["differ"]
+    return s

@@ -1,0 +1,138 @@
+"""tests/gpu/serving's verdict on hand-made arm results, no GPU and no vLLM: workload.compare_tokens
+(identical, near tie, real difference) and vllm_report.py's exit status and table over a runs
+directory (a near tie passes, a real difference, a sleep/wake change, a shim arm failing where
+stock ran and internal errors fail).
+
+  test_report.py SERVING_DIR   (tests/gpu/serving)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SERVING = os.path.abspath(sys.argv.pop(1))
+sys.path.insert(0, SERVING)
+from workload import TIE, compare_text, compare_tokens  # noqa: E402
+
+REF_TOKENS = [[5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
+
+
+def lps(tokens, close=None):
+    """Top-2 logprobs per position: the token at -0.5, a runner-up at -3.0, or (close: {(seq, pos):
+    token}) a runner-up `token` just TIE/4 below."""
+    out = []
+    for i, seq in enumerate(tokens):
+        row = []
+        for j, t in enumerate(seq):
+            other = (close or {}).get((i, j))
+            row.append([[t, -0.5], [other, -0.5 - TIE / 4]] if other is not None else [[t, -0.5], [3, -3.0]])
+        out.append(row)
+    return out
+
+
+class CompareTokens(unittest.TestCase):
+    def test_identical(self):
+        c = compare_tokens(dict(tokens=REF_TOKENS), dict(tokens=[list(s) for s in REF_TOKENS]))
+        self.assertEqual((c["same"], c["ties"], c["differ"]), (3, 0, 0))
+        self.assertEqual(compare_text(c), "3/3")
+
+    def test_near_tie_in_either_run(self):
+        run = [list(s) for s in REF_TOKENS]
+        run[1][2:] = [99, 98]  # parts at position 2 of sequence 1
+        # the reference lists 99 just below its own 11
+        c = compare_tokens(dict(tokens=REF_TOKENS, logprobs=lps(REF_TOKENS, {(1, 2): 99})), dict(tokens=run))
+        self.assertEqual((c["same"], c["ties"], c["differ"]), (2, 1, 0))
+        self.assertEqual(c["first_diffs"], [[1, 2, round(TIE / 4, 4)]])
+        # only the other run has logprobs, ranking 11 just below its 99
+        c = compare_tokens(dict(tokens=REF_TOKENS), dict(tokens=run, logprobs=lps(run, {(1, 2): 11})))
+        self.assertEqual((c["ties"], c["differ"]), (1, 0))
+        self.assertIn("+1 tie", compare_text(c))
+
+    def test_real_difference(self):
+        run = [list(s) for s in REF_TOKENS]
+        run[0][1] = 3  # the reference ranks 3 far below (2.5 nats)
+        c = compare_tokens(dict(tokens=REF_TOKENS, logprobs=lps(REF_TOKENS)), dict(tokens=run))
+        self.assertEqual((c["ties"], c["differ"]), (0, 1))
+        self.assertEqual(c["first_diffs"], [[0, 1, 2.5]])
+        run[0][1] = 77  # not listed at all: no margin, a difference
+        c = compare_tokens(dict(tokens=REF_TOKENS, logprobs=lps(REF_TOKENS)), dict(tokens=run))
+        self.assertEqual((c["ties"], c["differ"]), (0, 1))
+        self.assertIn("1 DIFFER", compare_text(c))
+
+    def test_no_logprobs_is_exact(self):
+        run = [list(s) for s in REF_TOKENS]
+        run[2][3] = 14
+        c = compare_tokens(dict(tokens=REF_TOKENS), dict(tokens=run))
+        self.assertEqual((c["same"], c["differ"]), (2, 1))
+
+    def test_not_comparable(self):
+        self.assertIsNone(compare_tokens(dict(tokens=REF_TOKENS), dict(tokens=REF_TOKENS[:2])))
+        self.assertIsNone(compare_tokens(dict(), dict(tokens=REF_TOKENS)))
+
+
+class Report(unittest.TestCase):
+    def runs(self, arms, stats=None):
+        d = tempfile.mkdtemp(prefix="serving-report-")
+        for name, r in arms.items():
+            with open(os.path.join(d, name + ".json"), "w") as f:
+                json.dump(r, f)
+        for name, s in (stats or {}).items():
+            with open(os.path.join(d, name), "w") as f:
+                json.dump(s, f)
+        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        return p.returncode, p.stdout
+
+    @staticmethod
+    def arm(tokens, logprobs=None, **kw):
+        r = dict(ok=True, tokens=tokens, init_s=5.0, kv_blocks=100, block_size=16, nvml_peak_mib=1000)
+        if logprobs is not None:
+            r["logprobs"] = logprobs
+        r.update(kw)
+        return r
+
+    def test_tie_passes_difference_fails(self):
+        run = [list(s) for s in REF_TOKENS]
+        run[1][2:] = [99, 98]
+        rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS, lps(REF_TOKENS, {(1, 2): 99})),
+                             "s.2.shim": self.arm(run, lps(run))})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("2/3 +1 tie", out)
+        self.assertIn("serving check: PASS", out)
+        run[0][0] = 3
+        rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS, lps(REF_TOKENS, {(1, 2): 99})),
+                             "s.2.shim": self.arm(run, lps(run))})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("1 of 3 token sequences differ from stock (not at a near tie", out)
+
+    def test_sleep_wake(self):
+        tie = dict(n=3, same=2, ties=1, differ=0, tie_margins=[0.02], first_diffs=[[1, 2, 0.02]])
+        real = dict(tie, ties=0, differ=1, tie_margins=[], first_diffs=[[1, 2, 1.5]])
+        base = dict(sleep=True, sleep_freed_mib=900, sleep_s=0.1, wake_s=0.1, wake_same=False)
+        rc, out = self.runs({"z.1.stock": self.arm(REF_TOKENS, **base, wake_cmp=tie)})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("after wake: 2/3 +1 tie", out)
+        rc, out = self.runs({"z.1.stock": self.arm(REF_TOKENS, **base, wake_cmp=real)})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("tokens changed after sleep/wake", out)
+
+    def test_failures(self):
+        rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})
+        self.assertEqual(rc, 1)
+        self.assertIn("s.2.shim: ran stock, failed under the shim", out)
+        rc, out = self.runs({"s.1.stock": dict(ok=False, error="boom"), "s.2.shim": self.arm(REF_TOKENS)})
+        self.assertEqual(rc, 1)
+        self.assertIn("s.1.stock: failed (stock: nothing to compare)", out)
+        rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": self.arm(REF_TOKENS)},
+                            {"s.2.shim.stats-7.json": {"written": "snapshot", "internal_errors": 2,
+                                                       "kernels": {"launches": 10, "top": [
+                                                           {"name": "flash_fwd_kernel", "launches": 10}]}}})
+        self.assertEqual(rc, 1)
+        self.assertIn("procs 1 (1 from a snapshot: killed), launches 10 (FA3 10)", out)
+        self.assertIn("the shim counted 2 internal errors", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
