@@ -14,7 +14,7 @@ import unittest
 
 SERVING = os.path.abspath(sys.argv.pop(1))
 sys.path.insert(0, SERVING)
-from workload import TIE, compare_text, compare_tokens  # noqa: E402
+from workload import TIE, compare_text, compare_tokens, top_logprobs  # noqa: E402
 
 REF_TOKENS = [[5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
 
@@ -32,7 +32,18 @@ def lps(tokens, close=None):
     return out
 
 
+class Logprob:  # vLLM's vllm.logprobs.Logprob: a dataclass with .logprob
+    def __init__(self, logprob):
+        self.logprob = logprob
+
+
 class CompareTokens(unittest.TestCase):
+    def test_top_logprobs_of_vllm(self):
+        # vLLM's per-position {token_id: Logprob} (a list, or FlatLogprobs iterating to the same)
+        lp = [{5: Logprob(-0.1234567), 3: Logprob(-2.5)}, {6: Logprob(-0.25)}]
+        self.assertEqual(top_logprobs(lp), [[[5, -0.1235], [3, -2.5]], [[6, -0.25]]])
+        self.assertIsNone(top_logprobs(None))
+
     def test_identical(self):
         c = compare_tokens(dict(tokens=REF_TOKENS), dict(tokens=[list(s) for s in REF_TOKENS]))
         self.assertEqual((c["same"], c["ties"], c["differ"]), (3, 0, 0))
