@@ -142,6 +142,7 @@ class Report(unittest.TestCase):
                                                            {"name": "flash_fwd_kernel", "launches": 10}]}}})
         self.assertEqual(rc, 1)
         self.assertIn("procs 1 (1 from a snapshot: killed), launches 10 (FA3 10)", out)
+        self.assertIn("10 FA3 launches (of the top kernels), none hooked", out)
         self.assertIn("the shim counted 2 internal errors", out)
 
 

@@ -220,6 +220,10 @@ def main():
                   name, s["procs"], s["snapshots"], s["launches"], fam, s["swapped"], s["fallbacks"],
                   (" [" + "; ".join("%s: %d" % kv for kv in s["reasons"].items()) + "]") if s["reasons"] else "",
                   s["pooled"], s["passthrough"], s["peak_physical_mib"], s["peak_live_mib"], s["internal_errors"]))
+            if s["fam"].get("FA3") and not s["swapped"] and not s["fallbacks"]:
+                # Not a fallback: no hook knows the engine's attention kernels, so it ran as stock.
+                w("  %-18s attention: %d FA3 launches (of the top kernels), none hooked: the engine's "
+                  "attention ran as stock" % ("", s["fam"]["FA3"]))
             if s["internal_errors"]:
                 fails.append("%s: the shim counted %d internal errors" % (name, s["internal_errors"]))
     fa3 = os.path.join(runs, "fa3_decode.txt")
