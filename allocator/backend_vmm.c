@@ -50,6 +50,19 @@ struct vmm_ctx {
     return (int)(e_ != CUDA_SUCCESS ? e_ : r_);                 \
   } while (0)
 
+/* r = expr, run with the context current; r = the push's error when it
+ * cannot be made current. A failed pop is ignored: what expr did (a mapping,
+ * a registration) stands, and its result is the caller's. */
+#define VMM_IN_CTX(v, r, expr)                             \
+  do {                                                     \
+    (r) = (v)->drv->cuCtxPushCurrent((v)->ctx);            \
+    if ((r) == CUDA_SUCCESS) {                             \
+      (r) = (expr);                                        \
+      CUcontext old_;                                      \
+      (void)(v)->drv->cuCtxPopCurrent(&old_);              \
+    }                                                      \
+  } while (0)
+
 static int vmm_granularity(void *c, size_t *out) {
   *out = ((struct vmm_ctx *)c)->gran;
   return 0;
@@ -147,11 +160,8 @@ static int vmm_export_fd(void *c, pt_bk_handle h, int *fd) {
 static int vmm_import_reserve(void *c, size_t size, size_t align, uintptr_t *va) {
   struct vmm_ctx *v = c;
   CUdeviceptr p = 0;
-  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
-  if (r != CUDA_SUCCESS) return (int)r;
-  r = v->drv->cuMemAddressReserve(&p, size, align, 0, 0);
-  CUcontext old;
-  (void)v->drv->cuCtxPopCurrent(&old);
+  CUresult r;
+  VMM_IN_CTX(v, r, v->drv->cuMemAddressReserve(&p, size, align, 0, 0));
   if (r == CUDA_SUCCESS) *va = (uintptr_t)p;
   return (int)r;
 }
@@ -186,11 +196,8 @@ static int vmm_import_access(void *c, uintptr_t va, size_t size, const int *devi
   for (int i = 0; i < n; i++)
     d[i] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = devices[i]},
                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
-  if (r != CUDA_SUCCESS) return (int)r;
-  r = v->drv->cuMemSetAccess((CUdeviceptr)va, size, d, (size_t)n);
-  CUcontext old;
-  (void)v->drv->cuCtxPopCurrent(&old);
+  CUresult r;
+  VMM_IN_CTX(v, r, v->drv->cuMemSetAccess((CUdeviceptr)va, size, d, (size_t)n));
   return (int)r;
 }
 
@@ -306,12 +313,8 @@ static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
     munmap(m, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
-  if (r == CUDA_SUCCESS) {
-    r = v->drv->cuMemHostRegister(m, size, 0);
-    CUcontext old;
-    (void)v->drv->cuCtxPopCurrent(&old);
-  }
+  CUresult r;
+  VMM_IN_CTX(v, r, v->drv->cuMemHostRegister(m, size, 0));
   if (r != CUDA_SUCCESS) {
     munmap(m, size);
     return (int)r;
@@ -332,11 +335,7 @@ static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
     r = (CUresult)registered_alloc(v, size, p);
   } else {
     if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
-    r = v->drv->cuCtxPushCurrent(v->ctx);
-    if (r != CUDA_SUCCESS) return (int)r;
-    r = v->drv->cuMemHostAlloc(p, size, 0);
-    CUcontext old;
-    (void)v->drv->cuCtxPopCurrent(&old);
+    VMM_IN_CTX(v, r, v->drv->cuMemHostAlloc(p, size, 0));
   }
   __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED); /* several threads: pool_sleep.c */
   return (int)r;
@@ -346,12 +345,8 @@ static int vmm_host_free(void *c, void *p, size_t size, int how) {
   struct vmm_ctx *v = c;
   if (how == PT_HOST_BUF_REGISTERED) {
     if (!v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = v->drv->cuCtxPushCurrent(v->ctx);
-    if (r == CUDA_SUCCESS) {
-      r = v->drv->cuMemHostUnregister(p);
-      CUcontext old;
-      (void)v->drv->cuCtxPopCurrent(&old);
-    }
+    CUresult r;
+    VMM_IN_CTX(v, r, v->drv->cuMemHostUnregister(p));
     /* A range the driver still holds registered is left mapped (lost,
      * not unmapped under the driver's page-locking). */
     if (r == CUDA_SUCCESS) munmap(p, size);
