@@ -39,10 +39,6 @@ extern void __cudaRegisterFunction(void **, const char *, char *, const char *, 
 
 static const char *g_dir;
 static const char *g_scenario; /* argv[1] */
-
-/* Live page-locked host buffers of either kind (cuMemHostAlloc,
- * cuMemHostRegister). */
-static uint64_t buffers(void) { return fakecuda_host_allocs() + fakecuda_host_registered(); }
 static char g_ctl[4096];
 static void stub(void) {}
 static uint64_t g_launches, g_copies; /* atomic: the worker's successful calls */
@@ -50,6 +46,14 @@ static int g_stop;
 static void *g_buf[NBUF];
 static size_t g_size[NBUF];
 static void *g_small;
+
+/* Live page-locked host buffers of either kind (cuMemHostAlloc,
+ * cuMemHostRegister). */
+static uint64_t buffers(void) { return fakecuda_host_allocs() + fakecuda_host_registered(); }
+/* Driver calls that get host memory for a sleep, of any kind. */
+static uint64_t host_memory_calls(void) {
+  return fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate") + fakecuda_count("cuMemHostRegister_v2");
+}
 
 static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -224,13 +228,11 @@ static int sc_cycle(void) {
   CHECK(intact(0)); /* every byte back, at the same address */
   if (reuse) { /* a second sleep takes all of it again, and nothing new */
     fill(3);
-    uint64_t calls = fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate") +
-                     fakecuda_count("cuMemHostRegister_v2");
+    uint64_t calls = host_memory_calls();
     r = ask("sleep");
     CHECK(r && !strncmp(r, "ok\nstate=asleep", 15));
     CHECK_EQ(field(r, "reused_bytes"), released);
-    CHECK_EQ(fakecuda_count("cuMemHostAlloc") + fakecuda_count("cuMemCreate") +
-                 fakecuda_count("cuMemHostRegister_v2"), calls);
+    CHECK_EQ(host_memory_calls(), calls);
     r = ask("wake");
     CHECK(r && !strncmp(r, "ok", 2));
     CHECK(intact(3));

@@ -745,6 +745,19 @@ static int whole_json(const char *js) {
   return n && js[n - 1] == '}';
 }
 
+/* The stats child c left once it exited with status 0: a whole JSON object
+ * that says it was written as `written` ("exit" or "snapshot"). */
+static char *stats_after_exit(pid_t c, const char *written) {
+  int st = 0;
+  waitpid(c, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char *js = read_stats(g_dir, (int)c), want[64];
+  snprintf(want, sizeof want, "\"written\":\"%s\"", written);
+  CHECK(whole_json(js));
+  CHECK(js && strstr(js, want));
+  return js;
+}
+
 static int sc_snapshot(void) {
   void *p = NULL; /* a call of its own: this process writes exit stats too (check_snapshot) */
   CHECK_EQ(cudaMalloc(&p, 4096), cudaSuccess);
@@ -771,11 +784,7 @@ static int sc_snapshot(void) {
   /* 2: a process that exits: its exit stats replace the snapshots. */
   pid_t b = spawn_self("--exiting-child");
   CHECK(b > 0);
-  waitpid(b, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  js = read_stats(g_dir, (int)b);
-  CHECK(whole_json(js));
-  CHECK(js && strstr(js, "\"written\":\"exit\""));
+  js = stats_after_exit(b, "exit");
   CHECK_EQ(js ? stat_call(js, "cudaMalloc") : -2, 4);
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/stats.%d.json.tmp", g_dir, (int)b);
@@ -785,19 +794,9 @@ static int sc_snapshot(void) {
    * its first call must have started snapshots of its own. */
   fflush(NULL);
   pid_t c = fork();
-  if (c == 0) {
-    for (int i = 0; i < 2; i++)
-      if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess) _exit(1);
-    usleep(1300 * 1000);
-    int seen = 0;
-    _exit(shim_threads_unblocked(0, &seen) == 0 && seen >= 1 ? 0 : 3);
-  }
+  if (c == 0) _exit(snapshot_child("--exiting-child")); /* its calls, then its threads' masks */
   CHECK(c > 0);
-  waitpid(c, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  js = read_stats(g_dir, (int)c);
-  CHECK(whole_json(js));
-  CHECK(js && strstr(js, "\"written\":\"snapshot\""));
+  stats_after_exit(c, "snapshot");
   return g_failed;
 }
 
