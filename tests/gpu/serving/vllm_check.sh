@@ -171,8 +171,8 @@ PYEOF
 tier_env=(PONYTAIL_HOST_TIER="${TIER_SIZE:-32G}" PONYTAIL_HOST_TIER_INFO=1)
 
 # shim_vars NAME ARM: SHIM_VARS = the shim's settings for arm NAME: JSON stats in $R, rewritten
-# every 5 s (SGLang SIGKILLs its scheduler, which then never writes exit stats), the info log in
-# $R, and for a tier arm the host tier.
+# every 2 s (SGLang SIGKILLs its scheduler and vLLM's offline engine core ends with _exit: neither
+# writes exit stats), the info log in $R, and for a tier arm the host tier.
 shim_vars() {
   SHIM_VARS=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$1.stats-%p.json" PONYTAIL_STATS_EVERY=2
              PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$1.shim-%p.log")

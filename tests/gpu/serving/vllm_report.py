@@ -113,6 +113,12 @@ def fmt(x, f="%.1f"):
     return "-" if x is None else f % x
 
 
+def tps(r):
+    """Output tokens/s of an arm: the median of its throughput runs, or a serve arm's second wave."""
+    tp = r.get("throughput")
+    return med([x["out_tok_s"] for x in tp]) if tp else r.get("wave2_out_tok_s")
+
+
 def kv_tokens(r):
     if r.get("kv_cache_tokens"):
         return r["kv_cache_tokens"]
@@ -134,8 +140,7 @@ def main():
             continue
         ref = next((r for _, arm, r, _ in rs if arm == "stock" and r.get("ok")), None)
         for n, arm, r, name in rs:
-            tp = r.get("throughput")
-            tok_s = med([x["out_tok_s"] for x in tp]) if tp else r.get("wave2_out_tok_s")
+            tok_s = tps(r)
             cmp = compare_tokens(ref, r) if ref is not None and r is not ref else None
             notes = []
             if r.get("cold_compile"):
@@ -184,10 +189,6 @@ def main():
             i_st, i_sh = med([r.get(key) for r in warm_st]), med([r.get(key) for r in warm_sh])
             kv_st, kv_sh = med([kv_tokens(r) for r in st]), med([kv_tokens(r) for r in sh])
             nv_st, nv_sh = med([r.get("nvml_peak_mib") for r in st]), med([r.get("nvml_peak_mib") for r in sh])
-
-            def tps(r):
-                tp = r.get("throughput")
-                return med([x["out_tok_s"] for x in tp]) if tp else r.get("wave2_out_tok_s")
             t_st, t_sh = med([tps(r) for r in st]), med([tps(r) for r in sh])
             spread = None
             if len(st) > 1 and all(tps(r) for r in st):
