@@ -114,6 +114,9 @@ struct pt_backend_ops {
    * pool ranges (moving a host granule back to the device), synchronously. */
   int (*create_host)(void *ctx, size_t size, pt_bk_handle *h);
   int (*copy_d2d)(void *ctx, uintptr_t dst, uintptr_t src, size_t size);
+  /* Optional (NULL: not known): bytes of the device free now, every process
+   * counted (cuMemGetInfo). The host tier's reserve is measured by it. */
+  int (*device_free)(void *ctx, uint64_t *bytes);
 };
 
 struct pt_backend {

@@ -21,6 +21,7 @@ struct host_ctx {
   int fd;
   size_t gran;
   uint64_t max_granules, max_tier_granules;
+  uint64_t other_granules; /* device memory used outside the pool (pt_backend_host_others) */
   /* Granule slots of the memfd: in_use[i] (part of a created handle); for a
    * handle's first slot, len[i] (its granules, else 0) and mapped_va[i]
    * (where it is mapped, 0 when not). */
@@ -120,7 +121,7 @@ static int create_run(struct host_ctx *h, size_t size, bool tier, pt_bk_handle *
   if (!size || size % h->gran || size / h->gran > UINT32_MAX) return PT_HOST_ERR_INVALID;
   uint64_t n = size / h->gran;
   if (tier ? h->max_tier_granules && h->c.tier_granules + n > h->max_tier_granules
-           : h->max_granules && h->c.live_granules + n > h->max_granules)
+           : h->max_granules && h->other_granules + h->c.live_granules + n > h->max_granules)
     return PT_HOST_ERR_OOM;
   uint64_t s = 0, run = 0;
   for (; s < h->nslots && run < n; s++) run = h->in_use[s] ? 0 : run + 1;
@@ -393,6 +394,16 @@ static int host_copy_d2d_unlocked(void *ctx, uintptr_t dst, uintptr_t src, size_
 }
 HOST_LOCKED(host_copy_d2d, (void *ctx, uintptr_t dst, uintptr_t src, size_t size), (ctx, dst, src, size))
 
+/* Known only for a device of max_granules. */
+static int host_device_free_unlocked(void *ctx, uint64_t *bytes) {
+  struct host_ctx *h = ctx;
+  if (!h->max_granules) return PT_HOST_ERR_INVALID;
+  uint64_t used = h->other_granules + h->c.live_granules;
+  *bytes = used < h->max_granules ? (h->max_granules - used) * h->gran : 0;
+  return 0;
+}
+HOST_LOCKED(host_device_free, (void *ctx, uint64_t *bytes), (ctx, bytes))
+
 static const struct pt_backend_ops host_ops = {
   .name = "host",
   .err_oom = PT_HOST_ERR_OOM,
@@ -424,6 +435,7 @@ static const struct pt_backend_ops host_ops = {
   .copy_to_device = host_copy_to_device,
   .create_host = host_create_host,
   .copy_d2d = host_copy_d2d,
+  .device_free = host_device_free,
 };
 
 int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_granules) {
@@ -466,4 +478,11 @@ void pt_backend_host_counters(struct pt_backend *bk, struct pt_host_counters *ou
 
 void pt_backend_host_tier_cap(struct pt_backend *bk, uint64_t max_granules) {
   ((struct host_ctx *)bk->ctx)->max_tier_granules = max_granules;
+}
+
+void pt_backend_host_others(struct pt_backend *bk, uint64_t granules) {
+  struct host_ctx *h = bk->ctx;
+  pthread_mutex_lock(&h->mu);
+  h->other_granules = granules;
+  pthread_mutex_unlock(&h->mu);
 }

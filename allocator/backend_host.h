@@ -62,5 +62,8 @@ void pt_backend_host_counters(struct pt_backend *bk, struct pt_host_counters *ou
 /* create_host fails with PT_HOST_ERR_OOM past this many live tier granules (0 = unlimited): the
  * host running out of memory it can pin. */
 void pt_backend_host_tier_cap(struct pt_backend *bk, uint64_t max_granules);
+/* Device granules in use outside the pool (another allocation, the
+ * context): create's capacity and device_free count them. */
+void pt_backend_host_others(struct pt_backend *bk, uint64_t granules);
 
 #endif

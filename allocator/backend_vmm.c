@@ -381,6 +381,18 @@ static int vmm_copy_d2d(void *c, uintptr_t dst, uintptr_t src, size_t size) {
   VMM_CALL(v, v->drv->cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, size));
 }
 
+/* The real cuMemGetInfo (the shim's own answers it with the limit's and the
+ * tier's view): what the driver has left on the device for everyone. */
+static int vmm_device_free(void *c, uint64_t *bytes) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemGetInfo) return CUDA_ERROR_NOT_SUPPORTED;
+  size_t f = 0, t = 0;
+  CUresult r;
+  VMM_IN_CTX(v, r, v->drv->cuMemGetInfo(&f, &t));
+  if (r == CUDA_SUCCESS) *bytes = f;
+  return (int)r;
+}
+
 static const struct pt_backend_ops vmm_ops = {
   .name = "vmm",
   .err_oom = CUDA_ERROR_OUT_OF_MEMORY,
@@ -415,6 +427,7 @@ static const struct pt_backend_ops vmm_ops = {
   .copy_to_device = vmm_copy_to_device,
   .create_host = vmm_create_host,
   .copy_d2d = vmm_copy_d2d,
+  .device_free = vmm_device_free,
 };
 
 int pt_backend_vmm_create(struct pt_backend *out, int ordinal, unsigned flags,

@@ -246,6 +246,7 @@ int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config
   p->sleep_reuse = cfg && cfg->sleep_reuse;
   p->sleep_threads = cfg && cfg->sleep_threads > 1 ? cfg->sleep_threads : 1; /* keep() takes at most 64 */
   p->tier_limit = cfg && bk.ops->create_host ? cfg->tier_bytes / g * g : 0;
+  p->tier_reserve = p->tier_limit && bk.ops->device_free ? cfg->tier_reserve_bytes : 0;
   *out = p;
   return 0;
 }

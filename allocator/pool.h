@@ -92,6 +92,9 @@ struct pt_pool_config {
                            granule per handle, so stitching can move any free granule */
   uint64_t tier_bytes;  /* host tier (PONYTAIL_HOST_TIER): page-locked host bytes that may back
                            allocations the device (or the limit) cannot; 0 = none (pool_tier.c) */
+  uint64_t tier_reserve_bytes; /* with a tier: device bytes new device memory leaves free (backend
+                           op device_free), for what is allocated outside the pool and by the
+                           driver itself (PONYTAIL_HOST_TIER_RESERVE); past it, the tier */
   int order_up;         /* synchronous allocations (pt_pool_alloc_any, cudaMalloc semantics):
                            0 = a fresh range goes at the highest free place, below the ranges
                            placed before it, where the driver's cudaMalloc puts large

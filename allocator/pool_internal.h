@@ -86,6 +86,7 @@ struct pt_pool {
   uint64_t keep, limit, arena_bytes;
   uint64_t chunk; /* granules per handle created when growing (1..255) */
   uint64_t tier_limit; /* host tier size in bytes (0: none) */
+  uint64_t tier_reserve; /* with a tier: device bytes left free (pool.h) */
   uintptr_t scratch;   /* promote's scratch range (255 granules), reserved at first use */
   bool order_up;  /* synchronous allocations' fresh ranges lowest first, as stream-ordered ones */
 
@@ -180,6 +181,9 @@ int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct
 /* Under the mutex, b out of the live map: waits for stream's work (sync:
  * the device was synchronized already), unmaps and releases b's range. */
 int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool sync);
+/* Granules of new device memory allowed now: within the limit and, with a
+ * tier, leaving its reserve of the device free (UINT64_MAX: no bound). */
+uint64_t pt_dev_room(const struct pt_pool *p);
 /* Device bytes in use (live_bytes less the tier's host bytes). */
 static inline uint64_t pt_dev_live(const struct pt_pool *p) { return p->st.live_bytes - p->st.tier_bytes; }
 

@@ -27,6 +27,7 @@ void pt_grow_plan(const struct pt_grow_view *v, uint64_t r, int64_t tail, struct
     else if (v->may_wait) o->pending += v->blk[i].granules;
   }
   o->room = !v->limit ? UINT64_MAX : v->limit > v->used ? (v->limit - v->used) / G : 0;
+  if (v->dev_bounded && o->room > v->dev_room) o->room = v->dev_room;
   /* New memory that stays under the peak costs no peak, and no wait; nor
    * does new memory within 1/128 above the peak of requested bytes (a bound
    * that growth itself does not raise): a host wait stalls a CPU-bound
@@ -68,11 +69,12 @@ void pt_grow_plan(const struct pt_grow_view *v, uint64_t r, int64_t tail, struct
  * (bench/records/2026-11-29-wall-time-taking-turns.md); with it most of them find the
  * granule mapped.
  * Only within the headroom (so never above the pool's peak), without a limit
- * (there one-granule handles and stitching keep memory tight), and where the
+ * or a tier's reserve (there one-granule handles and stitching keep memory
+ * tight, and every granule on the device counts), and where the
  * arena's slots after the tail are free. */
 uint64_t pt_grow_slack(const struct pt_grow_view *v, uint64_t r, uint64_t k, uint64_t want_new, uint64_t headroom,
                        uint64_t after) {
-  if (!after || !want_new || v->limit || v->chunk < 2 || r < PT_POOL_SLACK_MIN_GRANULES * v->gran) return 0;
+  if (!after || !want_new || v->limit || v->dev_bounded || v->chunk < 2 || r < PT_POOL_SLACK_MIN_GRANULES * v->gran) return 0;
   uint64_t extra = (v->chunk - want_new % v->chunk) % v->chunk;
   if (want_new + extra > headroom) extra = headroom > want_new ? headroom - want_new : 0;
   return k + extra <= after ? extra : 0;

@@ -43,6 +43,8 @@ struct pt_grow_view {
   uint64_t gran;  /* bytes per granule */
   uint64_t chunk; /* granules per new handle (1..255) */
   uint64_t limit; /* bytes, 0 = none */
+  bool dev_bounded;  /* dev_room applies: a host tier's reserve (pool_tier.c) */
+  uint64_t dev_room; /* then: new granules the device allows now */
   uint64_t used;  /* bytes counted against the limit: physical + pass-through */
   uint64_t physical, peak_physical, peak_requested; /* bytes (the pool's stats) */
   bool may_wait;  /* pending granules may be waited for and stitched */

@@ -16,11 +16,24 @@ struct tspan {
   bool host;
 };
 
-/* Granules the limit still allows on the device (UINT64_MAX: no limit). */
-static uint64_t dev_room(const struct pt_pool *p) {
-  if (!p->limit) return UINT64_MAX;
-  uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
-  return used < p->limit ? (p->limit - used) / p->gran : 0;
+uint64_t pt_dev_room(const struct pt_pool *p) {
+  uint64_t room = UINT64_MAX;
+  if (p->limit) {
+    uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
+    room = used < p->limit ? (p->limit - used) / p->gran : 0;
+  }
+  /* The reserve: with the tier, the engine sized from the tier's memory
+   * (PONYTAIL_HOST_TIER_INFO) and would otherwise take the device to its
+   * last granule, leaving nothing for what comes after outside the pool (a
+   * CUDA graph's instantiation failed with out-of-memory so, in vLLM's
+   * capture: bench/records/2026-12-07-serving-second-run.md). A failed query
+   * leaves the bound to the device's own out-of-memory. */
+  uint64_t free_b;
+  if (p->tier_reserve && !p->bk.ops->device_free(p->bk.ctx, &free_b)) {
+    uint64_t r = free_b > p->tier_reserve ? (free_b - p->tier_reserve) / p->gran : 0;
+    if (r < room) room = r;
+  }
+  return room;
 }
 
 /* Up to want granules in handles of at most chunk, halving on out-of-memory;
@@ -56,7 +69,7 @@ int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct
   int rc = o->err_oom;
   if (!sp || !b) goto fail;
   /* As much as the device and the limit give, then the host for the rest. */
-  uint64_t room = dev_room(p);
+  uint64_t room = pt_dev_room(p);
   if ((rc = create_some(p, false, k < room ? k : room, sp, &nsp, &dev))) goto fail;
   uint64_t tier_left = (p->tier_limit - p->st.tier_bytes) / G;
   if (k - dev > tier_left) {
@@ -210,7 +223,7 @@ int pt_pool_tier_promote(struct pt_pool *p, uint64_t max_bytes, uint64_t *moved)
       }
       if (ar->host[s]) {
         if (max_bytes && *moved >= max_bytes) goto out;
-        if (dev_room(p) < n) goto out; /* the limit: stop, not an error */
+        if (pt_dev_room(p) < n) goto out; /* the limit or the reserve: stop, not an error */
         rc = move_one(p, ar, s, n, ar->base + s * p->gran);
         if (rc == o->err_oom) { /* the device is full: what moved stays moved */
           rc = 0;

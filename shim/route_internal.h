@@ -99,6 +99,7 @@ struct pt_route_settings {
   uint64_t kv_min, kv_min_async, keep, limit, chunk;
   bool order_up; /* PONYTAIL_POOL_ORDER=up */
   uint64_t tier;  /* PONYTAIL_HOST_TIER (bytes, per pool) */
+  uint64_t tier_reserve; /* PONYTAIL_HOST_TIER_RESERVE (bytes of the device left free) */
   bool tier_info; /* PONYTAIL_HOST_TIER_INFO */
   struct pt_trace_writer *trace;
 };

@@ -18,8 +18,11 @@ void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_b
     if (f < *free_bytes) *free_bytes = (size_t)f;
     *total_bytes = (size_t)R.limit;
   }
-  /* PONYTAIL_HOST_TIER_INFO: the tier as more memory of this device. */
+  /* PONYTAIL_HOST_TIER_INFO: the tier as more memory of this device, less
+   * the device's reserve that the pool leaves free (a program that asks for
+   * all it is told is free then gets it, the last of it from the tier). */
   if (R.tier_info) {
+    *free_bytes = *free_bytes > R.tier_reserve ? *free_bytes - (size_t)R.tier_reserve : 0;
     *free_bytes += (size_t)pt_pool_tier_room(pool);
     *total_bytes += (size_t)R.tier;
   }

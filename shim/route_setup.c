@@ -32,6 +32,7 @@ void pt_route_setup(void) {
   R.order_up = pt_opt_enum(PT_OPT_POOL_ORDER) == PT_POOL_ORDER_UP;
   R.tier = pt_opt_size(PT_OPT_HOST_TIER);
   R.tier_info = R.tier && pt_opt_bool(PT_OPT_HOST_TIER_INFO);
+  R.tier_reserve = R.tier ? pt_opt_size(PT_OPT_HOST_TIER_RESERVE) : 0;
   trace_open();
   pt_stats_alloc_json = rt_stats_json;
   pt_stats_alloc_text = rt_stats_text;

@@ -7,7 +7,10 @@
  * cycle:   sleep, the device memory falls to what is not pooled, the worker's
  *          launches and copies are held, status says so, a second sleep and
  *          a wake of an awake process are refused, wake: every byte back at
- *          the same address, the worker runs on; then sleep --discard/wake
+ *          the same address, the worker runs on; then sleep --discard/wake.
+ *          In the default kind of host memory (registered); "handles" and
+ *          "pinned" scenarios name another, "threads" several helper threads,
+ *          "reuse" memory kept between sleeps (tests/preload/meson.build)
  * timeout: a copy that does not return within PONYTAIL_SLEEP_TIMEOUT: the
  *          sleep is refused, the process runs on (launches continue)
  * nobody:  a peer of another user reaches no socket (run as root only)
@@ -159,7 +162,13 @@ static int sc_cycle(void) {
   CHECK(r && !strncmp(r, "ok\nstate=awake", 14));
   CHECK_EQ(field(r, "pid"), getpid());
 
-  if (strstr(g_scenario, "registered")) {
+  /* The kind of host memory the scenario's PONYTAIL_SLEEP_HOST names
+   * (tests/preload/meson.build: "handles" or "pinned" in its name, else the
+   * default, registered); "reuse" scenarios set PONYTAIL_SLEEP_REUSE=1. */
+  bool handles = strstr(g_scenario, "handles") != NULL;
+  bool registered = !handles && !strstr(g_scenario, "pinned");
+  bool reuse = strstr(g_scenario, "reuse") != NULL;
+  if (registered) {
     /* The driver cannot page-lock the second buffer: the sleep is refused
      * with the driver's reason, no host memory stays held and the process
      * runs on with every byte. */
@@ -183,15 +192,9 @@ static int sc_cycle(void) {
   CHECK_EQ(field(r, "copied_bytes"), released);
   CHECK_EQ(field(r, "after_pool_bytes"), 0);
   CHECK_EQ(field(r, "passthrough_live"), 1);
-  /* The bytes wait in the kind of host memory the scenario's
-   * PONYTAIL_SLEEP_HOST names (tests/preload/meson.build: "handles" or
-   * "registered" in its name, else pinned): one page-locked buffer per
-   * handle (cuMemHostAlloc, or ordinary memory given to cuMemHostRegister),
-   * or host handles of as many bytes; "reuse" scenarios set
-   * PONYTAIL_SLEEP_REUSE=1. */
-  bool handles = strstr(g_scenario, "handles") != NULL;
-  bool registered = strstr(g_scenario, "registered") != NULL;
-  bool reuse = strstr(g_scenario, "reuse") != NULL;
+  /* The bytes wait in that kind of host memory: one page-locked buffer per
+   * handle (ordinary memory given to cuMemHostRegister, or cuMemHostAlloc),
+   * or host handles of as many bytes. */
   CHECK(strstr(r, handles ? "\nhost=handles\n" : registered ? "\nhost=registered\n" : "\nhost=pinned\n") != NULL);
   uint64_t nbuf = handles ? 0 : (uint64_t)field(r, "handles");
   CHECK_EQ(fakecuda_host_allocs(), registered ? 0 : nbuf);
@@ -411,8 +414,8 @@ int main(int argc, char **argv) {
     void (*check)(const char *);
   } sc[] = {{"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"threads", sc_cycle, check_cycle},
             {"handles_threads", sc_cycle, check_cycle}, {"reuse", sc_cycle, check_reuse},
-            {"handles_reuse", sc_cycle, check_reuse}, {"registered", sc_cycle, check_cycle},
-            {"registered_threads", sc_cycle, check_cycle}, {"registered_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
+            {"handles_reuse", sc_cycle, check_reuse}, {"pinned", sc_cycle, check_cycle},
+            {"pinned_threads", sc_cycle, check_cycle}, {"pinned_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
             {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (!strcmp(sc[i].name, argv[1])) return run_scenario(g_dir, argv[1], sc[i].run, sc[i].check, NULL, 3000);

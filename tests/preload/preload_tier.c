@@ -3,9 +3,11 @@
  *
  *   preload_tier SCENARIO DIR
  *
- * tier: PONYTAIL_HOST_TIER=256M, PONYTAIL_HOST_TIER_INFO=1. Allocations past
- *       the device succeed, partly and then wholly on host memory, and keep
- *       every byte; cudaMemGetInfo counts the tier; a free gives host memory
+ * tier: PONYTAIL_HOST_TIER=256M, PONYTAIL_HOST_TIER_INFO=1,
+ *       PONYTAIL_HOST_TIER_RESERVE=8M. Allocations past the device (less the
+ *       8 MiB the pool leaves free) succeed, partly and then wholly on host
+ *       memory, and keep every byte; cudaMemGetInfo counts the tier, less the
+ *       reserve; a free gives host memory
  *       back at once; once device memory frees, the mover brings the host
  *       bytes back (same addresses, bytes intact) while a worker thread keeps
  *       launching copies; past device + tier: out of memory, said once in the
@@ -61,28 +63,30 @@ static int sc_tier(void) {
   fill(a, 46 * MiB, 1);
   CHECK_EQ(cudaMemGetInfo(&fr0, &tot0), cudaSuccess);
   CHECK_EQ(tot0, (64 + 256) * MiB); /* PONYTAIL_HOST_TIER_INFO: the tier counts as memory */
-  CHECK_EQ(fr0, (18 + 256) * MiB - 4096);
-  CHECK_EQ(cudaMalloc(&b, 40 * MiB), cudaSuccess); /* 16 MiB on the device, 24 on the host */
-  CHECK_EQ(fakecuda_host_vmm_bytes(), 24 * MiB);
+  CHECK_EQ(fr0, (18 - 8 + 256) * MiB - 4096); /* the 8 MiB reserve is not offered */
+  /* The device has 18 MiB less 4096 bytes free: the pool takes whole
+   * granules up to the reserve (8 MiB), the host the other 32. */
+  CHECK_EQ(cudaMalloc(&b, 40 * MiB), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 32 * MiB);
   fill(b, 40 * MiB, 2);
   CHECK_EQ(cudaMalloc(&c, 64 * MiB), cudaSuccess); /* all on the host */
-  CHECK_EQ(fakecuda_host_vmm_bytes(), 88 * MiB);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 96 * MiB);
   fill(c, 64 * MiB, 3);
   CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
-  CHECK_EQ(fr, (2 + 256 - 88) * MiB - 4096);
+  CHECK_EQ(fr, (2 + 256 - 96) * MiB - 4096);
   CHECK(intact(a, 46 * MiB, 1) && intact(b, 40 * MiB, 2) && intact(c, 64 * MiB, 3));
   /* Past the device and the tier: out of memory, nothing else changes. */
   CHECK_EQ(cudaMalloc(&d, 200 * MiB), cudaErrorMemoryAllocation);
-  CHECK_EQ(fakecuda_host_vmm_bytes(), 88 * MiB);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 96 * MiB);
   pthread_t w;
   CHECK_EQ(pthread_create(&w, NULL, worker, x), 0);
   /* A free of a tier block gives its host memory back at once. */
   CHECK_EQ(cudaFree(c), cudaSuccess);
-  CHECK_EQ(fakecuda_host_vmm_bytes(), 24 * MiB);
-  sleep_ms(300); /* the device is still full: nothing moves */
-  CHECK_EQ(fakecuda_host_vmm_bytes(), 24 * MiB);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 32 * MiB);
+  sleep_ms(300); /* the device is still at its reserve: nothing moves */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 32 * MiB);
   /* a's 46 MiB go back to the device (a synchronous free trims): the mover
-   * brings b's 24 MiB from the host, at b's addresses. */
+   * brings b's 32 MiB from the host, at b's addresses. */
   CHECK_EQ(cudaFree(a), cudaSuccess);
   for (int i = 0; i < 300 && fakecuda_host_vmm_bytes(); i++) sleep_ms(10);
   CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
@@ -100,15 +104,15 @@ static int sc_tier(void) {
   char *log = read_log(g_dir, (int)getpid());
   CHECK(log && strstr(log, "host tier in use on device 0"));
   CHECK(log && strstr(log, "fits neither the device nor the tier"));
-  CHECK(log && strstr(log, "host tier: 25165824 bytes moved back to the device"));
+  CHECK(log && strstr(log, "host tier: 33554432 bytes moved back to the device"));
   return g_failed;
 }
 
 static void check_tier(const char *js) {
   CHECK_EQ(alloc_stat(js, "tier_allocs"), 2);
   CHECK_EQ(alloc_stat(js, "tier_frees"), 2); /* c, and b (a tier block still, moved or not) */
-  CHECK_EQ(alloc_stat(js, "peak_tier_bytes"), 88 * MiB);
-  CHECK_EQ(alloc_stat(js, "tier_moved_bytes"), 24 * MiB);
+  CHECK_EQ(alloc_stat(js, "peak_tier_bytes"), 96 * MiB);
+  CHECK_EQ(alloc_stat(js, "tier_moved_bytes"), 32 * MiB);
   CHECK_EQ(alloc_stat(js, "tier_refusals"), 1);
   CHECK_EQ(alloc_stat(js, "tier_bytes"), 0);
   CHECK(strstr(js, "\"internal_errors\":0"));

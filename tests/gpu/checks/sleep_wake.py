@@ -17,10 +17,12 @@
 Prints a table last; exit 1 when a goal that was measured failed.
 """
 import argparse
+import ctypes
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -62,6 +64,54 @@ def copy_bandwidth():
         res["touch%d" % k] = n / (time.perf_counter() - t0) / 1e9
         del p
     torch.set_num_threads(nth)
+    return res
+
+
+def host_breakdown(n=4 << 30):
+    """Where a sleep's host memory time goes (PONYTAIL_SLEEP_HOST=registered's two steps, as
+    allocator/backend_vmm.c takes them): anonymous memory with transparent huge pages asked for,
+    faulted in by MADV_POPULATE_WRITE on 1 and on 8 threads at once (ctypes drops the GIL), then
+    page-locked by one cudaHostRegister. On 2026-12-07 registered x1 got 10 GiB in 1.65 s and x8
+    was slower overall: which step does not scale is what decides the default."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    cudart = torch.cuda.cudart()
+    res = {}
+    for path in ("enabled", "defrag"):
+        try:
+            with open("/sys/kernel/mm/transparent_hugepage/" + path) as f:
+                res["thp_" + path] = f.read().strip()
+        except OSError:
+            res["thp_" + path] = "?"
+    for k in (1, 8):
+        m = libc.mmap(None, n, 3, 0x22, -1, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS
+        if not m or m == ctypes.c_void_p(-1).value:
+            return res
+        libc.madvise(m, n, 14)  # MADV_HUGEPAGE
+        part = n // k
+        errs = []
+
+        def populate(i):
+            if libc.madvise(m + i * part, part, 23):  # MADV_POPULATE_WRITE
+                errs.append(ctypes.get_errno())
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=populate, args=(i,)) for i in range(k)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        t1 = time.perf_counter()
+        rc = cudart.cudaHostRegister(m, n, 0)
+        t2 = time.perf_counter()
+        if not errs:
+            res["populate%d" % k] = n / (t1 - t0) / 1e9
+        if int(rc) == 0:
+            res["register%d" % k] = n / (t2 - t1) / 1e9
+            cudart.cudaHostUnregister(m)
+        libc.munmap(m, n)
     return res
 
 
@@ -189,7 +239,7 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     ap.add_argument("--no-static", action="store_true")
-    ap.add_argument("--kinds", default="registered:8,registered:1,handles:8,pinned:8,pinned:1:reuse,pinned:1",
+    ap.add_argument("--kinds", default="registered:1,registered:1:reuse,registered:8,handles:8,pinned:8,pinned:1",
                     help="the 10 GiB runs: KIND:THREADS[:reuse],... (PONYTAIL_SLEEP_HOST, _THREADS, _REUSE)")
     ap.add_argument("--kinds-only", action="store_true",
                     help="only the yardsticks, the 10 GiB runs, --discard and torch_memory_saver (no model target)")
@@ -202,6 +252,10 @@ def main():
     row("copy bandwidth h2d / d2h (GB/s)", "%.1f / %.1f" % (bw["h2d"], bw["d2h"]))
     row("host GB/s: pin 4 GiB; fresh pageable x1 / x8",
         "%.1f; %.1f / %.1f" % (bw["pin_alloc"], bw["touch1"], bw["touch8"]))
+    hb = host_breakdown()
+    row("host GB/s, THP %s/%s: populate x1 / x8; register after each" % (hb["thp_enabled"], hb["thp_defrag"]),
+        "%s / %s; %s / %s" % tuple("%.1f" % hb[k] if k in hb else "-" for k in
+                                   ("populate1", "populate8", "register1", "register8")))
 
     if not a.kinds_only and model_target(a, env, bw) is False:
         return 1

@@ -23,7 +23,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
 from vllm_offline import digest, reap_children  # noqa: E402
-from workload import token_prompts  # noqa: E402
+from workload import await_snapshot, preloaded, token_prompts  # noqa: E402
 
 
 def output_ids(outs):
@@ -124,7 +124,9 @@ def main():
         write()
     finally:
         if eng is not None:
-            try:  # the scheduler subprocess ends normally and writes its shim stats
+            # The shutdown kills the scheduler (no exit stats): one more shim snapshot first.
+            await_snapshot(preloaded())
+            try:
                 eng.shutdown()
             except Exception as e:
                 print("engine shutdown: %s" % e, file=sys.stderr)

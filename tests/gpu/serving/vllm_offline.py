@@ -24,7 +24,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
-from workload import compare_text, compare_tokens, token_prompts, top_logprobs  # noqa: E402
+from workload import await_snapshot, compare_text, compare_tokens, preloaded, token_prompts, top_logprobs  # noqa: E402
 
 
 def digest(seqs):
@@ -130,7 +130,8 @@ def main():
         res["ok"] = True
         write()
         # The engine core is a fork child that ends with _exit: no exit stats, only the shim's
-        # snapshots (PONYTAIL_STATS_EVERY). Shut down in order all the same.
+        # snapshots (PONYTAIL_STATS_EVERY); one more after the work. Shut down in order all the same.
+        await_snapshot(preloaded())
         try:
             llm.llm_engine.engine_core.shutdown(timeout=30)
         except Exception as e:

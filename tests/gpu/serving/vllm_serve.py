@@ -20,7 +20,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
-from workload import chat_texts, parse_log, token_prompts  # noqa: E402
+from workload import await_snapshot, chat_texts, parse_log, token_prompts  # noqa: E402
 
 KINDS = ("completion", "completion-stream", "chat", "chat-stream")
 
@@ -174,9 +174,7 @@ def main():
         # The engine's model process leaves no exit stats (vLLM's engine core ends with _exit,
         # SGLang's scheduler is killed): wait for one more shim snapshot, so that it covers the
         # waves. Then SIGINT: the server shuts down in order.
-        every = os.environ.get("PONYTAIL_STATS_EVERY", "")
-        if a.preload and every.isdigit() and 0 < int(every) <= 10:
-            time.sleep(int(every) + 0.5)
+        await_snapshot(bool(a.preload))
         t1 = time.time()
         for sig, wait_s in ((signal.SIGINT, 30), (signal.SIGTERM, 10), (signal.SIGKILL, 5)):
             try:

@@ -5,10 +5,28 @@ stock and the shim get the very same requests. Lengths are log-uniform over [lo,
 as many short prompts as long ones, 16-2048 by default.
 """
 import math
+import os
 import random
 import re
+import time
 
 VOCAB = 32000
+
+
+def await_snapshot(preloaded):
+    """Waits one shim stats snapshot period (PONYTAIL_STATS_EVERY, plus half a second) when the
+    shim is preloaded. The engine's model process leaves no exit stats (vLLM's engine core ends
+    with _exit, SGLang's scheduler is killed by the engine's shutdown): its last snapshot must come
+    after the work, or the record misses it (SGLang's eager arm showed 7 launches so, 2026-12-07:
+    generate ran between two snapshots and the kill)."""
+    every = os.environ.get("PONYTAIL_STATS_EVERY", "")
+    if preloaded and every.isdigit() and 0 < int(every) <= 10:
+        time.sleep(int(every) + 0.5)
+
+
+def preloaded():
+    """The shim is in this process's LD_PRELOAD (the offline scripts' caller sets it)."""
+    return "ponytail" in os.environ.get("LD_PRELOAD", "")
 
 
 def prompt_lengths(n, lo=16, hi=2048, seed=0):

@@ -2,8 +2,9 @@
  * "device": allocations past it succeed on host granules at fixed addresses,
  * every byte written is read back, frees give the host memory back at once,
  * the tier's size and the host's pinning limit are respected with nothing
- * lost, a limit counts only device granules, and promotion moves host
- * granules back to the device at the same addresses with the bytes intact. */
+ * lost, a limit counts only device granules, the device's reserve is left
+ * free (others' memory counted), and promotion moves host granules back to
+ * the device at the same addresses with the bytes intact. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -209,10 +210,53 @@ static void test_promote(void **state) {
   pt_pool_destroy(p);
 }
 
+/* PONYTAIL_HOST_TIER_RESERVE: with a tier, new device memory (pool growth,
+ * a tier block's device part, promotion) leaves the reserve free as the
+ * device counts it, memory used outside the pool included. */
+static void test_reserve(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p;
+  assert_int_equal(pt_backend_host_create(&bk, 0, 32), 0); /* a 64 MiB device */
+  struct pt_pool_config cfg = {.arena_bytes = 4ull << 30, .chunk_bytes = 4 * G, .tier_bytes = 256 * MiB,
+                               .tier_reserve_bytes = 8 * MiB};
+  assert_int_equal(pt_pool_create(bk, 0, &cfg, &p), 0);
+  pt_backend_host_others(&bk, 4); /* 8 MiB outside the pool: 56 free, 48 of it for the pool */
+  void *a, *b, *c;
+  assert_int_equal(pt_pool_alloc_any(p, 40 * MiB, &a), 0);
+  assert_int_equal(stats(p).tier_bytes, 0);
+  /* 16 MiB free: growth stops at the reserve, the tier takes the rest. */
+  assert_int_equal(pt_pool_alloc_any(p, 16 * MiB, &b), 0);
+  assert_int_equal(stats(p).physical_bytes, 48 * MiB);
+  assert_int_equal(stats(p).tier_bytes, 8 * MiB);
+  fill(a, 40 * MiB, 1), fill(b, 16 * MiB, 2);
+  /* Others take 4 MiB more: at the reserve, a new block is all host. */
+  pt_backend_host_others(&bk, 6);
+  assert_int_equal(pt_pool_alloc_any(p, 4 * MiB, &c), 0);
+  assert_int_equal(stats(p).tier_bytes, 12 * MiB);
+  assert_int_equal(stats(p).physical_bytes, 48 * MiB);
+  assert_int_equal(pt_pool_free_sync(p, c), 0);
+  /* Promotion too: with others back to 8 MiB, 8 MiB free is all reserve. */
+  pt_backend_host_others(&bk, 4);
+  uint64_t moved = 1;
+  assert_int_equal(pt_pool_tier_promote(p, 0, &moved), 0);
+  assert_int_equal(moved, 0);
+  pt_backend_host_others(&bk, 0); /* 16 MiB free: 8 of it may take b's host handle */
+  assert_int_equal(pt_pool_tier_promote(p, 0, &moved), 0);
+  assert_int_equal(moved, 8 * MiB);
+  assert_int_equal(stats(p).tier_bytes, 0);
+  verify(a, 40 * MiB, 1), verify(b, 16 * MiB, 2);
+  assert_pool_consistent(p);
+  assert_int_equal(pt_pool_free_sync(p, b), 0);
+  assert_int_equal(pt_pool_free_sync(p, a), 0);
+  assert_pool_consistent(p);
+  pt_pool_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_past_the_device), cmocka_unit_test(test_tier_full), cmocka_unit_test(test_no_tier),
-      cmocka_unit_test(test_limit),           cmocka_unit_test(test_promote),
+      cmocka_unit_test(test_limit),           cmocka_unit_test(test_promote),   cmocka_unit_test(test_reserve),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

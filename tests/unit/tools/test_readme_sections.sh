@@ -22,7 +22,7 @@ lines=$(wc -l <"$readme")
 # The sections, in order.
 prev=0
 for h in "## What it does" "## Install" "## Use it" "### With Hugging Face transformers" \
-         "### With a server" "### With vLLM, TGI or SGLang" "### With llama.cpp" "## Results" \
+         "### With a server" "### Serving engines: vLLM, SGLang, TGI" "### With llama.cpp" "## Results" \
          "## Known limits" "## Build and test" "## Where the details live"; do
   n=$(grep -nxF "$h" "$readme" | head -1 | cut -d: -f1)
   if [ -z "$n" ]; then fail "README lacks '$h'"
