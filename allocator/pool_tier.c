@@ -239,6 +239,26 @@ out:
   return rc;
 }
 
+uint64_t pt_pool_tier_min_move(struct pt_pool *p) {
+  uint64_t min = 0;
+  pthread_mutex_lock(&p->mu);
+  for (uint64_t i = 0; p->st.tier_bytes && i < p->live.cap; i++) {
+    struct pt_blk *b = p->live.keys[i] ? p->live.vals[i] : NULL;
+    struct pt_arena *ar;
+    uint64_t s0;
+    if (!b || !b->tier || pt_arena_slot(p, b->addr, &ar, &s0)) continue;
+    for (uint64_t s = s0; s < s0 + b->size / p->gran;) {
+      uint64_t n = ar->hlen[s] ? ar->hlen[s] : 1;
+      if (ar->host[s] && (!min || n * p->gran < min)) min = n * p->gran;
+      s += n;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return min;
+}
+
+uint64_t pt_pool_tier_reserve(const struct pt_pool *p) { return p->tier_reserve; }
+
 uint64_t pt_pool_tier_bytes(const struct pt_pool *p) { return __atomic_load_n(&p->st.tier_bytes, __ATOMIC_RELAXED); }
 
 uint64_t pt_pool_tier_room(const struct pt_pool *p) {

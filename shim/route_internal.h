@@ -70,6 +70,7 @@
   X(ipc_close_ns)           /* in closing them (unmapping) */                       \
   X(peer_grants)            /* peer access extended to a pool */                    \
   X(pool_errors)            /* pools that could not be created or updated */        \
+  X(tier_holds)             /* host tier: times the mover held the process to move back */ \
   X(internal_allocs)        /* the shim's own buffers (pt_route_internal_alloc) */  \
   X(internal_bytes)         /* and their bytes (kept for good, never freed) */
 

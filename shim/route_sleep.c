@@ -134,6 +134,7 @@ void pt_route_wake_release(struct pt_pool_sleep_info *sum) {
 
 int pt_route_tier_promote(uint64_t *moved, uint64_t *left) {
   *moved = *left = 0;
+  RC_INC(tier_holds); /* the mover runs this with the process held */
   int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE), rc = 0;
   for (int d = 0; d < nd && !rc; d++) { /* a kernel on one device may read another's pool */
     struct pt_pool *p = pool_at(d);
@@ -163,13 +164,17 @@ bool pt_route_tier_room(void) {
     uint64_t dev_live = u.live_bytes - pt_pool_tier_bytes(p), pool_free = u.physical_bytes - dev_live;
     size_t fr = 0, tot = 0;
     if (dev_meminfo(d, &fr, &tot)) fr = 0;
-    uint64_t room = (uint64_t)fr + pool_free;
+    uint64_t room = (uint64_t)fr + pool_free, reserve = pt_pool_tier_reserve(p);
+    room = room > reserve ? room - reserve : 0;
     if (R.limit) {
       uint64_t used = u.physical_bytes + u.passthrough_bytes - pool_free;
       uint64_t lim_room = used < R.limit ? R.limit - used : 0;
       if (lim_room < room) room = lim_room;
     }
-    if (room >= (2u << 20)) return true;
+    /* Room for the smallest host handle, else the move would hold the
+     * process (and drain the device) every retry to move nothing. */
+    uint64_t need = pt_pool_tier_min_move(p);
+    if (need && room >= need) return true;
   }
   return false;
 }

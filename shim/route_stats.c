@@ -91,9 +91,9 @@ void rt_stats_text(FILE *f) {
             rc_.ipc_open_ns / 1e6, rc_.ipc_close_ns / 1e6);
   if (s.tier_allocs || s.tier_refusals)
     fprintf(f, "  alloc: host tier: %.1f MiB on the host now (peak %.1f MiB), allocations %" PRIu64 ", frees %" PRIu64
-               ", moved back %.1f MiB, refused %" PRIu64 "\n",
+               ", moved back %.1f MiB in %" PRIu64 " hold(s) of the process, refused %" PRIu64 "\n",
             MIB(s.tier_bytes), MIB(s.peak_tier_bytes), s.tier_allocs, s.tier_frees, MIB(s.tier_moved_bytes),
-            s.tier_refusals);
+            rc_.tier_holds, s.tier_refusals);
   if (rc_.internal_allocs)
     fprintf(f, "  alloc: internal (shim's own buffers) %" PRIu64 ", %.1f MiB\n", rc_.internal_allocs,
             MIB(rc_.internal_bytes));

@@ -114,6 +114,9 @@ static void check_tier(const char *js) {
   CHECK_EQ(alloc_stat(js, "peak_tier_bytes"), 96 * MiB);
   CHECK_EQ(alloc_stat(js, "tier_moved_bytes"), 32 * MiB);
   CHECK_EQ(alloc_stat(js, "tier_refusals"), 1);
+  /* One hold, the move: while the device sat at its reserve the mover did
+   * not hold the process to move nothing. */
+  CHECK_EQ(alloc_stat(js, "tier_holds"), 1);
   CHECK_EQ(alloc_stat(js, "tier_bytes"), 0);
   CHECK(strstr(js, "\"internal_errors\":0"));
 }
