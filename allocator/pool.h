@@ -133,7 +133,7 @@ struct pt_pool_config {
   X(stitched_bytes)                                                                \
   X(trims)             /* trim passes that released memory */                      \
   X(trimmed_bytes)                                                                 \
-  X(limit_rejections)  /* growths refused by the limit */                          \
+  X(limit_rejections)  /* growths refused by the limit (or a host tier's reserve) */ \
   X(cross_stream_waits) /* reuses that made a stream wait on another */            \
   X(syncs)             /* blocking waits for the device (stitch/trim/free_sync) */ \
   X(map_ns)            /* host ns in the backend's mapping calls (0: not measured) */ \
