@@ -33,10 +33,12 @@ typedef uint64_t pt_bk_handle; /* physical memory of one or more granules */
 typedef uint64_t pt_bk_marker; /* an event-like marker */
 typedef uint64_t pt_bk_stream; /* an opaque stream */
 
-/* host_alloc's kinds of page-locked memory: allocated page-locked by the
- * driver, or ordinary memory faulted in by the calling thread and then
- * registered with the driver. */
-enum { PT_HOST_BUF_PINNED, PT_HOST_BUF_REGISTERED };
+/* host_alloc's kinds of host memory: allocated page-locked by the driver;
+ * ordinary memory faulted in by the calling thread and then registered with
+ * the driver; or the same faulted in only, not yet page-locked (host_lock
+ * makes it a REGISTERED buffer: the faulting, kernel work, can then run on
+ * helper threads while one thread makes every driver call). */
+enum { PT_HOST_BUF_PINNED, PT_HOST_BUF_REGISTERED, PT_HOST_BUF_FAULTED };
 
 struct pt_backend_ops {
   const char *name;
@@ -106,6 +108,10 @@ struct pt_backend_ops {
   int (*host_free)(void *ctx, void *p, size_t size, int how);
   int (*copy_to_host)(void *ctx, void *dst, uintptr_t src, size_t size);
   int (*copy_to_device)(void *ctx, uintptr_t dst, const void *src, size_t size);
+  /* Optional (NULL: FAULTED buffers are not offered): page-locks a FAULTED
+   * buffer of size bytes, which is then freed as REGISTERED. On failure it
+   * stays FAULTED. */
+  int (*host_lock)(void *ctx, void *p, size_t size);
 
   /* Optional (NULL: no host tier): size bytes of page-locked host memory as
    * a handle like create's, mapped, released and given access the same way,

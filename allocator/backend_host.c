@@ -346,7 +346,8 @@ struct host_buf_hdr {
 static int host_host_alloc_unlocked(void *ctx, size_t size, int how, void **p) {
   struct host_ctx *h = ctx;
   if (host_fault(h, PT_HOST_OP_HOST_ALLOC)) return h->fail_err[PT_HOST_OP_HOST_ALLOC];
-  if (how != PT_HOST_BUF_PINNED && how != PT_HOST_BUF_REGISTERED) return PT_HOST_ERR_INVALID;
+  if (how != PT_HOST_BUF_PINNED && how != PT_HOST_BUF_REGISTERED && how != PT_HOST_BUF_FAULTED)
+    return PT_HOST_ERR_INVALID;
   struct host_buf_hdr *b = malloc(sizeof *b + (size ? size : 1));
   if (!b) return PT_HOST_ERR_OOM;
   *b = (struct host_buf_hdr){.size = size, .how = how};
@@ -357,6 +358,18 @@ static int host_host_alloc_unlocked(void *ctx, size_t size, int how, void **p) {
   return 0;
 }
 HOST_LOCKED(host_host_alloc, (void *ctx, size_t size, int how, void **p), (ctx, size, how, p))
+/* A FAULTED buffer becomes REGISTERED; anything else is a caller's error. */
+static int host_host_lock_unlocked(void *ctx, void *p, size_t size) {
+  struct host_ctx *h = ctx;
+  if (host_fault(h, PT_HOST_OP_HOST_LOCK)) return h->fail_err[PT_HOST_OP_HOST_LOCK];
+  if (!p) return PT_HOST_ERR_INVALID;
+  struct host_buf_hdr *b = (struct host_buf_hdr *)p - 1;
+  if (b->how != PT_HOST_BUF_FAULTED || b->size != size) return PT_HOST_ERR_INVALID;
+  b->how = PT_HOST_BUF_REGISTERED;
+  h->c.host_registered++;
+  return 0;
+}
+HOST_LOCKED(host_host_lock, (void *ctx, void *p, size_t size), (ctx, p, size))
 static int host_host_free(void *ctx, void *p, size_t size, int how) {
   struct host_ctx *h = ctx;
   if (!p) return PT_HOST_ERR_INVALID;
@@ -433,6 +446,7 @@ static const struct pt_backend_ops host_ops = {
   .host_free = host_host_free,
   .copy_to_host = host_copy_to_host,
   .copy_to_device = host_copy_to_device,
+  .host_lock = host_host_lock,
   .create_host = host_create_host,
   .copy_d2d = host_copy_d2d,
   .device_free = host_device_free,

@@ -31,7 +31,7 @@ int pt_backend_host_create(struct pt_backend *out, size_t granule, uint64_t max_
 
 enum pt_host_op { PT_HOST_OP_CREATE, PT_HOST_OP_MAP, PT_HOST_OP_SET_ACCESS, PT_HOST_OP_RESERVE,
                   PT_HOST_OP_RECORD, PT_HOST_OP_HOST_ALLOC, PT_HOST_OP_COPY, PT_HOST_OP_UNMAP,
-                  PT_HOST_OP_CREATE_HOST, PT_HOST_OP_COUNT };
+                  PT_HOST_OP_CREATE_HOST, PT_HOST_OP_HOST_LOCK, PT_HOST_OP_COUNT };
 
 /* Makes the nth call (1-based, counted from now) of op return err; 0 disarms. */
 void pt_backend_host_fail_at(struct pt_backend *bk, enum pt_host_op op, unsigned nth, int err);

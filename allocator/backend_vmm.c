@@ -292,16 +292,19 @@ static void vmm_destroy(void *c) { free(c); }
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
 #endif
 
-/* PT_HOST_BUF_REGISTERED: ordinary memory (transparent huge pages asked
- * for), its pages faulted in here by the calling thread, which is one of a
- * sleep's helpers: the kernel's zeroing, most of the cost of page-locked
- * memory, then runs on every helper at once, and the driver's registration
- * finds the pages there. PyTorch's pinned_use_cuda_host_register gets its
- * pinned memory the same way for the same reason. Where the kernel cannot
- * populate (EINVAL before 5.14) the registration faults the pages itself;
- * where memory runs out, either call fails and nothing is touched. */
-static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
-  if (!v->drv->cuMemHostRegister || !v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
+/* PT_HOST_BUF_REGISTERED and _FAULTED: ordinary memory (transparent huge
+ * pages asked for), its pages faulted in here by the calling thread, which
+ * may be one of a sleep's helpers: the kernel's zeroing, most of the cost of
+ * page-locked memory, then runs on every helper at once, and the driver's
+ * registration finds the pages there. REGISTERED registers it here too;
+ * FAULTED leaves that to host_lock, on the thread that copies: on the H100
+ * helpers registering while it copied slowed its copies from 54 to ~9 GB/s
+ * (bench/records/2026-12-07-sleep-kinds.md). PyTorch's
+ * pinned_use_cuda_host_register gets its pinned memory the same way. Where
+ * the kernel cannot populate (EINVAL before 5.14) the registration faults
+ * the pages itself; where memory runs out, either call fails and nothing is
+ * touched. */
+static int faulted_alloc(size_t size, void **p) {
   void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   (void)madvise(m, size, MADV_HUGEPAGE);
@@ -313,6 +316,25 @@ static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
     munmap(m, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  *p = m;
+  return 0;
+}
+
+static int vmm_host_lock(void *c, void *p, size_t size) {
+  struct vmm_ctx *v = c;
+  if (!v->drv->cuMemHostRegister || !v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
+  uint64_t t0 = pt_now_ns();
+  CUresult r;
+  VMM_IN_CTX(v, r, v->drv->cuMemHostRegister(p, size, 0));
+  __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED);
+  return (int)r;
+}
+
+static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
+  if (!v->drv->cuMemHostRegister || !v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
+  void *m;
+  int rc = faulted_alloc(size, &m);
+  if (rc) return rc;
   CUresult r;
   VMM_IN_CTX(v, r, v->drv->cuMemHostRegister(m, size, 0));
   if (r != CUDA_SUCCESS) {
@@ -333,6 +355,8 @@ static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
   CUresult r;
   if (how == PT_HOST_BUF_REGISTERED) {
     r = (CUresult)registered_alloc(v, size, p);
+  } else if (how == PT_HOST_BUF_FAULTED) {
+    r = (CUresult)faulted_alloc(size, p);
   } else {
     if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
     VMM_IN_CTX(v, r, v->drv->cuMemHostAlloc(p, size, 0));
@@ -343,6 +367,7 @@ static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
 
 static int vmm_host_free(void *c, void *p, size_t size, int how) {
   struct vmm_ctx *v = c;
+  if (how == PT_HOST_BUF_FAULTED) return munmap(p, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
   if (how == PT_HOST_BUF_REGISTERED) {
     if (!v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r;
@@ -425,6 +450,7 @@ static const struct pt_backend_ops vmm_ops = {
   .host_free = vmm_host_free,
   .copy_to_host = vmm_copy_to_host,
   .copy_to_device = vmm_copy_to_device,
+  .host_lock = vmm_host_lock,
   .create_host = vmm_create_host,
   .copy_d2d = vmm_copy_d2d,
   .device_free = vmm_device_free,

@@ -124,6 +124,7 @@ struct pt_pool {
       pt_bk_handle hh; /* host handle mapped at hva (PT_SLEEP_IN_HANDLES) */
       uintptr_t hva;
       bool hcreated, hmapped;
+      bool faulted; /* host is a FAULTED buffer, not yet page-locked (host_lock) */
       bool mapped; /* a wake in progress has mapped new memory for it */
     } *e;
     uint64_t n;

@@ -13,8 +13,9 @@
  * page-locked buffers (host_alloc; on the H100 cuMemHostAlloc gave 12 GiB
  * at 1.4 GB/s, 8.6 s of a 8.9 s sleep, bench/records/2026-12-07-core-sleep.md),
  * ordinary memory faulted in by the thread that gets it and then registered
- * (host_alloc's PT_HOST_BUF_REGISTERED: the faulting, most of the cost, runs
- * on every helper thread at once), or host handles (create_host, the host
+ * (host_alloc's PT_HOST_BUF_REGISTERED; with helper threads they only fault
+ * it in, PT_HOST_BUF_FAULTED, and the copying thread registers each piece,
+ * host_lock), or host handles (create_host, the host
  * tier's kind of memory) mapped in a range of their own, copied device to
  * device. */
 #include <pthread.h>
@@ -65,8 +66,9 @@ static void drop_host(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
   const struct pt_backend_ops *o = p->bk.ops;
   for (uint64_t i = 0; i < n; i++) {
     if (e[i].host) {
-      (void)o->host_free(p->bk.ctx, e[i].host, e[i].n * p->gran, buf_kind(p));
+      (void)o->host_free(p->bk.ctx, e[i].host, e[i].n * p->gran, e[i].faulted ? PT_HOST_BUF_FAULTED : buf_kind(p));
       e[i].host = NULL;
+      e[i].faulted = false;
     }
     if (e[i].hmapped) (void)o->unmap(p->bk.ctx, e[i].hva, e[i].n * p->gran);
     if (e[i].hcreated) (void)o->release(p->bk.ctx, e[i].hh);
@@ -120,6 +122,7 @@ struct host_run {
   struct pt_pool *p;
   struct pt_sleep_ent *e;
   uint64_t n, step;
+  bool fault_only; /* registered memory: helpers fault it in, the copying thread registers it */
   uint8_t *state; /* per entry: 0 pending, 1 ready, 2 failed */
   int stop;       /* set on the first failure: helpers take no more */
   pthread_mutex_t mu;
@@ -132,8 +135,9 @@ struct host_job {
   int rc;
 };
 
-/* Host memory (a buffer or a host handle, sleep_host) for one entry. */
-static int get_one(struct pt_pool *p, struct pt_sleep_ent *e) {
+/* Host memory (a buffer or a host handle, sleep_host) for one entry;
+ * fault_only: a FAULTED buffer, to be registered by host_lock. */
+static int get_one(struct pt_pool *p, struct pt_sleep_ent *e, bool fault_only) {
   const struct pt_backend_ops *o = p->bk.ops;
   size_t sz = e->n * p->gran;
   int rc;
@@ -141,8 +145,9 @@ static int get_one(struct pt_pool *p, struct pt_sleep_ent *e) {
     rc = o->create_host(p->bk.ctx, sz, &e->hh);
     e->hcreated = !rc;
   } else {
-    rc = o->host_alloc(p->bk.ctx, sz, buf_kind(p), &e->host);
+    rc = o->host_alloc(p->bk.ctx, sz, fault_only ? PT_HOST_BUF_FAULTED : buf_kind(p), &e->host);
     if (rc) e->host = NULL;
+    e->faulted = !rc && fault_only;
   }
   return rc;
 }
@@ -152,7 +157,7 @@ static void *host_worker(void *arg) {
   struct host_run *r = j->r;
   for (uint64_t i = j->first; i < r->n && !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i += r->step) {
     if (__atomic_load_n(&r->state[i], __ATOMIC_ACQUIRE)) continue; /* kept from the last sleep */
-    j->rc = get_one(r->p, &r->e[i]);
+    j->rc = get_one(r->p, &r->e[i], r->fault_only);
     pthread_mutex_lock(&r->mu);
     __atomic_store_n(&r->state[i], j->rc ? 2 : 1, __ATOMIC_RELEASE);
     if (j->rc) __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
@@ -199,7 +204,10 @@ static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_
 
   uint64_t t = (uint64_t)p->sleep_threads < n ? (uint64_t)p->sleep_threads : n;
   if (t > MAXT) t = MAXT;
-  struct host_run run = {.p = p, .e = e, .n = n, .step = t > 1 ? t : 1};
+  /* Registered memory on helpers: they fault it in, this thread registers
+   * each piece before its copy, so every driver call is this thread's. */
+  struct host_run run = {.p = p, .e = e, .n = n, .step = t > 1 ? t : 1,
+                         .fault_only = p->sleep_host == PT_SLEEP_IN_REGISTERED && o->host_lock};
   struct host_job jobs[MAXT];
   pthread_t tid[MAXT];
   uint64_t started = 0;
@@ -223,7 +231,8 @@ static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_
     size_t sz = e[i].n * p->gran;
     uint64_t t1 = pt_now_ns();
     if (started) rc = wait_ready(&run, i) ? -1 : 0;
-    else if (!e[i].host && !e[i].hcreated) rc = get_one(p, &e[i]);
+    else if (!e[i].host && !e[i].hcreated) rc = get_one(p, &e[i], false);
+    if (!rc && e[i].faulted && !(rc = o->host_lock(p->bk.ctx, e[i].host, sz))) e[i].faulted = false;
     if (!rc && in_handles(p) && !(rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) {
       e[i].hmapped = true;
       rc = o->set_access(p->bk.ctx, e[i].hva, sz);

@@ -238,6 +238,15 @@ static void test_sleep_handles_map_fails(void **state) {
   sleep_fails(PT_HOST_OP_MAP, 2);
   sleep_fails(PT_HOST_OP_SET_ACCESS, 3);
 }
+/* Registered memory got by helper threads: they only fault it in and the
+ * copying thread page-locks each piece (host_lock); the second lock refused
+ * leaves nothing held, the pieces locked or not freed as their kind. */
+static void test_sleep_lock_fails(void **state) {
+  (void)state;
+  if (mode != PT_SLEEP_IN_REGISTERED || threads < 2) skip();
+  sleep_fails(PT_HOST_OP_HOST_LOCK, 2);
+  sleep_fails(PT_HOST_OP_HOST_LOCK, 1);
+}
 static void test_sleep_copy_fails(void **state) { (void)state; sleep_fails(PT_HOST_OP_COPY, 2); }
 /* The third unmap fails after two handles were released: those two are
  * mapped again with their bytes copied back. */
@@ -411,7 +420,7 @@ static void test_empty(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sleep_wake_copy),     cmocka_unit_test(test_sleep_discard),
-    cmocka_unit_test(test_sleep_host_alloc_fails), cmocka_unit_test(test_sleep_copy_fails),
+    cmocka_unit_test(test_sleep_host_alloc_fails), cmocka_unit_test(test_sleep_copy_fails), cmocka_unit_test(test_sleep_lock_fails),
     cmocka_unit_test(test_sleep_unmap_fails),   cmocka_unit_test(test_wake_create_fails),
     cmocka_unit_test(test_wake_access_fails),   cmocka_unit_test(test_wake_copy_fails),
     cmocka_unit_test(test_destroy_asleep),      cmocka_unit_test(test_empty),
