@@ -76,7 +76,8 @@ def shim_stats(runs, name):
     """The shim's exit stats of one arm's processes, summed: launches by family, swaps,
     fallbacks and reasons, pool figures, internal errors."""
     s = dict(procs=0, snapshots=0, launches=0, fam={}, swapped=0, fallbacks=0, reasons={}, internal_errors=0,
-             pooled=0, passthrough=0, peak_physical_mib=0.0, peak_live_mib=0.0, top=[])
+             pooled=0, passthrough=0, peak_physical_mib=0.0, peak_live_mib=0.0, top=[],
+             peak_tier_mib=0.0, tier_moved_mib=0.0, tier_holds=0, tier_refusals=0)
     for p in glob.glob(os.path.join(runs, name + ".stats-*.json")):
         j = load(p)
         if not j:
@@ -100,6 +101,11 @@ def shim_stats(runs, name):
         s["passthrough"] += a.get("passthrough_allocs", 0)
         s["peak_physical_mib"] = max(s["peak_physical_mib"], a.get("peak_physical_bytes", 0) / 2**20)
         s["peak_live_mib"] = max(s["peak_live_mib"], a.get("peak_live_bytes", 0) / 2**20)
+        # PONYTAIL_HOST_TIER: what lived on the host, what moved back and at what cost
+        s["peak_tier_mib"] = max(s["peak_tier_mib"], a.get("peak_tier_bytes", 0) / 2**20)
+        s["tier_moved_mib"] += a.get("tier_moved_bytes", 0) / 2**20
+        s["tier_holds"] += a.get("tier_holds", 0)
+        s["tier_refusals"] += a.get("tier_refusals", 0)
     s["top"].sort(reverse=True)
     return s
 
@@ -225,6 +231,9 @@ def main():
                 # Not a fallback: no hook knows the engine's attention kernels, so it ran as stock.
                 w("  %-18s attention: %d FA3 launches (of the top kernels), none hooked: the engine's "
                   "attention ran as stock" % ("", s["fam"]["FA3"]))
+            if s["peak_tier_mib"] or s["tier_refusals"]:
+                w("  %-18s host tier: peak %.0f MiB on the host, %.0f MiB moved back in %d hold(s), %d refused" % (
+                    "", s["peak_tier_mib"], s["tier_moved_mib"], s["tier_holds"], s["tier_refusals"]))
             if s["internal_errors"]:
                 fails.append("%s: the shim counted %d internal errors" % (name, s["internal_errors"]))
     fa3 = os.path.join(runs, "fa3_decode.txt")
