@@ -319,7 +319,7 @@ static void view_fill(struct pt_pool *p, uint64_t r, struct pt_blk **c, uint64_t
   }
   *v = (struct pt_grow_view){
     .gran = p->gran, .chunk = p->chunk, .limit = p->limit,
-    .dev_bounded = p->tier_reserve != 0, .dev_room = p->tier_reserve ? pt_dev_room(p) : 0,
+    .dev_bounded = p->tier_reserve != 0, .dev_room = p->tier_reserve ? pt_dev_room(p, false) : 0,
     .used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED),
     .physical = p->st.physical_bytes, .peak_physical = p->st.peak_physical_bytes,
     .peak_requested = p->st.peak_requested_bytes, .may_wait = true, .blk = vb, .nblk = n};

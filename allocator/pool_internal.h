@@ -183,8 +183,10 @@ int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct
  * the device was synchronized already), unmaps and releases b's range. */
 int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool sync);
 /* Granules of new device memory allowed now: within the limit and, with a
- * tier, leaving its reserve of the device free (UINT64_MAX: no bound). */
-uint64_t pt_dev_room(const struct pt_pool *p);
+ * tier, leaving its reserve of the device free (spill: for a tier block's
+ * device part or a move back), or a quarter of it (the pool's other growth)
+ * (UINT64_MAX: no bound). */
+uint64_t pt_dev_room(const struct pt_pool *p, bool spill);
 /* Device bytes in use (live_bytes less the tier's host bytes). */
 static inline uint64_t pt_dev_live(const struct pt_pool *p) { return p->st.live_bytes - p->st.tier_bytes; }
 

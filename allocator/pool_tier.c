@@ -16,7 +16,7 @@ struct tspan {
   bool host;
 };
 
-uint64_t pt_dev_room(const struct pt_pool *p) {
+uint64_t pt_dev_room(const struct pt_pool *p, bool spill) {
   uint64_t room = UINT64_MAX;
   if (p->limit) {
     uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED);
@@ -24,13 +24,18 @@ uint64_t pt_dev_room(const struct pt_pool *p) {
   }
   /* The reserve: with the tier, the engine sized from the tier's memory
    * (PONYTAIL_HOST_TIER_INFO) and would otherwise take the device to its
-   * last granule, leaving nothing for what comes after outside the pool (a
-   * CUDA graph's instantiation failed with out-of-memory so, in vLLM's
-   * capture: bench/records/2026-12-07-serving-second-run.md). A failed query
-   * leaves the bound to the device's own out-of-memory. */
+   * last granule, leaving nothing for what comes after (a CUDA graph's
+   * instantiation failed with out-of-memory so, in vLLM's capture:
+   * bench/records/2026-12-07-serving-second-run.md). What spills to the
+   * host (a tier block's device part, a move back) leaves all of it, so
+   * the program's later allocations (graph pools, activations) still find
+   * device memory; those dip into it down to a quarter, which stays the
+   * driver's. A failed query leaves the bound to the device's own
+   * out-of-memory. */
   uint64_t free_b;
   if (p->tier_reserve && !p->bk.ops->device_free(p->bk.ctx, &free_b)) {
-    uint64_t r = free_b > p->tier_reserve ? (free_b - p->tier_reserve) / p->gran : 0;
+    uint64_t keep = spill ? p->tier_reserve : p->tier_reserve / 4;
+    uint64_t r = free_b > keep ? (free_b - keep) / p->gran : 0;
     if (r < room) room = r;
   }
   return room;
@@ -69,7 +74,7 @@ int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct
   int rc = o->err_oom;
   if (!sp || !b) goto fail;
   /* As much as the device and the limit give, then the host for the rest. */
-  uint64_t room = pt_dev_room(p);
+  uint64_t room = pt_dev_room(p, true);
   if ((rc = create_some(p, false, k < room ? k : room, sp, &nsp, &dev))) goto fail;
   uint64_t tier_left = (p->tier_limit - p->st.tier_bytes) / G;
   if (k - dev > tier_left) {
@@ -223,7 +228,7 @@ int pt_pool_tier_promote(struct pt_pool *p, uint64_t max_bytes, uint64_t *moved)
       }
       if (ar->host[s]) {
         if (max_bytes && *moved >= max_bytes) goto out;
-        if (pt_dev_room(p) < n) goto out; /* the limit or the reserve: stop, not an error */
+        if (pt_dev_room(p, true) < n) goto out; /* the limit or the reserve: stop, not an error */
         rc = move_one(p, ar, s, n, ar->base + s * p->gran);
         if (rc == o->err_oom) { /* the device is full: what moved stays moved */
           rc = 0;
