@@ -10,6 +10,11 @@ void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_b
   int dev = rt_route_device(api, PT_SM_SYNC, 0);
   struct pt_pool *pool = dev >= 0 ? rt_pool_get(dev) : NULL;
   if (!pool) return;
+  /* PONYTAIL_HOST_TIER_INFO: the device's free memory less the reserve the
+   * pool leaves free (a program that asks for all it is told is free then
+   * gets it, the last of it from the tier): the real figure, before the
+   * limit's view, since the reserve is about the device itself. */
+  if (R.tier_info) *free_bytes = *free_bytes > R.tier_reserve ? *free_bytes - (size_t)R.tier_reserve : 0;
   if (R.limit) {
     struct pt_pool_usage u;
     pt_pool_usage(pool, &u);
@@ -18,11 +23,8 @@ void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_b
     if (f < *free_bytes) *free_bytes = (size_t)f;
     *total_bytes = (size_t)R.limit;
   }
-  /* PONYTAIL_HOST_TIER_INFO: the tier as more memory of this device, less
-   * the device's reserve that the pool leaves free (a program that asks for
-   * all it is told is free then gets it, the last of it from the tier). */
+  /* And the tier as more memory of this device. */
   if (R.tier_info) {
-    *free_bytes = *free_bytes > R.tier_reserve ? *free_bytes - (size_t)R.tier_reserve : 0;
     *free_bytes += (size_t)pt_pool_tier_room(pool);
     *total_bytes += (size_t)R.tier;
   }

@@ -12,6 +12,10 @@
  *       bytes back (same addresses, bytes intact) while a worker thread keeps
  *       launching copies; past device + tier: out of memory, said once in the
  *       log; the exit stats count it all.
+ * limit: PONYTAIL_MEM_LIMIT=32M beside the tier (64M, _INFO, an 8M reserve):
+ *       cudaMemGetInfo offers the limit's 32 MiB (the reserve binds only where
+ *       the device itself runs short) plus the tier; past the limit the host
+ *       takes the rest.
  * off:  no tier (the default): the allocation past the device fails with
  *       out-of-memory as stock, no host memory is used. */
 #include <cuda.h>
@@ -121,6 +125,23 @@ static void check_tier(const char *js) {
   CHECK(strstr(js, "\"internal_errors\":0"));
 }
 
+static int sc_limit(void) {
+  void *a = NULL;
+  size_t fr = 0, tot = 0;
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(tot, (32 + 64) * MiB);
+  CHECK_EQ(fr, (32 + 64) * MiB);
+  CHECK_EQ(cudaMalloc(&a, 40 * MiB), cudaSuccess); /* 32 MiB on the device, 8 on the host */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 8 * MiB);
+  fill(a, 40 * MiB, 4);
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(fr, (64 - 8) * MiB);
+  CHECK(intact(a, 40 * MiB, 4));
+  CHECK_EQ(cudaFree(a), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  return g_failed;
+}
+
 static int sc_off(void) {
   void *a = NULL, *b = NULL;
   size_t fr = 0, tot = 0;
@@ -142,6 +163,7 @@ int main(int argc, char **argv) {
   mkdir(g_dir, 0755);
   if (!strcmp(argv[1], "tier")) return run_scenario(g_dir, "tier", sc_tier, check_tier, NULL, 3000);
   if (!strcmp(argv[1], "off")) return run_scenario(g_dir, "off", sc_off, NULL, NULL, 3000);
+  if (!strcmp(argv[1], "limit")) return run_scenario(g_dir, "limit", sc_limit, NULL, NULL, 3000);
   fprintf(stderr, "unknown scenario %s\n", argv[1]);
   return 2;
 }
