@@ -129,6 +129,20 @@ class Report(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("tokens changed after sleep/wake", out)
 
+    def test_ponytail_sleep(self):
+        # --ponytail-sleep: the shim's own sleep of the engine core; stock gives the tokens only
+        tie = dict(n=3, same=2, ties=1, differ=0, tie_margins=[0.02], first_diffs=[[1, 2, 0.02]])
+        real = dict(tie, ties=0, differ=1, tie_margins=[], first_diffs=[[1, 2, 1.5]])
+        ps = dict(ok=True, bytes=900 << 20, copied_bytes=800 << 20)
+        sh = dict(psleep=ps, sleep_freed_mib=900, sleep_s=0.5, wake_s=0.1, wake_same=False)
+        rc, out = self.runs({"p.1.stock": self.arm(REF_TOKENS), "p.2.shim": self.arm(REF_TOKENS, **sh, wake_cmp=tie)})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ponytail sleep: 900 MiB of the pool (800 copied) in 0.5 s", out)
+        self.assertIn("sleep freed 900 MiB in 0.5 s, wake 0.1 s, after wake: 2/3 +1 tie", out)
+        rc, out = self.runs({"p.1.stock": self.arm(REF_TOKENS), "p.2.shim": self.arm(REF_TOKENS, **sh, wake_cmp=real)})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("p.2.shim: tokens changed after sleep/wake", out)
+
     def test_failures(self):
         rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})
         self.assertEqual(rc, 1)

@@ -24,6 +24,9 @@
 #               the first compiles cold, the second starts on the warm cache (start-up is compared
 #               on `big`, whose arms after the first all start warm)
 #   tiny-sleep  eager, enable_sleep_mode: generate, sleep(level=1), wake_up(), generate again
+#   tiny-psleep default mode (CUDA graphs), no vLLM sleep mode: the shim arm puts the engine core
+#               to sleep itself (its control socket, as `ponytail sleep PID`), NVML asleep, wakes
+#               it, generates again (issue 50 on an unchanged engine); stock gives the tokens
 #   tiny-serve  `vllm serve` (default mode), 64 concurrent requests (completions and chat,
 #               streaming and not), twice; VLLM_BATCH_INVARIANT=1 so that batch composition,
 #               which concurrent arrival makes differ from run to run, cannot change tokens
@@ -217,6 +220,7 @@ for st in $STAGES; do
     tiny-eager) shim_setup; offline_stage tiny-eager tiny 150 "stock shim" --eager ;;
     tiny-graph) shim_setup; offline_stage tiny-graph tiny 240 "stock shim" ;;
     tiny-sleep) shim_setup; offline_stage tiny-sleep tiny 150 "stock shim" --eager --sleep ;;
+    tiny-psleep) shim_setup; offline_stage tiny-psleep tiny 240 "stock shim" --ponytail-sleep ;;
     tiny-serve) shim_setup; serve_stage tiny-serve tiny 240 "stock shim" ;;
     big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput 256 ;;
     big-serve) shim_setup; serve_stage big-serve llama1b 300 "stock shim" ;;

@@ -10,6 +10,9 @@ it). Writes one JSON object to --out:
             that differs from stock can be told a near tie: workload.compare_tokens)
   --sleep:  enable_sleep_mode=True; sleep(level=1), NVML used asleep, wake_up(), the same prompts
             again: the same tokens, or sequences that part only at near ties (wake_cmp)
+  --ponytail-sleep: no vLLM sleep mode; the shim's own sleep of the engine core instead (its
+            control socket, as `ponytail sleep PID`), NVML used asleep, wake, the same prompts
+            again (wake_cmp): issue 50's sleep of an unchanged engine, CUDA graphs included
   --throughput N: N prompts of --tp-in tokens, --tp-out new tokens each, timed twice after the
             token run (which warmed the engine): output tokens/s and total tokens/s
 """
@@ -24,6 +27,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
+import ponytail_control  # noqa: E402
 from workload import await_snapshot, compare_text, compare_tokens, preloaded, token_prompts, top_logprobs  # noqa: E402
 
 
@@ -40,6 +44,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--eager", action="store_true")
     p.add_argument("--sleep", action="store_true")
+    p.add_argument("--ponytail-sleep", action="store_true")
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--max-model-len", type=int, default=4096)
@@ -112,6 +117,39 @@ def main():
             print("sleep %.2f s (freed %s MiB), wake %.2f s, tokens after wake against before: %s" % (
                 res["sleep_s"], res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
                 flush=True)
+
+        if a.ponytail_sleep and preloaded():  # a stock arm only gives the reference tokens
+            pid = ponytail_control.busiest(exclude=(os.getpid(),))
+            res["psleep_pid"] = pid
+            if pid is None:
+                raise RuntimeError("--ponytail-sleep: no engine process with a control socket in %s"
+                                   % ponytail_control.control_dir())
+            before = nv.now_mib()
+            t3 = time.time()
+            sl = ponytail_control.ask(pid, "sleep")
+            res["sleep_s"] = round(time.time() - t3, 3)
+            res["psleep"] = sl
+            if not sl.get("ok"):
+                raise RuntimeError("ponytail sleep %d: %s" % (pid, sl.get("error")))
+            time.sleep(0.5)
+            asleep = nv.now_mib()
+            t4 = time.time()
+            wk = ponytail_control.ask(pid, "wake")
+            res["wake_s"] = round(time.time() - t4, 3)
+            res["pwake"] = wk
+            if not wk.get("ok"):
+                raise RuntimeError("ponytail wake %d: %s" % (pid, wk.get("error")))
+            res.update(sleep_before_mib=before, sleep_asleep_mib=asleep,
+                       sleep_freed_mib=(before - asleep) if before is not None else None)
+            outs2 = llm.generate(prompts, sp, use_tqdm=False)
+            toks2 = [list(o.outputs[0].token_ids) for o in outs2]
+            res["digest_after_wake"] = digest(toks2)
+            res["wake_same"] = toks2 == toks
+            res["wake_cmp"] = compare_tokens(
+                res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
+            print("ponytail sleep of %d: %s bytes in %.2f s (NVML freed %s MiB), wake %.2f s, tokens after "
+                  "wake against before: %s" % (pid, sl.get("bytes"), res["sleep_s"], res["sleep_freed_mib"],
+                                               res["wake_s"], compare_text(res["wake_cmp"])), flush=True)
 
         if a.throughput:
             tp = [TokensPrompt(prompt_token_ids=ids)

@@ -151,7 +151,11 @@ def main():
             notes = []
             if r.get("cold_compile"):
                 notes.append("cold compile")
-            if r.get("sleep"):
+            if r.get("psleep"):  # the shim's own sleep of the engine core (--ponytail-sleep)
+                ps = r["psleep"]
+                notes.append("ponytail sleep: %.0f MiB of the pool (%.0f copied) in %s s; " % (
+                    ps.get("bytes", 0) / 2**20, ps.get("copied_bytes", 0) / 2**20, r.get("sleep_s")))
+            if r.get("sleep") or r.get("psleep"):
                 wc = r.get("wake_cmp")
                 notes.append("sleep freed %s MiB in %s s, wake %s s, after wake: %s" % (
                     r.get("sleep_freed_mib"), r.get("sleep_s"), r.get("wake_s"),

@@ -1,0 +1,71 @@
+"""The shim's control socket, from Python: what `ponytail sleep PID` / `ponytail wake PID` send
+(shim/control.c: one line per connection, owner-only socket in the control directory), so that a
+serving arm can put an engine's model process to sleep without carrying the CLI.
+
+The directory is the shim's: PONYTAIL_CONTROL_DIR, else $XDG_RUNTIME_DIR/ponytail, else
+/tmp/ponytail-UID (common/control_path.c).
+"""
+import os
+import socket
+
+
+def control_dir():
+    d = os.environ.get("PONYTAIL_CONTROL_DIR", "")
+    if d:
+        return d
+    x = os.environ.get("XDG_RUNTIME_DIR", "")
+    return x + "/ponytail" if x.startswith("/") else "/tmp/ponytail-%d" % os.geteuid()
+
+
+def ask(pid, req, timeout=600):
+    """One request ("status", "sleep", "sleep discard", "wake"): the answer as a dict of its
+    key=value lines, "ok" True or False, "error" the first line when it is not ok."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(os.path.join(control_dir(), "%d.sock" % pid))
+        s.sendall((req + "\n").encode())
+        data = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+    finally:
+        s.close()
+    lines = data.decode(errors="replace").splitlines()
+    out = {"ok": bool(lines) and lines[0] == "ok"}
+    if not out["ok"]:
+        out["error"] = lines[0] if lines else "no answer"
+    for ln in lines[1:]:
+        k, sep, v = ln.partition("=")
+        if sep:
+            try:
+                out[k] = float(v) if "." in v else int(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def busiest(exclude=()):
+    """The pid, among the processes with a live control socket (exclude left out), whose pool
+    holds the most memory now: an engine's model process. None when there is none."""
+    best, most = None, -1
+    try:
+        names = os.listdir(control_dir())
+    except OSError:
+        return None
+    for n in names:
+        if not n.endswith(".sock") or not n[:-5].isdigit():
+            continue
+        pid = int(n[:-5])
+        if pid in exclude:
+            continue
+        try:
+            os.kill(pid, 0)
+            st = ask(pid, "status", timeout=10)
+        except OSError:
+            continue
+        if st.get("ok") and st.get("now_pool_bytes", 0) > most:
+            best, most = pid, st.get("now_pool_bytes", 0)
+    return best

@@ -1,0 +1,103 @@
+"""tests/gpu/serving/ponytail_control.py against a stand-in for the shim's control socket (a Unix
+socket answering as shim/control.c does, one line in, key=value lines out): where it looks, what
+it sends, how it reads the answer, and which process busiest() picks (the largest pool, skipping
+excluded, dead and stale entries).
+
+  test_control.py SERVING_DIR   (tests/gpu/serving)
+"""
+import os
+import socket
+import sys
+import tempfile
+import threading
+import unittest
+
+SERVING = os.path.abspath(sys.argv.pop(1))
+sys.path.insert(0, SERVING)
+import ponytail_control as pc  # noqa: E402
+
+
+class FakeShim:
+    """Serves ANSWERS[request] on DIR/PID.sock; records the requests."""
+
+    def __init__(self, d, pid, answers):
+        self.path = os.path.join(d, "%d.sock" % pid)
+        self.answers, self.got = answers, []
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.bind(self.path)
+        self.s.listen(4)
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.s.accept()
+            except OSError:
+                return
+            line = b""
+            while not line.endswith(b"\n"):
+                b = c.recv(64)
+                if not b:
+                    break
+                line += b
+            req = line.decode().strip()
+            self.got.append(req)
+            c.sendall(self.answers.get(req, "error: unknown request\n").encode())
+            c.close()
+
+    def close(self):
+        self.s.close()
+
+
+class Control(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp(prefix="pt-ctl-")
+        os.environ["PONYTAIL_CONTROL_DIR"] = self.d
+        self.fakes = []
+
+    def tearDown(self):
+        for f in self.fakes:
+            f.close()
+
+    def fake(self, pid, pool_bytes, **more):
+        f = FakeShim(self.d, pid, dict({"status": "ok\nstate=awake\nnow_pool_bytes=%d\n" % pool_bytes}, **more))
+        self.fakes.append(f)
+        return f
+
+    def test_dir(self):
+        self.assertEqual(pc.control_dir(), self.d)
+        del os.environ["PONYTAIL_CONTROL_DIR"]
+        os.environ["XDG_RUNTIME_DIR"] = "/run/user/7"
+        self.assertEqual(pc.control_dir(), "/run/user/7/ponytail")
+        os.environ["XDG_RUNTIME_DIR"] = "relative"
+        self.assertEqual(pc.control_dir(), "/tmp/ponytail-%d" % os.geteuid())
+        os.environ["PONYTAIL_CONTROL_DIR"] = self.d
+
+    def test_ask_parses(self):
+        me = os.getpid()
+        f = self.fake(me, 5, sleep="ok\nstate=asleep\nbytes=1048576\nseconds=0.250000\nhost=registered\n",
+                      wake="error: not asleep\n")
+        a = pc.ask(me, "sleep")
+        self.assertEqual(f.got, ["sleep"])
+        self.assertTrue(a["ok"])
+        self.assertEqual((a["bytes"], a["seconds"], a["host"]), (1048576, 0.25, "registered"))
+        w = pc.ask(me, "wake")
+        self.assertFalse(w["ok"])
+        self.assertEqual(w["error"], "error: not asleep")
+
+    def test_busiest(self):
+        me, parent = os.getpid(), os.getppid()
+        self.fake(me, 9 << 30)        # excluded below
+        self.fake(parent, 3 << 30)    # alive: the answer
+        self.fake(1, 1 << 30)         # alive (init), smaller
+        open(os.path.join(self.d, "999999999.sock"), "w").close()  # no such process
+        open(os.path.join(self.d, "notes.txt"), "w").close()
+        self.assertEqual(pc.busiest(exclude=(me,)), parent)
+        self.assertEqual(pc.busiest(), me)
+        os.environ["PONYTAIL_CONTROL_DIR"] = os.path.join(self.d, "missing")
+        self.assertIsNone(pc.busiest())
+        os.environ["PONYTAIL_CONTROL_DIR"] = self.d
+
+
+if __name__ == "__main__":
+    unittest.main()
