@@ -7,6 +7,7 @@ The directory is the shim's: PONYTAIL_CONTROL_DIR, else $XDG_RUNTIME_DIR/ponytai
 """
 import os
 import socket
+import time
 
 
 def control_dir():
@@ -69,3 +70,31 @@ def busiest(exclude=()):
         if st.get("ok") and st.get("now_pool_bytes", 0) > most:
             best, most = pid, st.get("now_pool_bytes", 0)
     return best
+
+
+def sleep_wake(nv, res):
+    """`ponytail sleep` then `ponytail wake` of this process tree's busiest pool (an engine's model
+    process), as the serving arms' --ponytail-sleep does: fills res with the pid, the shim's
+    answers (psleep, pwake), sleep_s, wake_s and NVML's device figure before, asleep (half a
+    second in) and freed. Raises RuntimeError when there is no such process or a request fails."""
+    pid = busiest(exclude=(os.getpid(),))
+    res["psleep_pid"] = pid
+    if pid is None:
+        raise RuntimeError("--ponytail-sleep: no engine process with a control socket in %s" % control_dir())
+    before = nv.now_mib()
+    t0 = time.time()
+    sl = ask(pid, "sleep")
+    res["sleep_s"] = round(time.time() - t0, 3)
+    res["psleep"] = sl
+    if not sl.get("ok"):
+        raise RuntimeError("ponytail sleep %d: %s" % (pid, sl.get("error")))
+    time.sleep(0.5)
+    asleep = nv.now_mib()
+    t1 = time.time()
+    wk = ask(pid, "wake")
+    res["wake_s"] = round(time.time() - t1, 3)
+    res["pwake"] = wk
+    if not wk.get("ok"):
+        raise RuntimeError("ponytail wake %d: %s" % (pid, wk.get("error")))
+    res.update(sleep_before_mib=before, sleep_asleep_mib=asleep,
+               sleep_freed_mib=(before - asleep) if before is not None and asleep is not None else None)

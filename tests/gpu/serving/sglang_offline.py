@@ -23,7 +23,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
 from vllm_offline import digest, reap_children  # noqa: E402
-from workload import await_snapshot, preloaded, token_prompts  # noqa: E402
+import ponytail_control  # noqa: E402
+from workload import await_snapshot, compare_text, compare_tokens, preloaded, token_prompts  # noqa: E402
 
 
 def output_ids(outs):
@@ -49,6 +50,8 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--eager", action="store_true", help="--disable-cuda-graph")
+    p.add_argument("--ponytail-sleep", action="store_true",
+                   help="under the shim: sleep and wake the scheduler through its control socket, generate again")
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--max-model-len", type=int, default=4096)
@@ -101,6 +104,18 @@ def main():
               flush=True)
         if any(len(t) != a.max_tokens for t in toks):
             raise RuntimeError("an answer has not %d tokens: %s" % (a.max_tokens, [len(t) for t in toks]))
+
+        if a.ponytail_sleep and preloaded():  # a stock arm only gives the reference tokens
+            ponytail_control.sleep_wake(nv, res)
+            outs2 = eng.generate(input_ids=prompts, sampling_params=sp, return_logprob=True, top_logprobs_num=5)
+            toks2 = output_ids(outs2)
+            res["digest_after_wake"] = digest(toks2)
+            res["wake_same"] = toks2 == toks
+            res["wake_cmp"] = compare_tokens(res, dict(tokens=toks2, logprobs=output_logprobs(outs2)))
+            print("ponytail sleep of %d: %s bytes in %.2f s (NVML freed %s MiB), wake %.2f s, tokens after "
+                  "wake against before: %s" % (res["psleep_pid"], res["psleep"].get("bytes"), res["sleep_s"],
+                                               res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
+                  flush=True)
 
         if a.throughput:
             tp = token_prompts(a.throughput, a.tp_in, a.tp_in, seed=7)

@@ -43,6 +43,8 @@
 #   sg-install  tests/gpu/serving/sglang/install.sh into $SGSITE (/tmp/sgsite), once
 #   sg-eager    sglang_offline.py, the 64 prompts on the tiny model, --disable-cuda-graph
 #   sg-graph    the same with CUDA graphs (SGLang's default)
+#   sg-psleep   as sg-graph, and the shim arm puts the scheduler to sleep and wakes it (as
+#               tiny-psleep), then generates again
 #   sg-serve    `sglang.launch_server` (--enable-deterministic-inference), the 64 requests
 #   sg-big      the 1B model: tokens, then throughput, arms "stock shim"
 #   sg-tier     as tier, for SGLang (--mem-fraction 0.85)
@@ -241,6 +243,7 @@ for st in $STAGES; do
              touch "$SGSITE/.installed" || { echo "sg-install failed"; break; }; fi ;;
     sg-eager) shim_setup; ENGINE=sglang offline_stage sg-eager tiny 200 "stock shim" --eager ;;
     sg-graph) shim_setup; ENGINE=sglang offline_stage sg-graph tiny 240 "stock shim" ;;
+    sg-psleep) shim_setup; ENGINE=sglang offline_stage sg-psleep tiny 240 "stock shim" --ponytail-sleep ;;
     sg-serve) shim_setup; ENGINE=sglang serve_stage sg-serve tiny 240 "stock shim" ;;
     sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim" --throughput 256 ;;
     sg-tier) shim_setup; ENGINE=sglang offline_stage sg-tier llama1b 300 "stock tier" --mem-fraction 0.85 --throughput 256 ;;

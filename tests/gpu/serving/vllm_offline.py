@@ -119,28 +119,7 @@ def main():
                 flush=True)
 
         if a.ponytail_sleep and preloaded():  # a stock arm only gives the reference tokens
-            pid = ponytail_control.busiest(exclude=(os.getpid(),))
-            res["psleep_pid"] = pid
-            if pid is None:
-                raise RuntimeError("--ponytail-sleep: no engine process with a control socket in %s"
-                                   % ponytail_control.control_dir())
-            before = nv.now_mib()
-            t3 = time.time()
-            sl = ponytail_control.ask(pid, "sleep")
-            res["sleep_s"] = round(time.time() - t3, 3)
-            res["psleep"] = sl
-            if not sl.get("ok"):
-                raise RuntimeError("ponytail sleep %d: %s" % (pid, sl.get("error")))
-            time.sleep(0.5)
-            asleep = nv.now_mib()
-            t4 = time.time()
-            wk = ponytail_control.ask(pid, "wake")
-            res["wake_s"] = round(time.time() - t4, 3)
-            res["pwake"] = wk
-            if not wk.get("ok"):
-                raise RuntimeError("ponytail wake %d: %s" % (pid, wk.get("error")))
-            res.update(sleep_before_mib=before, sleep_asleep_mib=asleep,
-                       sleep_freed_mib=(before - asleep) if before is not None else None)
+            ponytail_control.sleep_wake(nv, res)
             outs2 = llm.generate(prompts, sp, use_tqdm=False)
             toks2 = [list(o.outputs[0].token_ids) for o in outs2]
             res["digest_after_wake"] = digest(toks2)
@@ -148,8 +127,9 @@ def main():
             res["wake_cmp"] = compare_tokens(
                 res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
             print("ponytail sleep of %d: %s bytes in %.2f s (NVML freed %s MiB), wake %.2f s, tokens after "
-                  "wake against before: %s" % (pid, sl.get("bytes"), res["sleep_s"], res["sleep_freed_mib"],
-                                               res["wake_s"], compare_text(res["wake_cmp"])), flush=True)
+                  "wake against before: %s" % (res["psleep_pid"], res["psleep"].get("bytes"), res["sleep_s"],
+                                               res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
+                  flush=True)
 
         if a.throughput:
             tp = [TokensPrompt(prompt_token_ids=ids)
