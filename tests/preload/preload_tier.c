@@ -16,6 +16,14 @@
  *       cudaMemGetInfo offers the limit's 32 MiB (the reserve binds only where
  *       the device itself runs short) plus the tier; past the limit the host
  *       takes the rest.
+ * engine: vLLM's start-up in miniature (the tier arm that failed on the H100,
+ *       bench/records/2026-12-07-serving-second-run.md), HOST_TIER=64M, _INFO,
+ *       an 8M reserve: size the KV cache as 0.85 of the reported total less
+ *       the weights, allocate it layer by layer, then the CUDA-graph pools,
+ *       then what the driver takes for itself: the low layers on the device,
+ *       the rest on the host, every byte kept; the graph pools on the device;
+ *       the device never filled past the reserve's quarter, so the driver's
+ *       own allocation succeeds.
  * off:  no tier (the default): the allocation past the device fails with
  *       out-of-memory as stock, no host memory is used. */
 #include <cuda.h>
@@ -142,6 +150,42 @@ static int sc_limit(void) {
   return g_failed;
 }
 
+static int sc_engine(void) {
+  enum { LAYERS = 12 };
+  void *x = NULL, *w = NULL, *kv[LAYERS] = {0}, *g[2] = {0}, *drv = NULL;
+  size_t fr = 0, tot = 0;
+  CHECK_EQ(cudaMalloc(&x, 4096), cudaSuccess); /* small, passed through: the context's share */
+  CHECK_EQ(cudaMalloc(&w, 6 * MiB), cudaSuccess); /* the weights */
+  CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+  CHECK_EQ(tot, (64 + 64) * MiB);
+  /* gpu_memory_utilization 0.85 of the total, less the weights, in 8 MiB layer tensors */
+  uint64_t layer = 8 * MiB, n = ((uint64_t)(0.85 * (double)tot) - 6 * MiB) / layer;
+  CHECK_EQ(n, LAYERS);
+  CHECK(n * layer <= fr);
+  uint64_t host_before = 0;
+  for (uint64_t i = 0; i < LAYERS; i++) {
+    CHECK_EQ(cudaMalloc(&kv[i], layer), cudaSuccess);
+    if (kv[i]) fill(kv[i], layer, 10 + i);
+    if (i == 5) CHECK_EQ(fakecuda_host_vmm_bytes(), 0); /* six layers on the device */
+  }
+  host_before = fakecuda_host_vmm_bytes();
+  CHECK_EQ(host_before, 6 * layer); /* the seventh would pass the reserve: it and the rest on the host */
+  /* The graph pools after the KV cache: on the device, in the reserve. */
+  for (int i = 0; i < 2; i++) CHECK_EQ(cudaMalloc(&g[i], 2 * MiB), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), host_before);
+  /* The driver's own (graph instantiation, modules): a quarter of the reserve stays free. */
+  CHECK(64 * MiB - fakecuda_device_bytes(0) >= 2 * MiB);
+  CHECK_EQ(cudaMalloc(&drv, 1 * MiB - 4096), cudaSuccess);
+  for (uint64_t i = 0; i < LAYERS; i++) CHECK(kv[i] && intact(kv[i], layer, 10 + i));
+  for (uint64_t i = 0; i < LAYERS; i++) CHECK_EQ(cudaFree(kv[i]), cudaSuccess);
+  for (int i = 0; i < 2; i++) CHECK_EQ(cudaFree(g[i]), cudaSuccess);
+  CHECK_EQ(cudaFree(drv), cudaSuccess);
+  CHECK_EQ(cudaFree(w), cudaSuccess);
+  CHECK_EQ(cudaFree(x), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  return g_failed;
+}
+
 static int sc_off(void) {
   void *a = NULL, *b = NULL;
   size_t fr = 0, tot = 0;
@@ -164,6 +208,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "tier")) return run_scenario(g_dir, "tier", sc_tier, check_tier, NULL, 3000);
   if (!strcmp(argv[1], "off")) return run_scenario(g_dir, "off", sc_off, NULL, NULL, 3000);
   if (!strcmp(argv[1], "limit")) return run_scenario(g_dir, "limit", sc_limit, NULL, NULL, 3000);
+  if (!strcmp(argv[1], "engine")) return run_scenario(g_dir, "engine", sc_engine, NULL, NULL, 3000);
   fprintf(stderr, "unknown scenario %s\n", argv[1]);
   return 2;
 }
