@@ -274,12 +274,11 @@ int pt_pool_tier_promote(struct pt_pool *pool, uint64_t max_bytes, uint64_t *mov
 /* tier_bytes now, without the lock (relaxed). */
 uint64_t pt_pool_tier_bytes(const struct pt_pool *pool);
 uint64_t pt_pool_tier_room(const struct pt_pool *pool); /* tier size left */
-/* The smallest host handle of the live tier blocks, in bytes (0: none): a
- * move back needs that much device room beyond the reserve. */
-uint64_t pt_pool_tier_min_move(struct pt_pool *pool);
-/* The device bytes new device memory leaves free (pool config's
- * tier_reserve_bytes; 0 without a tier or without the backend's device_free). */
-uint64_t pt_pool_tier_reserve(const struct pt_pool *pool);
+/* Whether pt_pool_tier_promote would move something now: room on the
+ * device (the driver's free memory and the pool's own free device memory,
+ * less the tier's reserve, within the limit) for the tier's smallest host
+ * handle. False when the tier holds nothing. */
+bool pt_pool_tier_movable(struct pt_pool *pool);
 
 /* Current figures without the lock (relaxed reads; for the limit check and
  * cudaMemGetInfo on the pass-through path, where a lock would serialise). */

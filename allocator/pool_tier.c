@@ -244,9 +244,10 @@ out:
   return rc;
 }
 
-uint64_t pt_pool_tier_min_move(struct pt_pool *p) {
+/* Under the mutex: the smallest host handle of the live tier blocks, in
+ * bytes (0: none). */
+static uint64_t min_move(const struct pt_pool *p) {
   uint64_t min = 0;
-  pthread_mutex_lock(&p->mu);
   for (uint64_t i = 0; p->st.tier_bytes && i < p->live.cap; i++) {
     struct pt_blk *b = p->live.keys[i] ? p->live.vals[i] : NULL;
     struct pt_arena *ar;
@@ -258,11 +259,28 @@ uint64_t pt_pool_tier_min_move(struct pt_pool *p) {
       s += n;
     }
   }
-  pthread_mutex_unlock(&p->mu);
   return min;
 }
 
-uint64_t pt_pool_tier_reserve(const struct pt_pool *p) { return p->tier_reserve; }
+bool pt_pool_tier_movable(struct pt_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  /* What promote can give the device: the driver's free memory plus the
+   * pool's own free device memory (it trims that first), less the reserve,
+   * within the limit (which counts the pool's free memory as used until
+   * the trim). A failed query counts the pool's free memory alone. */
+  uint64_t dev_live = pt_dev_live(p), pool_free = p->st.physical_bytes - dev_live, fr = 0;
+  if (!p->bk.ops->device_free || p->bk.ops->device_free(p->bk.ctx, &fr)) fr = 0;
+  uint64_t room = fr + pool_free;
+  room = room > p->tier_reserve ? room - p->tier_reserve : 0;
+  if (p->limit) {
+    uint64_t used = p->st.physical_bytes + __atomic_load_n(&p->st.passthrough_bytes, __ATOMIC_RELAXED) - pool_free;
+    uint64_t lim_room = used < p->limit ? p->limit - used : 0;
+    if (lim_room < room) room = lim_room;
+  }
+  uint64_t need = min_move(p);
+  pthread_mutex_unlock(&p->mu);
+  return need && room >= need;
+}
 
 uint64_t pt_pool_tier_bytes(const struct pt_pool *p) { return __atomic_load_n(&p->st.tier_bytes, __ATOMIC_RELAXED); }
 

@@ -155,26 +155,12 @@ int pt_route_tier_promote(uint64_t *moved, uint64_t *left) {
 }
 
 bool pt_route_tier_room(void) {
+  /* Room for the smallest host handle, else the move would hold the process
+   * (and drain the device) every retry to move nothing. */
   int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
   for (int d = 0; d < nd; d++) {
     struct pt_pool *p = pool_at(d);
-    if (!p || !pt_pool_tier_bytes(p)) continue;
-    struct pt_pool_usage u;
-    pt_pool_usage(p, &u);
-    uint64_t dev_live = u.live_bytes - pt_pool_tier_bytes(p), pool_free = u.physical_bytes - dev_live;
-    size_t fr = 0, tot = 0;
-    if (dev_meminfo(d, &fr, &tot)) fr = 0;
-    uint64_t room = (uint64_t)fr + pool_free, reserve = pt_pool_tier_reserve(p);
-    room = room > reserve ? room - reserve : 0;
-    if (R.limit) {
-      uint64_t used = u.physical_bytes + u.passthrough_bytes - pool_free;
-      uint64_t lim_room = used < R.limit ? R.limit - used : 0;
-      if (lim_room < room) room = lim_room;
-    }
-    /* Room for the smallest host handle, else the move would hold the
-     * process (and drain the device) every retry to move nothing. */
-    uint64_t need = pt_pool_tier_min_move(p);
-    if (need && room >= need) return true;
+    if (p && pt_pool_tier_bytes(p) && pt_pool_tier_movable(p)) return true;
   }
   return false;
 }

@@ -241,6 +241,7 @@ static void test_reserve(void **state) {
   assert_int_equal(pt_pool_free_sync(p, c), 0);
   /* Promotion too: with others back to 8 MiB, 8 MiB free is all reserve. */
   pt_backend_host_others(&bk, 4);
+  assert_false(pt_pool_tier_movable(p)); /* what the shim's mover asks before it holds the process */
   uint64_t moved = 1;
   assert_int_equal(pt_pool_tier_promote(p, 0, &moved), 0);
   assert_int_equal(moved, 0);
@@ -251,9 +252,11 @@ static void test_reserve(void **state) {
   assert_int_equal(stats(p).physical_bytes, 52 * MiB);
   assert_int_equal(pt_pool_free_sync(p, d), 0);
   pt_backend_host_others(&bk, 0); /* 16 MiB free: 8 of it may take b's host handle */
+  assert_true(pt_pool_tier_movable(p));
   assert_int_equal(pt_pool_tier_promote(p, 0, &moved), 0);
   assert_int_equal(moved, 8 * MiB);
   assert_int_equal(stats(p).tier_bytes, 0);
+  assert_false(pt_pool_tier_movable(p)); /* nothing on the host */
   verify(a, 40 * MiB, 1), verify(b, 16 * MiB, 2);
   assert_pool_consistent(p);
   assert_int_equal(pt_pool_free_sync(p, b), 0);
