@@ -320,14 +320,20 @@ static int faulted_alloc(size_t size, void **p) {
   return 0;
 }
 
-static int vmm_host_lock(void *c, void *p, size_t size) {
-  struct vmm_ctx *v = c;
+/* Page-locks faulted memory: the one registration both kinds below make. */
+static int host_register(struct vmm_ctx *v, void *p, size_t size) {
   if (!v->drv->cuMemHostRegister || !v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
-  uint64_t t0 = pt_now_ns();
   CUresult r;
   VMM_IN_CTX(v, r, v->drv->cuMemHostRegister(p, size, 0));
-  __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED);
   return (int)r;
+}
+
+static int vmm_host_lock(void *c, void *p, size_t size) {
+  struct vmm_ctx *v = c;
+  uint64_t t0 = pt_now_ns();
+  int r = host_register(v, p, size);
+  __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED);
+  return r;
 }
 
 static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
@@ -335,11 +341,9 @@ static int registered_alloc(struct vmm_ctx *v, size_t size, void **p) {
   void *m;
   int rc = faulted_alloc(size, &m);
   if (rc) return rc;
-  CUresult r;
-  VMM_IN_CTX(v, r, v->drv->cuMemHostRegister(m, size, 0));
-  if (r != CUDA_SUCCESS) {
+  if ((rc = host_register(v, m, size))) {
     munmap(m, size);
-    return (int)r;
+    return rc;
   }
   *p = m;
   return 0;
