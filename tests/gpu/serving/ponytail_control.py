@@ -72,6 +72,16 @@ def busiest(exclude=()):
     return best
 
 
+def _timed(pid, req, res, key, secs_key):
+    """ask(pid, req): the answer in res[key], its seconds in res[secs_key] (kept when it failed
+    too); RuntimeError when it is not ok."""
+    t0 = time.time()
+    res[key] = ask(pid, req)
+    res[secs_key] = round(time.time() - t0, 3)
+    if not res[key].get("ok"):
+        raise RuntimeError("ponytail %s %d: %s" % (req, pid, res[key].get("error")))
+
+
 def sleep_wake(nv, res):
     """`ponytail sleep` then `ponytail wake` of this process tree's busiest pool (an engine's model
     process), as the serving arms' --ponytail-sleep does: fills res with the pid, the shim's
@@ -82,19 +92,9 @@ def sleep_wake(nv, res):
     if pid is None:
         raise RuntimeError("--ponytail-sleep: no engine process with a control socket in %s" % control_dir())
     before = nv.now_mib()
-    t0 = time.time()
-    sl = ask(pid, "sleep")
-    res["sleep_s"] = round(time.time() - t0, 3)
-    res["psleep"] = sl
-    if not sl.get("ok"):
-        raise RuntimeError("ponytail sleep %d: %s" % (pid, sl.get("error")))
+    _timed(pid, "sleep", res, "psleep", "sleep_s")
     time.sleep(0.5)
     asleep = nv.now_mib()
-    t1 = time.time()
-    wk = ask(pid, "wake")
-    res["wake_s"] = round(time.time() - t1, 3)
-    res["pwake"] = wk
-    if not wk.get("ok"):
-        raise RuntimeError("ponytail wake %d: %s" % (pid, wk.get("error")))
+    _timed(pid, "wake", res, "pwake", "wake_s")
     res.update(sleep_before_mib=before, sleep_asleep_mib=asleep,
                sleep_freed_mib=(before - asleep) if before is not None and asleep is not None else None)

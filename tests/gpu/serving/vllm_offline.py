@@ -95,6 +95,15 @@ def main():
         print("generate: %d prompts in %.2f s, digest %s" % (len(toks), res["gen_s"], res["digest"]),
               flush=True)
 
+        def after_wake():
+            """The same prompts again: tokens against those before the sleep (wake_cmp)."""
+            outs2 = llm.generate(prompts, sp, use_tqdm=False)
+            toks2 = [list(o.outputs[0].token_ids) for o in outs2]
+            res["digest_after_wake"] = digest(toks2)
+            res["wake_same"] = toks2 == toks
+            res["wake_cmp"] = compare_tokens(
+                res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
+
         if a.sleep:
             torch_sync()
             before = nv.now_mib()
@@ -108,24 +117,14 @@ def main():
             res["wake_s"] = round(time.time() - t4, 3)
             res.update(sleep_before_mib=before, sleep_asleep_mib=asleep,
                        sleep_freed_mib=(before - asleep) if before is not None else None)
-            outs2 = llm.generate(prompts, sp, use_tqdm=False)
-            toks2 = [list(o.outputs[0].token_ids) for o in outs2]
-            res["digest_after_wake"] = digest(toks2)
-            res["wake_same"] = toks2 == toks
-            res["wake_cmp"] = compare_tokens(
-                res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
+            after_wake()
             print("sleep %.2f s (freed %s MiB), wake %.2f s, tokens after wake against before: %s" % (
                 res["sleep_s"], res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
                 flush=True)
 
         if a.ponytail_sleep and preloaded():  # a stock arm only gives the reference tokens
             ponytail_control.sleep_wake(nv, res)
-            outs2 = llm.generate(prompts, sp, use_tqdm=False)
-            toks2 = [list(o.outputs[0].token_ids) for o in outs2]
-            res["digest_after_wake"] = digest(toks2)
-            res["wake_same"] = toks2 == toks
-            res["wake_cmp"] = compare_tokens(
-                res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
+            after_wake()
             print("ponytail sleep of %d: %s bytes in %.2f s (NVML freed %s MiB), wake %.2f s, tokens after "
                   "wake against before: %s" % (res["psleep_pid"], res["psleep"].get("bytes"), res["sleep_s"],
                                                res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
