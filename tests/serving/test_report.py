@@ -143,6 +143,20 @@ class Report(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("p.2.shim: tokens changed after sleep/wake", out)
 
+    def test_throughput_warm_passes(self):
+        # tok/s: the median of the passes after the first (a cold pass of 1000 tok/s in each arm
+        # must not count), and the warm passes' range of each side in the summary
+        def tp(*v):
+            return [dict(s=1.0, out_tok_s=x, total_tok_s=x) for x in v]
+        rc, out = self.runs({"t.1.stock": self.arm(REF_TOKENS, throughput=tp(1000, 4000, 4200, 3800)),
+                             "t.2.shim": self.arm(REF_TOKENS, throughput=tp(1000, 4400, 4600, 4000))})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("tok/s shim/stock 1.100 (warm passes: stock 3800-4200, shim 4000-4600)", out)
+        rc, out = self.runs({"t.1.stock": self.arm(REF_TOKENS, throughput=tp(2000)),
+                             "t.2.shim": self.arm(REF_TOKENS, throughput=tp(3000))})
+        self.assertIn("tok/s shim/stock 1.500", out)  # a lone pass counts as it is
+        self.assertNotIn("warm passes", out)
+
     def test_failures(self):
         rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})
         self.assertEqual(rc, 1)

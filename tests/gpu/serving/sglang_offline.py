@@ -8,7 +8,7 @@ vllm_report.py reads both:
             kv_cache_tokens (SGLang's max_total_num_tokens), NVML peak
   tokens:   greedy token ids of --prompts random prompts of 16-2048 tokens, EOS ignored, and each
             position's top-5 logprobs (near ties: workload.compare_tokens)
-  --throughput N: N prompts of --tp-in tokens, --tp-out new tokens each, timed twice
+  --throughput N: N prompts of --tp-in tokens, --tp-out new tokens each, timed --tp-passes times (default 5)
 
 Attention is FA3 (--attention-backend fa3) and sampling plain PyTorch: flashinfer, SGLang's
 default for both, is staged without its JIT sources (tests/gpu/serving/sglang/stage.sh).
@@ -59,6 +59,9 @@ def main():
     p.add_argument("--throughput", type=int, default=0)
     p.add_argument("--tp-in", type=int, default=512)
     p.add_argument("--tp-out", type=int, default=128)
+    p.add_argument("--tp-passes", type=int, default=5,
+                   help="times the throughput prompts run; the report takes the median of all but the first "
+                        "(a pass is under a second on the 1B model, and the first warms the engine's shapes)")
     a = p.parse_args()
     res = dict(model=os.path.basename(a.model.rstrip("/")), eager=a.eager, engine="sglang",
                preload=os.environ.get("LD_PRELOAD", ""), ok=False)
@@ -121,7 +124,7 @@ def main():
             tp = token_prompts(a.throughput, a.tp_in, a.tp_in, seed=7)
             spt = dict(temperature=0.0, max_new_tokens=a.tp_out, ignore_eos=True)
             runs = []
-            for _ in range(2):
+            for _ in range(max(1, a.tp_passes)):
                 t5 = time.time()
                 o3 = output_ids(eng.generate(input_ids=tp, sampling_params=spt))
                 dt = time.time() - t5

@@ -31,7 +31,7 @@
 #               streaming and not), twice; VLLM_BATCH_INVARIANT=1 so that batch composition,
 #               which concurrent arrival makes differ from run to run, cannot change tokens
 #   big         the 1B model, default mode, arms "stock shim stock shim": 64 prompts' tokens,
-#               then throughput (256 prompts of 512 tokens, 128 new tokens, twice)
+#               then throughput (256 prompts of 512 tokens, 128 new tokens, five passes; tok/s is the median of the last four)
 #   big-serve   `vllm serve` of the 1B model, as tiny-serve
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
 #   tier        capacity (issue 48 point 3, issue 49's tier): the 1B model at --gpu-util 0.85, arms
@@ -46,7 +46,7 @@
 #   sg-psleep   as sg-graph, and the shim arm puts the scheduler to sleep and wakes it (as
 #               tiny-psleep), then generates again
 #   sg-serve    `sglang.launch_server` (--enable-deterministic-inference), the 64 requests
-#   sg-big      the 1B model: tokens, then throughput, arms "stock shim"
+#   sg-big      the 1B model: tokens, then throughput, arms "stock shim stock shim"
 #   sg-tier     as tier, for SGLang (--mem-fraction 0.85)
 # ARMS_<stage> overrides a stage's arms (e.g. ARMS_big="stock shim"). BUDGET_S (570) bounds the
 # call: an arm starts only with 60 s left and is cut at the budget (its result says NOT RUN).
@@ -245,7 +245,7 @@ for st in $STAGES; do
     sg-graph) shim_setup; ENGINE=sglang offline_stage sg-graph tiny 240 "stock shim" ;;
     sg-psleep) shim_setup; ENGINE=sglang offline_stage sg-psleep tiny 240 "stock shim" --ponytail-sleep ;;
     sg-serve) shim_setup; ENGINE=sglang serve_stage sg-serve tiny 240 "stock shim" ;;
-    sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim" --throughput 256 ;;
+    sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim stock shim" --throughput 256 ;;
     sg-tier) shim_setup; ENGINE=sglang offline_stage sg-tier llama1b 300 "stock tier" --mem-fraction 0.85 --throughput 256 ;;
     *) echo "unknown stage $st" ;;
   esac

@@ -120,9 +120,18 @@ def fmt(x, f="%.1f"):
 
 
 def tps(r):
-    """Output tokens/s of an arm: the median of its throughput runs, or a serve arm's second wave."""
+    """Output tokens/s of an arm: the median of its throughput passes after the first (the first
+    warms the engine's batch shapes; a lone pass counts as it is), or a serve arm's second wave."""
     tp = r.get("throughput")
-    return med([x["out_tok_s"] for x in tp]) if tp else r.get("wave2_out_tok_s")
+    if not tp:
+        return r.get("wave2_out_tok_s")
+    return med([x["out_tok_s"] for x in (tp[1:] if len(tp) > 1 else tp)])
+
+
+def tps_range(r):
+    """(min, max) output tokens/s of an arm's warm passes (all but the first), or None."""
+    tp = (r.get("throughput") or [])[1:]
+    return (min(x["out_tok_s"] for x in tp), max(x["out_tok_s"] for x in tp)) if tp else None
 
 
 def kv_tokens(r):
@@ -200,6 +209,12 @@ def main():
             kv_st, kv_sh = med([kv_tokens(r) for r in st]), med([kv_tokens(r) for r in sh])
             nv_st, nv_sh = med([r.get("nvml_peak_mib") for r in st]), med([r.get("nvml_peak_mib") for r in sh])
             t_st, t_sh = med([tps(r) for r in st]), med([tps(r) for r in sh])
+            ranges = [tps_range(r) for r in st + sh]
+            passes = ""
+            if all(ranges) and ranges:
+                lo, hi = min(x[0] for x in ranges[:len(st)]), max(x[1] for x in ranges[:len(st)])
+                lo2, hi2 = min(x[0] for x in ranges[len(st):]), max(x[1] for x in ranges[len(st):])
+                passes = " (warm passes: stock %.0f-%.0f, %s %.0f-%.0f)" % (lo, hi, side, lo2, hi2)
             spread = None
             if len(st) > 1 and all(tps(r) for r in st):
                 v = [tps(r) for r in st]
@@ -209,7 +224,7 @@ def main():
                   stage, side, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, warm, fmt(kv_sh, "%d"),
                   fmt(kv_st, "%d"), fmt(nv_sh, "%d"), fmt(nv_st, "%d"),
                   side, fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
-                  "" if spread is None else " (stock-vs-stock spread %.3f)" % spread))
+                  passes + ("" if spread is None else " (stock-vs-stock spread %.3f)" % spread)))
     w("tokens: sequences identical to stock's / all; '+k ties': sequences that part at a near tie "
       "(the other token within %.2f nats at the first difference; stock does so against itself)" % TIE)
     # what the shim saw, per shim arm

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The compatibility matrix's verdict (tests/gpu/checks/compat_matrix.py) on hand-made run records:
+# a same-path arm whose tokens differ from stock's is a regression only when stock gave the same
+# tokens twice; when stock's repeat did not run (a deadline) the difference is "not judged", never
+# a failure nor a pass; the repeat is asked for right after the differing arm, once per row.
+# Also tests/gpu/checks/same_path.py's arm specs and per-sequence first divergence.
+# Usage: test_compat_matrix.sh CHECKS_DIR
+set -euo pipefail
+py=$(command -v python3 || true)
+[ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
+"$py" - "$1" <<'PY'
+import importlib.util, sys
+sys.path.insert(0, sys.argv[1])
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, sys.argv[1] + "/" + name + ".py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+M = load("compat_matrix")
+def rec(row, arm, digest, ok=True, **kw):
+    return dict(row=row, arm=arm, rc=0 if ok else 1, ok=ok, digest=digest, seconds=1.0, tail=[], **kw)
+
+# same differs, stock's repeat matches stock: a regression
+recs = [rec("r", "stock", "A"), rec("r", "same", "B"), rec("r", "aa", "A")]
+lines, bad, unjudged = M.judge(recs)
+assert bad == ["r/same: output differs from stock on the same attention path"], bad
+assert not unjudged
+# same differs, stock differs from itself: neither
+recs[2] = rec("r", "aa", "C")
+lines, bad, unjudged = M.judge(recs)
+assert not bad and not unjudged, (bad, unjudged)
+assert any("stock differs from itself too" in l for l in lines), lines
+# same differs, no repeat (the deadline cut it): not judged, not a regression
+lines, bad, unjudged = M.judge(recs[:2])
+assert not bad and len(unjudged) == 1 and "aa not run" in unjudged[0], (bad, unjudged)
+assert any("not judged" in l for l in lines)
+# the repeat was skipped by the deadline: still not judged
+lines, bad, unjudged = M.judge(recs[:2] + [dict(row="r", arm="aa", rc="not run (deadline)", ok=False, skipped=True)])
+assert not bad and len(unjudged) == 1, (bad, unjudged)
+# identical: nothing to say; the shim arm (other path) differs without verdict
+lines, bad, unjudged = M.judge([rec("r", "stock", "A"), rec("r", "same", "A"), rec("r", "shim", "Z")])
+assert not bad and not unjudged
+assert any("identical to stock" in l for l in lines) and any("other attention path" in l for l in lines)
+# a shim arm that fails where stock ran is a regression; flash pair judged against stock_flash
+lines, bad, _ = M.judge([rec("r", "stock", "A"), rec("r", "shim", None, ok=False)])
+assert bad == ["r/shim: runs stock, fails under the shim (rc 1)"], bad
+lines, bad, _ = M.judge([rec("r", "stock_flash", "F"), rec("r", "same_flash", "G"), rec("r", "aa_flash", "F")])
+assert bad == ["r/same_flash: output differs from stock_flash on the same attention path"], bad
+
+# needs_repeat: right after a differing same-path arm, once per row, never for other arms
+s, d = rec("r", "stock", "A"), rec("r", "same", "B")
+assert M.needs_repeat(d, [s, d]) == "aa"
+assert M.needs_repeat(d, [s, d, rec("r", "aa", "A")]) is None
+assert M.needs_repeat(d, [s, d, dict(row="r", arm="aa", rc="x", ok=False, skipped=True)]) == "aa"
+assert M.needs_repeat(rec("r", "same", "A"), [s]) is None          # identical
+assert M.needs_repeat(rec("r", "shim", "B"), [s]) is None          # another path
+assert M.needs_repeat(rec("q", "same", "B"), [s]) is None          # no stock in its row
+assert M.needs_repeat(rec("r", "same", None), [s]) is None         # nothing to compare
+f = rec("r", "same_flash", "G")
+assert M.needs_repeat(f, [rec("r", "stock_flash", "F"), f]) == "aa_flash"
+
+S = load("same_path")
+assert S.parse_arm("stock") == ("stock", None, None, {})
+assert S.parse_arm("h:shim=a/b.so:ref=sf:PONYTAIL_ATTN=off:X=1=2") == (
+    "h", "a/b.so", "sf", {"PONYTAIL_ATTN": "off", "X": "1=2"})
+for bad_spec in (":shim=x", "h:novalue", "h:=v"):
+    try:
+        S.parse_arm(bad_spec)
+        raise AssertionError("accepted " + bad_spec)
+    except ValueError:
+        pass
+assert S.first_divergence([[1, 2, 3], [4, 5], [7, 8]], [[1, 2, 3], [4, 6], [7]]) == [None, 1, 1]
+print("compat_matrix verdicts OK")
+PY
