@@ -23,7 +23,10 @@
  *   other and with the sleeping thread's map, set_access, copy_to_host and
  *   copy_d2d; a wake's helper calls create, map, set_access, unmap and
  *   release concurrently with the waking thread's copy_to_device and
- *   copy_d2d. */
+ *   copy_d2d. A sleep's preparation (pt_pool_sleep_prepare) calls
+ *   host_alloc, create_host, host_lock, host_free and release without the
+ *   mutex, from its thread and its helpers, concurrently with each other and
+ *   with any op the pool calls under its mutex. */
 #ifndef PT_ALLOC_BACKEND_H
 #define PT_ALLOC_BACKEND_H
 #include <stddef.h>

@@ -144,6 +144,7 @@ struct pt_pool_config {
   X(host_bytes)        /* of those, kept in host memory (the rest was dropped) */ \
   X(host_kept_bytes)   /* host memory held while awake for the next sleep (sleep_reuse) */ \
   X(host_reused_bytes) /* bytes of sleeps that found their host memory kept */ \
+  X(prepares)          /* pt_pool_sleep_prepare calls that kept host memory */  \
   X(tier_bytes)        /* host-tier bytes now backing live allocations */          \
   X(peak_tier_bytes)                                                               \
   X(tier_allocs)       /* allocations given host-tier granules */                  \
@@ -225,6 +226,19 @@ struct pt_pool_sleep_info {
   uint64_t copy_ns, map_ns, host_ns; /* copying; mapping calls; host memory alloc/free */
 };
 int pt_pool_sleep(struct pt_pool *pool, bool discard, struct pt_pool_sleep_info *info);
+/* Gets now, while the process runs, the host memory the next sleep will copy
+ * into (getting it is most of a first sleep: the kernel zeroes and pins every
+ * page), and keeps it as a wake keeps it under sleep_reuse: one piece for
+ * each physical handle the pool maps now that the kept memory does not cover
+ * yet. The next sleep takes the pieces of its handles' sizes and frees the
+ * rest after releasing the device memory; without sleep_reuse, the wake after
+ * it frees them. The pool's mutex is held only to list the handles and to
+ * keep the pieces: allocations go on meanwhile (the backend's host ops run
+ * without it, backend.h). info: handles and bytes got now, reused_bytes
+ * covered already, host_ns. err_invalid while asleep, with host-tier memory
+ * or without host memory ops; the backend's error (nothing kept from this
+ * call) when host memory runs out. */
+int pt_pool_sleep_prepare(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 int pt_pool_wake(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 bool pt_pool_asleep(struct pt_pool *pool);
 /* pt_pool_wake in steps, so that a caller waking several pools gets all of

@@ -90,11 +90,13 @@ static void drop_cache(struct pt_pool *p) {
   p->st.host_kept_bytes = 0;
 }
 
-/* Entries [0, n) take the kept host memory of their size (sleep_reuse): a
- * buffer as it is, a host handle unmapped from the kept range (it is mapped
- * again at the entry's place); what no entry takes is freed. Returns the
- * bytes taken. */
-static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n) {
+/* Entries [0, n) take the kept host memory of their size (sleep_reuse, or
+ * pt_pool_sleep_prepare): a buffer as it is, a host handle unmapped from the
+ * kept range (it is mapped again at the entry's place). What no entry takes
+ * moves to *spare, for the caller to free once the device memory is released
+ * (drop_set): a sleep gives the GPU back before it frees surplus host memory.
+ * Returns the bytes taken. */
+static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct pt_sleep_set *spare) {
   uint64_t taken = 0;
   if (!p->cache.e) return 0;
   for (uint64_t i = 0; i < n; i++)
@@ -108,7 +110,9 @@ static uint64_t take_cached(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t 
       taken += e[i].n * p->gran;
       break;
     }
-  drop_cache(p);
+  *spare = p->cache;
+  p->cache = (struct pt_sleep_set){0};
+  p->st.host_kept_bytes = 0;
   return taken;
 }
 
@@ -178,10 +182,76 @@ static int wait_ready(struct host_run *r, uint64_t i) {
   return ok ? 0 : 1;
 }
 
-/* Host memory for set s's entries and their bytes copied into it. On failure
- * the pool itself was not touched; the caller frees what s holds (drop_set). */
-static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_info *info) {
-  enum { MAXT = 64 };
+/* Up to sleep_threads helpers getting host memory for entries [0, n), each
+ * entry once (those that have memory already are skipped); the caller takes
+ * each entry in order with helpers_get and ends with helpers_stop. */
+enum { MAXT = 64 };
+struct helpers {
+  struct host_run run;
+  struct host_job jobs[MAXT];
+  pthread_t tid[MAXT];
+  uint64_t started; /* 0: no helper runs, helpers_get gets each entry itself */
+};
+
+static void helpers_start(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct helpers *h) {
+  uint64_t t = (uint64_t)p->sleep_threads < n ? (uint64_t)p->sleep_threads : n;
+  if (t > MAXT) t = MAXT;
+  /* Registered memory on helpers: they fault it in, the calling thread
+   * registers each piece (helpers_get), so every driver call is its own. */
+  h->run = (struct host_run){.p = p, .e = e, .n = n, .step = t > 1 ? t : 1,
+                             .fault_only = p->sleep_host == PT_SLEEP_IN_REGISTERED && p->bk.ops->host_lock};
+  h->started = 0;
+  if (t <= 1 || !(h->run.state = calloc(n, 1))) return;
+  pthread_mutex_init(&h->run.mu, NULL);
+  pthread_cond_init(&h->run.cv, NULL);
+  for (uint64_t i = 0; i < n; i++)
+    if (e[i].host || e[i].hcreated) h->run.state[i] = 1;
+  for (uint64_t k = 0; k < t; k++) {
+    h->jobs[k] = (struct host_job){.r = &h->run, .first = k};
+    if (pthread_create(&h->tid[h->started], NULL, host_worker, &h->jobs[k]) != 0) break;
+    h->started++;
+  }
+  if (h->started < t) { /* the helpers that did start stop; the caller does it all */
+    __atomic_store_n(&h->run.stop, 1, __ATOMIC_RELEASE);
+    for (uint64_t k = 0; k < h->started; k++) pthread_join(h->tid[k], NULL);
+    h->started = 0;
+  }
+}
+
+/* Entry i's host memory, page-locked: the helper's (waited for) or got here.
+ * 0, -1 (a helper failed: helpers_stop says how), or the backend's error. */
+static int helpers_get(struct pt_pool *p, struct helpers *h, uint64_t i) {
+  struct pt_sleep_ent *e = &h->run.e[i];
+  int rc = 0;
+  if (h->started) rc = wait_ready(&h->run, i) ? -1 : 0;
+  else if (!e->host && !e->hcreated) rc = get_one(p, e, false);
+  if (!rc && e->faulted && !(rc = p->bk.ops->host_lock(p->bk.ctx, e->host, e->n * p->gran))) e->faulted = false;
+  return rc;
+}
+
+/* Stops and joins the helpers; rc: the caller's result, where -1 becomes the
+ * failed helper's error. */
+static int helpers_stop(struct pt_pool *p, struct helpers *h, int rc) {
+  if (h->started) {
+    __atomic_store_n(&h->run.stop, 1, __ATOMIC_RELEASE); /* on a failure here: the helpers stop too */
+    for (uint64_t k = 0; k < h->started; k++) pthread_join(h->tid[k], NULL);
+    for (uint64_t k = 0; k < h->started && rc == -1; k++)
+      if (h->jobs[k].rc) rc = h->jobs[k].rc; /* the helper's error, not the wait's */
+    if (rc == -1) rc = p->bk.ops->err_oom;  /* (a wait ends only on a helper's failure) */
+  }
+  if (h->run.state) {
+    pthread_cond_destroy(&h->run.cv);
+    pthread_mutex_destroy(&h->run.mu);
+    free(h->run.state);
+    h->run.state = NULL;
+  }
+  return rc;
+}
+
+/* Host memory for set s's entries and their bytes copied into it; *spare
+ * gets the kept host memory no entry took (take_cached). On failure the pool
+ * itself was not touched; the caller frees what s and *spare hold (drop_set). */
+static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_info *info, struct pt_sleep_set *spare) {
   const struct pt_backend_ops *o = p->bk.ops;
   struct pt_sleep_ent *e = s->e;
   const uint64_t n = s->n;
@@ -197,42 +267,18 @@ static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_
       at += e[i].n * p->gran;
     }
   }
-  uint64_t reused = rc ? 0 : take_cached(p, e, n);
+  uint64_t reused = rc ? 0 : take_cached(p, e, n, spare);
   p->st.host_reused_bytes += reused;
   info->reused_bytes += reused;
   uint64_t wait_ns = pt_now_ns() - t0, copy_ns = 0;
 
-  uint64_t t = (uint64_t)p->sleep_threads < n ? (uint64_t)p->sleep_threads : n;
-  if (t > MAXT) t = MAXT;
-  /* Registered memory on helpers: they fault it in, this thread registers
-   * each piece before its copy, so every driver call is this thread's. */
-  struct host_run run = {.p = p, .e = e, .n = n, .step = t > 1 ? t : 1,
-                         .fault_only = p->sleep_host == PT_SLEEP_IN_REGISTERED && o->host_lock};
-  struct host_job jobs[MAXT];
-  pthread_t tid[MAXT];
-  uint64_t started = 0;
-  if (!rc && t > 1 && (run.state = calloc(n, 1))) {
-    pthread_mutex_init(&run.mu, NULL);
-    pthread_cond_init(&run.cv, NULL);
-    for (uint64_t i = 0; i < n; i++)
-      if (e[i].host || e[i].hcreated) run.state[i] = 1;
-    for (uint64_t k = 0; k < t; k++) {
-      jobs[k] = (struct host_job){.r = &run, .first = k};
-      if (pthread_create(&tid[started], NULL, host_worker, &jobs[k]) != 0) break;
-      started++;
-    }
-    if (started < t) { /* the helpers that did start stop; this thread does it all */
-      __atomic_store_n(&run.stop, 1, __ATOMIC_RELEASE);
-      for (uint64_t k = 0; k < started; k++) pthread_join(tid[k], NULL);
-      started = 0;
-    }
-  }
+  struct helpers h;
+  h.started = 0, h.run.state = NULL;
+  if (!rc) helpers_start(p, e, n, &h);
   for (uint64_t i = 0; i < n && !rc; i++) {
     size_t sz = e[i].n * p->gran;
     uint64_t t1 = pt_now_ns();
-    if (started) rc = wait_ready(&run, i) ? -1 : 0;
-    else if (!e[i].host && !e[i].hcreated) rc = get_one(p, &e[i], false);
-    if (!rc && e[i].faulted && !(rc = o->host_lock(p->bk.ctx, e[i].host, sz))) e[i].faulted = false;
+    rc = helpers_get(p, &h, i);
     if (!rc && in_handles(p) && !(rc = o->map(p->bk.ctx, e[i].hva, sz, e[i].hh))) {
       e[i].hmapped = true;
       rc = o->set_access(p->bk.ctx, e[i].hva, sz);
@@ -245,21 +291,90 @@ static int keep(struct pt_pool *p, struct pt_sleep_set *s, struct pt_pool_sleep_
     copy_ns += pt_now_ns() - t2;
     info->copied_bytes += sz;
   }
-  if (started) {
-    __atomic_store_n(&run.stop, 1, __ATOMIC_RELEASE); /* on a failure here: the helpers stop too */
-    for (uint64_t k = 0; k < started; k++) pthread_join(tid[k], NULL);
-    for (uint64_t k = 0; k < started && rc == -1; k++)
-      if (jobs[k].rc) rc = jobs[k].rc; /* the helper's error, not the wait's */
-    if (rc == -1) rc = o->err_oom;     /* (a wait ends only on a helper's failure) */
-  }
-  if (run.state) {
-    pthread_cond_destroy(&run.cv);
-    pthread_mutex_destroy(&run.mu);
-    free(run.state);
-  }
+  rc = helpers_stop(p, &h, rc);
   info->host_ns += wait_ns;
   info->copy_ns += copy_ns;
   if (rc) info->copied_bytes = 0;
+  return rc;
+}
+
+/* Whether the pool can copy its bytes to its kind of host memory. */
+static bool can_copy(const struct pt_pool *p) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  return in_handles(p) ? o->create_host && o->copy_d2d
+                       : o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
+}
+
+int pt_pool_sleep_prepare(struct pt_pool *p, struct pt_pool_sleep_info *info) {
+  const struct pt_backend_ops *o = p->bk.ops;
+  struct pt_pool_sleep_info z = {0};
+  if (!info) info = &z;
+  *info = z;
+  /* 1. Under the mutex: the sizes of the handles a sleep would copy now, less
+   * those the kept memory covers already (each kept piece covers one). */
+  pthread_mutex_lock(&p->mu);
+  if (p->asleep || !can_copy(p) || p->st.tier_bytes) {
+    pthread_mutex_unlock(&p->mu);
+    return o->err_invalid;
+  }
+  uint64_t n = count_handles(p), nm = 0;
+  struct pt_sleep_ent *m = calloc(n ? n : 1, sizeof *m);
+  uint8_t *used = calloc(p->cache.n ? p->cache.n : 1, 1);
+  if (!m || !used) {
+    pthread_mutex_unlock(&p->mu);
+    free(m);
+    free(used);
+    return o->err_oom;
+  }
+  for (int i = 0; i < p->narenas; i++) {
+    struct pt_arena *a = &p->arenas[i];
+    for (uint64_t s = 0; s < a->nslots; s++) {
+      if (!a->hlen[s] || !pt_bit(a->bits, s)) continue;
+      uint64_t k = 0;
+      for (; k < p->cache.n; k++) {
+        const struct pt_sleep_ent *c = &p->cache.e[k];
+        if (!used[k] && c->n == a->hlen[s] && (c->host || c->hcreated)) break;
+      }
+      if (k < p->cache.n) {
+        used[k] = 1;
+        info->reused_bytes += a->hlen[s] * p->gran;
+      } else {
+        m[nm++] = (struct pt_sleep_ent){.arena = -1, .n = a->hlen[s]};
+      }
+    }
+  }
+  free(used);
+  pthread_mutex_unlock(&p->mu);
+
+  /* 2. Without the mutex (the process allocates on meanwhile): the missing
+   * host memory, on the sleep's helper threads. */
+  uint64_t t0 = pt_now_ns();
+  struct helpers h;
+  h.started = 0, h.run.state = NULL;
+  helpers_start(p, m, nm, &h);
+  int rc = 0;
+  for (uint64_t i = 0; i < nm && !rc; i++) rc = helpers_get(p, &h, i);
+  rc = helpers_stop(p, &h, rc);
+  info->host_ns = pt_now_ns() - t0;
+
+  /* 3. Kept for the next sleep, beside what was kept already. */
+  pthread_mutex_lock(&p->mu);
+  struct pt_sleep_ent *grown = rc || p->asleep ? NULL : realloc(p->cache.e, (p->cache.n + nm + 1) * sizeof *grown);
+  if (!rc && !grown) rc = p->asleep ? o->err_invalid : o->err_oom;
+  if (rc) {
+    drop_host(p, m, nm);
+  } else {
+    p->cache.e = grown;
+    for (uint64_t i = 0; i < nm; i++) {
+      p->cache.e[p->cache.n++] = m[i];
+      p->st.host_kept_bytes += m[i].n * p->gran;
+      info->bytes += m[i].n * p->gran;
+    }
+    info->handles = nm;
+    p->st.prepares++;
+  }
+  pthread_mutex_unlock(&p->mu);
+  free(m);
   return rc;
 }
 
@@ -375,14 +490,13 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
   struct pt_pool_sleep_info z = {0};
   if (!info) info = &z;
   *info = z;
-  bool can_copy = in_handles(p) ? o->create_host && o->copy_d2d
-                                : o->host_alloc && o->host_free && o->copy_to_host && o->copy_to_device;
+  struct pt_sleep_set spare = {0};
   pthread_mutex_lock(&p->mu);
   int rc = 0;
   drop_set(p, &p->gone); /* a wake's host memory that nobody released yet */
   /* Host-tier granules would come back as device memory (or not at all):
    * a pool holding any is refused (pool.h). */
-  if (p->asleep || (!discard && !can_copy) || p->st.tier_bytes) {
+  if (p->asleep || (!discard && !can_copy(p)) || p->st.tier_bytes) {
     rc = o->err_invalid;
     goto out;
   }
@@ -408,7 +522,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
       if (a->hlen[s] && pt_bit(a->bits, s)) e[k++] = (struct pt_sleep_ent){.arena = i, .slot = s, .n = a->hlen[s]};
   }
   /* 1. Host memory and copies: the pool is untouched until both succeed. */
-  if (!discard && (rc = keep(p, &set, info))) {
+  if (!discard && (rc = keep(p, &set, info, &spare))) {
     drop_set(p, &set);
     goto out;
   }
@@ -443,6 +557,7 @@ int pt_pool_sleep(struct pt_pool *p, bool discard, struct pt_pool_sleep_info *in
   p->st.asleep_bytes = info->bytes;
   p->st.host_bytes = discard ? 0 : info->bytes;
 out:
+  drop_set(p, &spare); /* kept host memory no entry took: after the GPU memory went back */
   pthread_mutex_unlock(&p->mu);
   return rc;
 }

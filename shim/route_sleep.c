@@ -97,6 +97,24 @@ int pt_route_sleep(bool discard, struct pt_pool_sleep_info *sum, int *failed_dev
   return 0;
 }
 
+int pt_route_sleep_prepare(struct pt_pool_sleep_info *sum, int *failed_dev) {
+  memset(sum, 0, sizeof *sum);
+  *failed_dev = -1;
+  int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
+  for (int d = 0; d < nd; d++) {
+    struct pt_pool *p = pool_at(d);
+    if (!p) continue;
+    struct pt_pool_sleep_info i;
+    int rc = pt_pool_sleep_prepare(p, &i);
+    if (rc) {
+      *failed_dev = d;
+      return rc;
+    }
+    add_info(sum, &i);
+  }
+  return 0;
+}
+
 int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev) {
   memset(sum, 0, sizeof *sum);
   *failed_dev = -1;

@@ -22,6 +22,11 @@ void pt_route_sleep_figures(struct pt_route_sleep_figures *f);
 /* Every pool asleep (discard: contents dropped) or none; *failed_dev is the
  * device whose pool failed (-1: none). Returns 0 or the pool's error. */
 int pt_route_sleep(bool discard, struct pt_pool_sleep_info *sum, int *failed_dev);
+/* The host memory the next sleep of every pool will copy into, got now while
+ * the process runs (no gate: pt_pool_sleep_prepare holds each pool's mutex
+ * only briefly). A failure on one device leaves what the devices before it
+ * kept (their next sleep uses it); *failed_dev names the device. */
+int pt_route_sleep_prepare(struct pt_pool_sleep_info *sum, int *failed_dev);
 /* Every sleeping pool awake, or all still asleep. The host memory that held
  * the bytes is left to pt_route_wake_release, which runs with the gate open
  * (the process runs again meanwhile); its time adds to sum->host_ns. */

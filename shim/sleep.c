@@ -148,6 +148,44 @@ static void do_wake(struct out *o) {
           secs(t1 - t0), secs(t3 - t2));
 }
 
+/* prepare: the host memory of the next sleep, got while the process runs
+ * (the gate stays open). */
+static void do_prepare(struct out *o) {
+  if (asleep) {
+    put(o, "error: asleep (since %.1f s); prepare is for a process that runs\n", secs(pt_now_ns() - asleep_since_ns));
+    return;
+  }
+  struct pt_route_sleep_figures f;
+  pt_route_sleep_figures(&f);
+  if (!f.pools) {
+    put(o, "error: nothing to prepare: no allocation of this process went to Ponytail's pool "
+           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n");
+    return;
+  }
+  if (f.tier_bytes) {
+    put(o, "error: %" PRIu64 " bytes of the pool live in host memory (PONYTAIL_HOST_TIER); a process whose "
+           "host tier holds memory cannot sleep\n", f.tier_bytes);
+    return;
+  }
+  uint64_t t0 = pt_now_ns();
+  struct pt_pool_sleep_info sum;
+  int dev = -1;
+  int rc = pt_route_sleep_prepare(&sum, &dev);
+  uint64_t t1 = pt_now_ns();
+  if (rc) {
+    put(o, "error: device %d: CUDA error %d while getting host memory%s; nothing more kept, the process runs "
+           "on\n", dev, rc, rc == 2 ? " (out of host memory: its next sleep would fail too; try --discard)" : "");
+    return;
+  }
+  char host[16];
+  put(o, "ok\nstate=awake\nmode=prepare\nhost=%s\nseconds=%.6f\n",
+      pt_opt_value_text(PT_OPT_SLEEP_HOST, host, sizeof host), secs(t1 - t0));
+  info_lines(o, &sum);
+  figures(o, "now", &f);
+  pt_info("prepared: %" PRIu64 " bytes of host memory for the next sleep in %.3f s (%" PRIu64 " kept already)",
+          sum.bytes, secs(t1 - t0), sum.reused_bytes);
+}
+
 static void do_status(struct out *o) {
   struct pt_route_sleep_figures f;
   pt_route_sleep_figures(&f);
@@ -166,7 +204,8 @@ void pt_sleep_request(const char *line, char *buf, size_t n) {
   else if (!strcmp(line, "sleep discard")) do_sleep(true, &o);
   else if (!strcmp(line, "wake")) do_wake(&o);
   else if (!strcmp(line, "status")) do_status(&o);
-  else put(&o, "error: unknown request (sleep, sleep discard, wake, status)\n");
+  else if (!strcmp(line, "prepare")) do_prepare(&o);
+  else put(&o, "error: unknown request (sleep, sleep discard, prepare, wake, status)\n");
   pthread_mutex_unlock(&sleep_mu);
   put(&o, "pid=%d\n", (int)getpid());
 }

@@ -246,6 +246,27 @@ static int sc_cycle(void) {
   r = ask("wake");
   CHECK(r && !strncmp(r, "error: not asleep", 17));
 
+  /* prepare: the host memory got while the process runs (the worker goes on),
+   * so that the sleep after only copies; refused while asleep. */
+  fill(5);
+  r = ask("prepare");
+  CHECK(r && !strncmp(r, "ok\nstate=awake\nmode=prepare", 27));
+  if (r && strncmp(r, "ok", 2)) fprintf(stderr, "prepare answered: %s", r);
+  CHECK(field(r, "bytes") + field(r, "reused_bytes") >= released);
+  CHECK(reuse || field(r, "bytes") > 0);
+  uint64_t lp = __atomic_load_n(&g_launches, __ATOMIC_RELAXED);
+  CHECK(wait_counter(&g_launches, lp + 5) > lp);
+  uint64_t calls = host_memory_calls();
+  r = ask("sleep");
+  CHECK(r && !strncmp(r, "ok\nstate=asleep", 15));
+  CHECK_EQ(field(r, "reused_bytes"), released);
+  CHECK_EQ(host_memory_calls(), calls); /* none got by the sleep */
+  r = ask("prepare");
+  CHECK(r && !strncmp(r, "error: asleep", 13));
+  r = ask("wake");
+  CHECK(r && !strncmp(r, "ok", 2));
+  CHECK(intact(5));
+
   /* --discard: nothing kept on the host; the memory comes back usable. */
   r = ask("sleep discard");
   CHECK(r && strstr(r, "mode=discard"));
@@ -263,18 +284,20 @@ static int sc_cycle(void) {
 }
 
 static void check_cycle(const char *js) {
-  /* The exit stats count both sleeps and wakes, and nothing is asleep. */
-  CHECK(strstr(js, "\"sleeps\":2") != NULL);
-  CHECK(strstr(js, "\"wakes\":2") != NULL);
+  /* The exit stats count the three sleeps and wakes and the prepare, and
+   * nothing is asleep. */
+  CHECK(strstr(js, "\"sleeps\":3") != NULL);
+  CHECK(strstr(js, "\"wakes\":3") != NULL);
+  CHECK(strstr(js, "\"prepares\":1") != NULL);
   CHECK(strstr(js, "\"asleep_bytes\":0") != NULL);
   CHECK(strstr(js, "\"internal_errors\":0") != NULL);
 }
 
-/* With PONYTAIL_SLEEP_REUSE the cycle sleeps a third time, and the host
+/* With PONYTAIL_SLEEP_REUSE the cycle sleeps a fourth time, and the host
  * memory is still held at exit (the pool frees it when destroyed). */
 static void check_reuse(const char *js) {
-  CHECK(strstr(js, "\"sleeps\":3") != NULL);
-  CHECK(strstr(js, "\"wakes\":3") != NULL);
+  CHECK(strstr(js, "\"sleeps\":4") != NULL);
+  CHECK(strstr(js, "\"wakes\":4") != NULL);
   CHECK(strstr(js, "\"host_reused_bytes\":0,") == NULL);
   CHECK(strstr(js, "\"internal_errors\":0") != NULL);
 }

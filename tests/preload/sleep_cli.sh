@@ -12,6 +12,7 @@ check() { # DESCRIPTION EXPECTED_RC PATTERN COMMAND...
   local what=$1 want=$2 pat=$3; shift 3
   local out rc
   out=$("$@" 2>&1); rc=$?
+  last=$out
   if [ "$rc" != "$want" ] || ! grep -qE "$pat" <<<"$out"; then
     echo "FAIL: $what: rc $rc (want $want), output:"; echo "$out" | sed 's/^/    /'; fail=1
   else
@@ -25,6 +26,9 @@ pid=$(cat "$dir/ready" 2>/dev/null)
 [ -n "$pid" ] || { echo "FAIL: the target did not start"; kill $runner; exit 1; }
 
 check "sleep" 0 "asleep \(copy\)" "$pt" sleep "$pid"
+# A copying sleep says where the bytes went, and never that they were dropped.
+if grep -q "kept .* GiB in" <<<"$last" && ! grep -q "dropped" <<<"$last"; then echo "ok: sleep says kept, not dropped"
+else echo "FAIL: sleep's answer:"; echo "$last" | sed 's/^/    /'; fail=1; fi
 check "status while asleep" 0 "asleep \(copy\) for .* 1 thread\(s\) waiting" "$pt" sleep --status "$pid"
 check "second sleep" 1 "process $pid: already asleep" "$pt" sleep "$pid"
 check "stats while asleep" 0 "\"sleeps\":1,.*\"asleep_bytes\":[1-9]" "$pt" stats --json "$pid"
@@ -43,6 +47,16 @@ check "status while awake" 0 "awake; Ponytail's pool holds" "$pt" sleep --status
 check "stats" 0 "^ponytail\[$pid\]: stats" "$pt" stats "$pid"
 check "stats: launches counted" 0 "kernels: [0-9]+ registered, [1-9][0-9]* launches" "$pt" stats "$pid"
 check "stats --json" 0 "\"pid\":$pid,.*\"sleeps\":2,.*\"wakes\":2,.*\"asleep_bytes\":0" "$pt" stats --json "$pid"
+# --prepare: host memory for the next sleep, got while the process runs; a second finds it
+# there; the sleep after only copies (the memory "kept ready"); refused while asleep.
+check "prepare" 0 "prepared in .*; the process runs on" "$pt" sleep --prepare "$pid"
+check "second prepare" 0 "\(none missing\)" "$pt" sleep --prepare "$pid"
+check "sleep after prepare" 0 "in host memory kept ready" "$pt" sleep "$pid"
+check "prepare while asleep" 1 "process $pid: asleep .*prepare is for a process that runs" "$pt" sleep --prepare "$pid"
+check "wake after prepare" 0 "mapped .* back at the same addresses" "$pt" wake "$pid"
+check "prepare --json" 0 '^\{"ok": true, "state": "awake", "mode": "prepare"' "$pt" sleep --prepare --json "$pid"
+check "prepare --discard" 2 "a discarding sleep needs no host memory" "$pt" sleep --prepare --discard "$pid"
+check "prepare --status" 2 "status changes nothing: --prepare" "$pt" sleep --status --prepare "$pid"
 check "stats of a dead pid" 1 "no process with pid 999999" "$pt" stats 999999
 check "dead pid" 1 "no process with pid 999999" "$pt" sleep 999999
 env -u LD_PRELOAD sleep 30 &

@@ -33,7 +33,7 @@
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
 static void usage_sleep(FILE *f) {
-  fprintf(f, "usage: ponytail sleep [--discard] [--status] [--json] PID\n"
+  fprintf(f, "usage: ponytail sleep [--discard | --prepare | --status] [--json] PID\n"
              "\n"
              "Puts process PID, which runs under Ponytail, to sleep: its CUDA calls are held,\n"
              "its GPU work drains, the bytes of Ponytail's pool go to page-locked host memory\n"
@@ -42,6 +42,10 @@ static void usage_sleep(FILE *f) {
              "\n"
              "  --discard   drop the pool's contents instead of copying them (its memory comes\n"
              "              back undefined: for a process that reloads or recomputes it)\n"
+             "  --prepare   do not sleep: get now, while the process runs, the host memory its\n"
+             "              next sleep copies into (getting it, the kernel zeroing and locking\n"
+             "              every page, is most of a first sleep), so that the sleep only copies;\n"
+             "              kept until that sleep's wake (or every sleep's, PONYTAIL_SLEEP_REUSE=1)\n"
              "  --status    only say whether the process is asleep\n"
              "  --json      print the process's answer as one JSON object\n"
              "\n"
@@ -278,8 +282,9 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
            copied / GiB, strcmp(host, "handles") ? "page-locked host memory" : "host memory handles", copy_s,
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0, host_s);
   if (!strcmp(mode, "copy") && reused > 0)
-    printf("            %.2f GiB of it kept from the last sleep (PONYTAIL_SLEEP_REUSE)\n", reused / GiB);
-  else
+    printf("            %.2f GiB of it in host memory kept ready (`ponytail sleep --prepare`, or\n"
+           "            the last sleep's under PONYTAIL_SLEEP_REUSE)\n", reused / GiB);
+  if (strcmp(mode, "copy"))
     printf("  dropped   the pool's contents (--discard): its memory comes back undefined\n");
   if (nv_before >= 0 && nv_after >= 0)
     printf("  process   %.2f GiB of GPU memory before, %.2f GiB asleep (NVML)\n", (double)nv_before / GiB,
@@ -304,6 +309,21 @@ static void print_wake(int pid, const char *rep) {
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0);
   if (copied > 0 && release_s >= 0)
     printf("  freed     the host memory that held them in %.3f s, after the process ran again\n", release_s);
+}
+
+static void print_prepare(int pid, const char *rep) {
+  double s = 0, bytes = 0, handles = 0, reused = 0, pool = 0;
+  char host[32];
+  num(rep, "seconds", &s), num(rep, "bytes", &bytes), num(rep, "handles", &handles);
+  num(rep, "reused_bytes", &reused), num(rep, "now_pool_bytes", &pool);
+  str(rep, "host", host, sizeof host);
+  printf("ponytail sleep %d: prepared in %.3f s; the process runs on\n", pid, s);
+  printf("  got       %.2f GiB of %s for %.0f of the pool's handles%s\n", bytes / GiB,
+         strcmp(host, "handles") ? "page-locked host memory" : "host memory handles", handles,
+         bytes > 0 ? "" : " (none missing)");
+  if (reused > 0) printf("  had       %.2f GiB kept ready already\n", reused / GiB);
+  printf("  ready     for %.2f GiB of the pool's %.2f GiB now: the next `ponytail sleep %d` only copies\n",
+         (bytes + reused) / GiB, pool / GiB, pid);
 }
 
 static void print_status(int pid, const char *rep) {
@@ -361,6 +381,7 @@ static int run(const char *cmd, int pid, const char *req, bool json, int kind) {
   if (!json) {
     if (kind == 's') print_sleep(pid, rep, nv_before, nv_after);
     else if (kind == 'w') print_wake(pid, rep);
+    else if (kind == 'p') print_prepare(pid, rep);
     else print_status(pid, rep);
   }
   return 0;
@@ -368,9 +389,9 @@ static int run(const char *cmd, int pid, const char *req, bool json, int kind) {
 
 int pt_cmd_sleep(int argc, char **argv) {
   static const struct option opts[] = {{"discard", no_argument, NULL, 'd'}, {"status", no_argument, NULL, 's'},
-                                       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  bool discard = false, status = false, json = false;
+                                       {"prepare", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  bool discard = false, status = false, json = false, prepare = false;
   const char *w;
   int c;
   optind = 0;
@@ -381,14 +402,19 @@ int pt_cmd_sleep(int argc, char **argv) {
     }
     if (c == 'd') discard = true;
     else if (c == 's') status = true;
+    else if (c == 'p') prepare = true;
     else if (c == 'j') json = true;
     else return pt_cmd_usage_error("sleep", usage_sleep, "unknown option", w);
   }
   if (optind != argc - 1) return pt_cmd_usage_error("sleep", usage_sleep, "expected one PID", NULL);
   int pid = parse_pid(argv[optind]);
   if (pid < 0) return pt_cmd_usage_error("sleep", usage_sleep, "not a process id", argv[optind]);
-  if (status && discard) return pt_cmd_usage_error("sleep", usage_sleep, "--status changes nothing", "--discard");
+  if (status && (discard || prepare))
+    return pt_cmd_usage_error("sleep", usage_sleep, "--status changes nothing", discard ? "--discard" : "--prepare");
+  if (prepare && discard)
+    return pt_cmd_usage_error("sleep", usage_sleep, "a discarding sleep needs no host memory", "--prepare");
   if (status) return run("sleep", pid, "status", json, 't');
+  if (prepare) return run("sleep", pid, "prepare", json, 'p');
   return run("sleep", pid, discard ? "sleep discard" : "sleep", json, 's');
 }
 

@@ -239,8 +239,10 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     ap.add_argument("--no-static", action="store_true")
-    ap.add_argument("--kinds", default="registered:1,registered:1:reuse,registered:8,handles:8,pinned:8,pinned:1",
-                    help="the 10 GiB runs: KIND:THREADS[:reuse],... (PONYTAIL_SLEEP_HOST, _THREADS, _REUSE)")
+    ap.add_argument("--kinds", default="registered:1,registered:1:prepare,registered:1:reuse,registered:8,handles:8,"
+                                       "pinned:8,pinned:1",
+                    help="the 10 GiB runs: KIND:THREADS[:reuse|:prepare],... (PONYTAIL_SLEEP_HOST, _THREADS; reuse: "
+                         "PONYTAIL_SLEEP_REUSE=1, the second sleep timed; prepare: `ponytail sleep --prepare` first)")
     ap.add_argument("--kinds-only", action="store_true",
                     help="only the yardsticks, the 10 GiB runs, --discard and torch_memory_saver (no model target)")
     a = ap.parse_args()
@@ -262,21 +264,31 @@ def main():
     # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
     # bytes (the figures to set beside torch_memory_saver's), in each kind of host memory
     # (PONYTAIL_SLEEP_HOST) got by one thread and by 8 (PONYTAIL_SLEEP_THREADS), then with the
-    # host memory kept between sleeps (PONYTAIL_SLEEP_REUSE: the second sleep is timed), then
-    # --discard on the last target.
-    kinds = [(k.split(":")[0], int(k.split(":")[1]), int(k.endswith(":reuse"))) for k in a.kinds.split(",")]
-    for kind, nt, reuse in kinds:
+    # host memory kept between sleeps (PONYTAIL_SLEEP_REUSE: the second sleep is timed) or got
+    # ahead by `ponytail sleep --prepare` while the target runs, then --discard on the last target.
+    kinds = [(k.split(":")[0], int(k.split(":")[1]), (k.split(":") + [""])[2]) for k in a.kinds.split(",")]
+    for kind, nt, extra in kinds:
+        reuse = int(extra == "reuse")
         d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind, PONYTAIL_SLEEP_THREADS=str(nt),
                                                   PONYTAIL_SLEEP_REUSE=str(reuse)))
-        tag = "10 GiB alone, %s x%d%s:" % (kind, nt, ", reuse, 2nd sleep" if reuse else "")
+        tag = "10 GiB alone, %s x%d%s:" % (kind, nt, {"reuse": ", reuse, 2nd sleep",
+                                                       "prepare": ", prepared"}.get(extra, ""))
         if reuse:  # a first cycle leaves the host memory kept
             pt(a, "sleep", str(d.pid))
             pt(a, "wake", str(d.pid))
+        if extra == "prepare":  # the host memory got while the target runs
+            rc, pr, text = pt(a, "sleep", "--prepare", "--json", str(d.pid))
+            ok = rc == 0 and pr and pr.get("ok")
+            row(tag + " prepare s (host GB/s)", "%.3f (%.1f)" % (pr["seconds"], pr["bytes"] / pr["seconds"] / 1e9)
+                if ok and pr["seconds"] else text[-200:], bool(ok))
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
         if rc == 0 and s and s.get("ok"):
             r = gbps(s)
             row(tag + " sleep s (GB/s, of d2h), host memory s", "%.3f (%.1f, %.2f), %.3f" % (
                 s["seconds"], r, r / bw["d2h"], s["host_s"]))
+            if extra:  # every byte into memory that was there before the sleep
+                row(tag + " sleep's bytes into kept memory", "%d of %d" % (s["reused_bytes"], s["bytes"]),
+                    s["reused_bytes"] == s["bytes"])
             rc, w, text = pt(a, "wake", "--json", str(d.pid))
             if rc == 0 and w:
                 r = gbps(w)
@@ -286,7 +298,7 @@ def main():
             row(tag + " bytes intact after wake", c.get("intact"), c.get("intact") is True)
         else:
             row(tag + " sleep", text[-200:], False)
-        if (kind, nt, reuse) == kinds[-1]:
+        if (kind, nt, extra) == kinds[-1]:
             break
         d.end()
     rc, s, text = pt(a, "sleep", "--discard", "--json", str(d.pid))

@@ -391,6 +391,115 @@ static void test_reuse(void **state) {
   pt_pool_destroy(p);
 }
 
+/* pt_pool_sleep_prepare: host memory got while the pool is awake and in use
+ * (one piece per mapped handle, held as host_kept_bytes); a second prepare
+ * gets nothing new; the sleep after copies into it without getting any and
+ * frees the pieces it did not need (the trimmed handles'), so that only its
+ * own copies are held; without sleep_reuse the wake frees those. */
+static void test_prepare(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_stats st0, st;
+  stats(p, &st0);
+  struct pt_pool_sleep_info pi, p2, si;
+  assert_int_equal(pt_pool_sleep_prepare(p, &pi), 0);
+  assert_false(pt_pool_asleep(p));
+  assert_int_equal(pi.bytes, st0.physical_bytes); /* every mapped handle, free ones too */
+  assert_int_equal(pi.reused_bytes, 0);
+  assert_true(pi.handles > 0);
+  assert_kept(&bk, &pi);
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, pi.bytes);
+  assert_int_equal(st.prepares, 1);
+  assert_int_equal(st.physical_bytes, st0.physical_bytes); /* the device side untouched */
+  struct pt_host_counters c0, c1;
+  pt_backend_host_counters(&bk, &c0);
+  assert_int_equal(pt_pool_sleep_prepare(p, &p2), 0);
+  pt_backend_host_counters(&bk, &c1);
+  assert_int_equal(p2.bytes, 0);
+  assert_int_equal(p2.handles, 0);
+  assert_int_equal(p2.reused_bytes, pi.bytes);
+  assert_int_equal(c1.host_bytes, c0.host_bytes);
+  assert_int_equal(c1.tier_granules, c0.tier_granules);
+  /* The pool works meanwhile, and the sleep takes the prepared pieces. */
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) fill(&b[i], 700u + (uint64_t)i);
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  pt_backend_host_counters(&bk, &c1);
+  assert_true(si.trimmed_bytes > 0);
+  assert_int_equal(si.reused_bytes, si.bytes); /* every byte into prepared memory */
+  assert_int_equal(c1.host_bytes, c0.host_bytes); /* no buffer got by the sleep */
+  assert_int_equal(c1.creates, c0.creates);       /* nor a host handle */
+  assert_kept(&bk, &si); /* the trimmed handles' pieces freed: only the copies held */
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  assert_true(kept_none(&bk)); /* no sleep_reuse: the wake frees them */
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) verify(&b[i], 700u + (uint64_t)i);
+  assert_pool_consistent(p);
+  pt_pool_destroy(p);
+}
+
+/* A pool that grew after its prepare: the sleep uses the pieces of the sizes
+ * it still has and gets the rest; prepare is refused while asleep; a pool
+ * destroyed with prepared memory frees it (the sanitizer build would see a
+ * leak). */
+static void test_prepare_then_grow(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_sleep_info pi, si;
+  assert_int_equal(pt_pool_sleep_prepare(p, &pi), 0);
+  void *q;
+  assert_int_equal(pt_pool_alloc_any(p, 72 * MiB, &q), 0);
+  struct blk nb = {q, 72 * MiB};
+  fill(&nb, 77);
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_true(si.reused_bytes > 0 && si.reused_bytes < si.bytes);
+  assert_kept(&bk, &si);
+  assert_int_equal(pt_pool_sleep_prepare(p, NULL), PT_HOST_ERR_INVALID);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  verify(&nb, 77);
+  verify_all(b);
+  assert_int_equal(pt_pool_sleep_prepare(p, &pi), 0);
+  assert_true(pi.bytes > 0);
+  pt_pool_destroy(p);
+}
+
+/* Host memory running out in the middle of a prepare: nothing of it is kept
+ * (what was kept before stays), the pool is untouched and sleeps as usual. */
+static void test_prepare_fails(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  struct pt_pool *p = new_pool(&bk);
+  struct blk b[NB];
+  populate(p, b);
+  pt_backend_host_fail_at(&bk, HANDLES ? PT_HOST_OP_CREATE_HOST : PT_HOST_OP_HOST_ALLOC, 3, PT_HOST_ERR_OOM);
+  assert_int_equal(pt_pool_sleep_prepare(p, NULL), PT_HOST_ERR_OOM);
+  assert_true(kept_none(&bk));
+  struct pt_pool_stats st;
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, 0);
+  assert_int_equal(st.prepares, 0);
+  if (mode == PT_SLEEP_IN_REGISTERED && threads > 1) { /* a refused page-lock, on the preparing thread */
+    pt_backend_host_fail_at(&bk, PT_HOST_OP_HOST_LOCK, 2, PT_HOST_ERR_OOM);
+    assert_int_equal(pt_pool_sleep_prepare(p, NULL), PT_HOST_ERR_OOM);
+    assert_true(kept_none(&bk));
+  }
+  assert_pool_consistent(p);
+  verify_all(b);
+  assert_int_equal(pt_pool_sleep(p, false, NULL), 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  verify_all(b);
+  pt_pool_destroy(p);
+}
+
 /* A pool destroyed while asleep frees its host copies (the sanitizer build
  * would report the leak). */
 static void test_destroy_asleep(void **state) {
@@ -425,7 +534,8 @@ int main(void) {
     cmocka_unit_test(test_wake_access_fails),   cmocka_unit_test(test_wake_copy_fails),
     cmocka_unit_test(test_destroy_asleep),      cmocka_unit_test(test_empty),
     cmocka_unit_test(test_release_after_wake),  cmocka_unit_test(test_sleep_handles_map_fails),
-    cmocka_unit_test(test_reuse),
+    cmocka_unit_test(test_reuse),               cmocka_unit_test(test_prepare),
+    cmocka_unit_test(test_prepare_then_grow),   cmocka_unit_test(test_prepare_fails),
   };
   int rc = cmocka_run_group_tests_name("page-locked buffers", tests, mode_buffers, NULL);
   rc |= cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);
