@@ -144,7 +144,7 @@ struct pt_pool_config {
   X(host_bytes)        /* of those, kept in host memory (the rest was dropped) */ \
   X(host_kept_bytes)   /* host memory held while awake for the next sleep (sleep_reuse) */ \
   X(host_reused_bytes) /* bytes of sleeps that found their host memory kept */ \
-  X(prepares)          /* pt_pool_sleep_prepare calls that kept host memory */  \
+  X(prepares)          /* successful pt_pool_sleep_prepare calls */             \
   X(tier_bytes)        /* host-tier bytes now backing live allocations */          \
   X(peak_tier_bytes)                                                               \
   X(tier_allocs)       /* allocations given host-tier granules */                  \

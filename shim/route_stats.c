@@ -94,6 +94,10 @@ void rt_stats_text(FILE *f) {
                ", moved back %.1f MiB in %" PRIu64 " hold(s) of the process, refused %" PRIu64 "\n",
             MIB(s.tier_bytes), MIB(s.peak_tier_bytes), s.tier_allocs, s.tier_frees, MIB(s.tier_moved_bytes),
             rc_.tier_holds, s.tier_refusals);
+  if (s.sleeps || s.prepares || s.host_kept_bytes)
+    fprintf(f, "  alloc: sleep: %" PRIu64 " sleep(s), %" PRIu64 " wake(s), %.1f MiB asleep now; host memory kept "
+               "for the next sleep %.1f MiB (%" PRIu64 " prepare(s)), %.1f MiB of sleeps copied into kept memory\n",
+            s.sleeps, s.wakes, MIB(s.asleep_bytes), MIB(s.host_kept_bytes), s.prepares, MIB(s.host_reused_bytes));
   if (rc_.internal_allocs)
     fprintf(f, "  alloc: internal (shim's own buffers) %" PRIu64 ", %.1f MiB\n", rc_.internal_allocs,
             MIB(rc_.internal_bytes));

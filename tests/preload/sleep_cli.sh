@@ -51,6 +51,7 @@ check "stats --json" 0 "\"pid\":$pid,.*\"sleeps\":2,.*\"wakes\":2,.*\"asleep_byt
 # there; the sleep after only copies (the memory "kept ready"); refused while asleep.
 check "prepare" 0 "prepared in .*; the process runs on" "$pt" sleep --prepare "$pid"
 check "second prepare" 0 "\(none missing\)" "$pt" sleep --prepare "$pid"
+check "stats after prepare" 0 "alloc: sleep: .* host memory kept for the next sleep [1-9][0-9.]* MiB \(2 prepare" "$pt" stats "$pid"
 check "sleep after prepare" 0 "in host memory kept ready" "$pt" sleep "$pid"
 check "prepare while asleep" 1 "process $pid: asleep .*prepare is for a process that runs" "$pt" sleep --prepare "$pid"
 check "wake after prepare" 0 "mapped .* back at the same addresses" "$pt" wake "$pid"
