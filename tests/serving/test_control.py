@@ -85,6 +85,18 @@ class Control(unittest.TestCase):
         self.assertFalse(w["ok"])
         self.assertEqual(w["error"], "error: not asleep")
 
+    def test_pool_work(self):
+        me = os.getpid()
+        js = '{"pid": 1, "alloc": {"grows": 7, "trims": 2, "syncs": 3, "map_ns": 5000, "pooled_allocs": 9}}'
+        self.fake(me, 5, **{"stats json": "ok\n" + js + "\n"})
+        w = pc.pool_work(me)
+        self.assertEqual((w["grows"], w["trims"], w["syncs"], w["map_ns"], w["stitches"]), (7, 2, 3, 5000, 0))
+        later = dict(w, grows=9, map_ns=8000)
+        self.assertEqual(pc.work_delta(w, later)["grows"], 2)
+        self.assertEqual(pc.work_delta(w, later)["map_ns"], 3000)
+        self.assertIsNone(pc.work_delta(None, later))
+        self.assertIsNone(pc.pool_work(999999999))  # no socket: None, not an exception
+
     def test_busiest(self):
         me, parent = os.getpid(), os.getppid()
         self.fake(me, 9 << 30)        # excluded below

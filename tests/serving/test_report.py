@@ -152,6 +152,14 @@ class Report(unittest.TestCase):
                              "t.2.shim": self.arm(REF_TOKENS, throughput=tp(1000, 4400, 4600, 4000))})
         self.assertEqual(rc, 0, out)
         self.assertIn("tok/s shim/stock 1.100 (warm passes: stock 3800-4200, shim 4000-4600)", out)
+        # the shim arm's pool work in its warm passes (the first pass's left out)
+        sh = tp(1000, 4400, 4600, 4000)
+        for i, x in enumerate(sh):
+            x["pool"] = dict(grows=10 * (i == 0) + 1, trims=1, syncs=2, map_ns=1500000, wait_ns=0,
+                             stitches=0, pooled_allocs=1, pooled_frees=1)
+        rc, out = self.runs({"t.1.stock": self.arm(REF_TOKENS, throughput=tp(1000, 4000, 4200, 3800)),
+                             "t.2.shim": self.arm(REF_TOKENS, throughput=sh)})
+        self.assertIn("(shim pool in warm passes: 3 grows, 3 trims, 6 syncs, 4.5 ms mapping)", out)
         rc, out = self.runs({"t.1.stock": self.arm(REF_TOKENS, throughput=tp(2000)),
                              "t.2.shim": self.arm(REF_TOKENS, throughput=tp(3000))})
         self.assertIn("tok/s shim/stock 1.500", out)  # a lone pass counts as it is

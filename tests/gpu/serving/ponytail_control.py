@@ -18,9 +18,8 @@ def control_dir():
     return x + "/ponytail" if x.startswith("/") else "/tmp/ponytail-%d" % os.geteuid()
 
 
-def ask(pid, req, timeout=600):
-    """One request ("status", "sleep", "sleep discard", "wake"): the answer as a dict of its
-    key=value lines, "ok" True or False, "error" the first line when it is not ok."""
+def _raw(pid, req, timeout):
+    """The whole answer to one request, as text."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
@@ -34,7 +33,13 @@ def ask(pid, req, timeout=600):
             data += b
     finally:
         s.close()
-    lines = data.decode(errors="replace").splitlines()
+    return data.decode(errors="replace")
+
+
+def ask(pid, req, timeout=600):
+    """One request ("status", "sleep", "sleep discard", "prepare", "wake"): the answer as a dict
+    of its key=value lines, "ok" True or False, "error" the first line when it is not ok."""
+    lines = _raw(pid, req, timeout).splitlines()
     out = {"ok": bool(lines) and lines[0] == "ok"}
     if not out["ok"]:
         out["error"] = lines[0] if lines else "no answer"
@@ -46,6 +51,34 @@ def ask(pid, req, timeout=600):
             except ValueError:
                 out[k] = v
     return out
+
+
+# The pool's counters that say how much work it did (shim/route_stats.c's JSON "alloc" object).
+POOL_WORK = ("grows", "trims", "syncs", "stitches", "map_ns", "wait_ns", "pooled_allocs", "pooled_frees")
+
+
+def pool_work(pid, timeout=30):
+    """The process's pool counters now ({name: value} of POOL_WORK, from its "stats json"
+    answer), or None when it cannot be asked."""
+    import json
+    try:
+        text = _raw(pid, "stats json", timeout)
+    except OSError:
+        return None
+    if not text.startswith("ok\n"):
+        return None
+    try:
+        alloc = json.loads(text[3:]).get("alloc") or {}
+    except ValueError:
+        return None
+    return {k: alloc.get(k, 0) for k in POOL_WORK}
+
+
+def work_delta(before, after):
+    """What the pool did between two pool_work() readings (None when either is missing)."""
+    if not before or not after:
+        return None
+    return {k: after[k] - before[k] for k in POOL_WORK}
 
 
 def busiest(exclude=()):

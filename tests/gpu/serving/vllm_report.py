@@ -128,6 +128,15 @@ def tps(r):
     return med([x["out_tok_s"] for x in (tp[1:] if len(tp) > 1 else tp)])
 
 
+def pool_work_warm(r):
+    """The shim's pool work summed over an arm's warm throughput passes (the passes' "pool"
+    deltas: grows, trims, syncs, map_ns, ...), or None when the arm has none."""
+    tp = [x.get("pool") for x in (r.get("throughput") or [])[1:]]
+    if not tp or not all(tp):
+        return None
+    return {k: sum(x.get(k, 0) for x in tp) for k in tp[0]}
+
+
 def tps_range(r):
     """(min, max) output tokens/s of an arm's warm passes (all but the first), or None."""
     tp = (r.get("throughput") or [])[1:]
@@ -215,6 +224,11 @@ def main():
                 lo, hi = min(x[0] for x in ranges[:len(st)]), max(x[1] for x in ranges[:len(st)])
                 lo2, hi2 = min(x[0] for x in ranges[len(st):]), max(x[1] for x in ranges[len(st):])
                 passes = " (warm passes: stock %.0f-%.0f, %s %.0f-%.0f)" % (lo, hi, side, lo2, hi2)
+            works = [pool_work_warm(r) for r in sh]
+            if works and all(works):
+                passes += " (shim pool in warm passes: %d grows, %d trims, %d syncs, %.1f ms mapping)" % (
+                    sum(w["grows"] for w in works), sum(w["trims"] for w in works),
+                    sum(w["syncs"] for w in works), sum(w["map_ns"] for w in works) / 1e6)
             spread = None
             if len(st) > 1 and all(tps(r) for r in st):
                 v = [tps(r) for r in st]
