@@ -230,15 +230,21 @@ int pt_pool_sleep(struct pt_pool *pool, bool discard, struct pt_pool_sleep_info 
  * into (getting it is most of a first sleep: the kernel zeroes and pins every
  * page), and keeps it as a wake keeps it under sleep_reuse: one piece for
  * each physical handle the pool maps now that the kept memory does not cover
- * yet. The next sleep takes the pieces of its handles' sizes and frees the
- * rest after releasing the device memory; without sleep_reuse, the wake after
- * it frees them. The pool's mutex is held only to list the handles and to
+ * yet; handles that hold no live block are left out (the sleep gives them
+ * back instead of copying them). The next copying sleep takes the pieces of
+ * its handles' sizes and frees the rest after releasing the device memory;
+ * without sleep_reuse, the wake after it frees them (a discarding sleep
+ * leaves them kept). The pool's mutex is held only to list the handles and to
  * keep the pieces: allocations go on meanwhile (the backend's host ops run
  * without it, backend.h). info: handles and bytes got now, reused_bytes
  * covered already, host_ns. err_invalid while asleep, with host-tier memory
  * or without host memory ops; the backend's error (nothing kept from this
  * call) when host memory runs out. */
 int pt_pool_sleep_prepare(struct pt_pool *pool, struct pt_pool_sleep_info *info);
+/* Frees the host memory kept for the next sleep (a prepare's, or the last
+ * wake's under sleep_reuse), one piece at a time with the mutex released
+ * between them. Returns its bytes. */
+uint64_t pt_pool_sleep_unprepare(struct pt_pool *pool);
 int pt_pool_wake(struct pt_pool *pool, struct pt_pool_sleep_info *info);
 bool pt_pool_asleep(struct pt_pool *pool);
 /* pt_pool_wake in steps, so that a caller waking several pools gets all of

@@ -320,16 +320,34 @@ int pt_pool_sleep_prepare(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   uint64_t n = count_handles(p), nm = 0;
   struct pt_sleep_ent *m = calloc(n ? n : 1, sizeof *m);
   uint8_t *used = calloc(p->cache.n ? p->cache.n : 1, 1);
-  if (!m || !used) {
+  uint8_t **inuse = calloc(p->narenas ? (size_t)p->narenas : 1, sizeof *inuse);
+  bool ok = m && used && inuse;
+  for (int i = 0; ok && i < p->narenas; i++) ok = (inuse[i] = calloc(p->arenas[i].nslots ? p->arenas[i].nslots : 1, 1)) != NULL;
+  if (!ok) {
     pthread_mutex_unlock(&p->mu);
+    for (int i = 0; inuse && i < p->narenas; i++) free(inuse[i]);
+    free(inuse);
     free(m);
     free(used);
     return o->err_oom;
+  }
+  /* The slots live blocks cover: a handle none of whose slots holds one is
+   * wholly free, and the sleep gives it back instead of copying it. */
+  for (uint64_t i = 0; i < p->live.cap; i++) {
+    const struct pt_blk *b = p->live.keys[i] ? p->live.vals[i] : NULL;
+    struct pt_arena *ar;
+    uint64_t s0;
+    if (!b || !b->size || pt_arena_slot(p, b->addr, &ar, &s0)) continue;
+    uint64_t last = (b->addr + b->size - 1 - ar->base) / p->gran;
+    for (uint64_t sl = s0; sl <= last && sl < ar->nslots; sl++) inuse[ar - p->arenas][sl] = 1;
   }
   for (int i = 0; i < p->narenas; i++) {
     struct pt_arena *a = &p->arenas[i];
     for (uint64_t s = 0; s < a->nslots; s++) {
       if (!a->hlen[s] || !pt_bit(a->bits, s)) continue;
+      bool live = false;
+      for (uint64_t j = s; j < s + a->hlen[s] && j < a->nslots && !live; j++) live = inuse[i][j];
+      if (!live) continue;
       uint64_t k = 0;
       for (; k < p->cache.n; k++) {
         const struct pt_sleep_ent *c = &p->cache.e[k];
@@ -343,6 +361,8 @@ int pt_pool_sleep_prepare(struct pt_pool *p, struct pt_pool_sleep_info *info) {
       }
     }
   }
+  for (int i = 0; i < p->narenas; i++) free(inuse[i]);
+  free(inuse);
   free(used);
   pthread_mutex_unlock(&p->mu);
 
@@ -669,26 +689,46 @@ int pt_pool_wake(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   return 0;
 }
 
+/* Frees set s one entry at a time, the mutex released between them: the
+ * process runs on and its allocations wait at most one free. */
+static void drop_slowly(struct pt_pool *p, struct pt_sleep_set *s) {
+  for (bool more = true; more;) {
+    pthread_mutex_lock(&p->mu);
+    more = s->n > 0;
+    if (more) drop_host(p, &s->e[--s->n], 1);
+    else drop_set(p, s); /* the range, and the array */
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
 void pt_pool_release_kept(struct pt_pool *p, struct pt_pool_sleep_info *info) {
   uint64_t t0 = pt_now_ns();
   pthread_mutex_lock(&p->mu);
-  if (p->sleep_reuse && p->gone.e) { /* kept for the next sleep instead */
+  uint64_t held = 0;
+  for (uint64_t i = 0; p->gone.e && i < p->gone.n; i++)
+    if (p->gone.e[i].host || p->gone.e[i].hcreated) held += p->gone.e[i].n * p->gran;
+  /* Kept for the next sleep instead (sleep_reuse). A discarding sleep's set
+   * holds no host memory: the memory kept before it (a prepare's) stays. */
+  if (p->sleep_reuse && held) {
     drop_cache(p);
     p->cache = p->gone;
     p->gone = (struct pt_sleep_set){0};
-    for (uint64_t i = 0; i < p->cache.n; i++) p->st.host_kept_bytes += p->cache.e[i].n * p->gran;
+    p->st.host_kept_bytes = held;
   }
   pthread_mutex_unlock(&p->mu);
-  /* One entry at a time, the mutex released between them: the process runs
-   * again and its allocations wait at most one free. */
-  for (bool more = true; more;) {
-    pthread_mutex_lock(&p->mu);
-    more = p->gone.n > 0;
-    if (more) drop_host(p, &p->gone.e[--p->gone.n], 1);
-    else drop_set(p, &p->gone); /* the range, and the array */
-    pthread_mutex_unlock(&p->mu);
-  }
+  drop_slowly(p, &p->gone); /* the process runs again meanwhile */
   if (info) info->host_ns += pt_now_ns() - t0;
+}
+
+uint64_t pt_pool_sleep_unprepare(struct pt_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  struct pt_sleep_set c = p->cache;
+  uint64_t bytes = p->st.host_kept_bytes;
+  p->cache = (struct pt_sleep_set){0};
+  p->st.host_kept_bytes = 0;
+  pthread_mutex_unlock(&p->mu);
+  drop_slowly(p, &c);
+  return bytes;
 }
 
 void pt_sleep_forget(struct pt_pool *p) {

@@ -115,6 +115,16 @@ int pt_route_sleep_prepare(struct pt_pool_sleep_info *sum, int *failed_dev) {
   return 0;
 }
 
+uint64_t pt_route_sleep_unprepare(void) {
+  uint64_t bytes = 0;
+  int nd = __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
+  for (int d = 0; d < nd; d++) {
+    struct pt_pool *p = pool_at(d);
+    if (p) bytes += pt_pool_sleep_unprepare(p);
+  }
+  return bytes;
+}
+
 int pt_route_wake(struct pt_pool_sleep_info *sum, int *failed_dev) {
   memset(sum, 0, sizeof *sum);
   *failed_dev = -1;

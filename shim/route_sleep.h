@@ -27,6 +27,8 @@ int pt_route_sleep(bool discard, struct pt_pool_sleep_info *sum, int *failed_dev
  * only briefly). A failure on one device leaves what the devices before it
  * kept (their next sleep uses it); *failed_dev names the device. */
 int pt_route_sleep_prepare(struct pt_pool_sleep_info *sum, int *failed_dev);
+/* Frees every pool's host memory kept for the next sleep; returns its bytes. */
+uint64_t pt_route_sleep_unprepare(void);
 /* Every sleeping pool awake, or all still asleep. The host memory that held
  * the bytes is left to pt_route_wake_release, which runs with the gate open
  * (the process runs again meanwhile); its time adds to sum->host_ns. */

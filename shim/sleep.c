@@ -167,6 +167,11 @@ static void do_prepare(struct out *o) {
            "host tier holds memory cannot sleep\n", f.tier_bytes);
     return;
   }
+  if (f.ipc_exports_live) {
+    put(o, "error: %" PRIu64 " pooled block(s) are shared with another process by CUDA IPC; the process "
+           "cannot sleep while they are, so no host memory is got for it\n", f.ipc_exports_live);
+    return;
+  }
   uint64_t t0 = pt_now_ns();
   struct pt_pool_sleep_info sum;
   int dev = -1;
@@ -184,6 +189,19 @@ static void do_prepare(struct out *o) {
   figures(o, "now", &f);
   pt_info("prepared: %" PRIu64 " bytes of host memory for the next sleep in %.3f s (%" PRIu64 " kept already)",
           sum.bytes, secs(t1 - t0), sum.reused_bytes);
+}
+
+/* prepare release: the host memory kept for the next sleep, freed. */
+static void do_unprepare(struct out *o) {
+  if (asleep) {
+    put(o, "error: asleep (since %.1f s); its host memory holds the pool's bytes until the wake\n",
+        secs(pt_now_ns() - asleep_since_ns));
+    return;
+  }
+  uint64_t t0 = pt_now_ns();
+  uint64_t bytes = pt_route_sleep_unprepare();
+  put(o, "ok\nstate=awake\nmode=unprepare\nseconds=%.6f\nfreed_bytes=%" PRIu64 "\n", secs(pt_now_ns() - t0), bytes);
+  pt_info("host memory kept for the next sleep freed: %" PRIu64 " bytes", bytes);
 }
 
 static void do_status(struct out *o) {
@@ -205,7 +223,8 @@ void pt_sleep_request(const char *line, char *buf, size_t n) {
   else if (!strcmp(line, "wake")) do_wake(&o);
   else if (!strcmp(line, "status")) do_status(&o);
   else if (!strcmp(line, "prepare")) do_prepare(&o);
-  else put(&o, "error: unknown request (sleep, sleep discard, prepare, wake, status)\n");
+  else if (!strcmp(line, "prepare release")) do_unprepare(&o);
+  else put(&o, "error: unknown request (sleep, sleep discard, prepare, prepare release, wake, status)\n");
   pthread_mutex_unlock(&sleep_mu);
   put(&o, "pid=%d\n", (int)getpid());
 }

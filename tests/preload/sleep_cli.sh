@@ -56,8 +56,10 @@ check "sleep after prepare" 0 "in host memory kept ready" "$pt" sleep "$pid"
 check "prepare while asleep" 1 "process $pid: asleep .*prepare is for a process that runs" "$pt" sleep --prepare "$pid"
 check "wake after prepare" 0 "mapped .* back at the same addresses" "$pt" wake "$pid"
 check "prepare --json" 0 '^\{"ok": true, "state": "awake", "mode": "prepare"' "$pt" sleep --prepare --json "$pid"
-check "prepare --discard" 2 "a discarding sleep needs no host memory" "$pt" sleep --prepare --discard "$pid"
-check "prepare --status" 2 "status changes nothing: --prepare" "$pt" sleep --status --prepare "$pid"
+check "unprepare" 0 "freed [0-9.]+ GiB of host memory held for its next sleep" "$pt" sleep --unprepare "$pid"
+check "stats after unprepare" 0 "host memory kept for the next sleep 0.0 MiB" "$pt" stats "$pid"
+check "prepare --discard" 2 "one of --discard, --prepare, --unprepare, --status at a time" "$pt" sleep --prepare --discard "$pid"
+check "prepare --status" 2 "one of --discard, --prepare" "$pt" sleep --status --prepare "$pid"
 check "stats of a dead pid" 1 "no process with pid 999999" "$pt" stats 999999
 check "dead pid" 1 "no process with pid 999999" "$pt" sleep 999999
 env -u LD_PRELOAD sleep 30 &

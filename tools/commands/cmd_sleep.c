@@ -33,7 +33,7 @@
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
 static void usage_sleep(FILE *f) {
-  fprintf(f, "usage: ponytail sleep [--discard | --prepare | --status] [--json] PID\n"
+  fprintf(f, "usage: ponytail sleep [--discard | --prepare | --unprepare | --status] [--json] PID\n"
              "\n"
              "Puts process PID, which runs under Ponytail, to sleep: its CUDA calls are held,\n"
              "its GPU work drains, the bytes of Ponytail's pool go to page-locked host memory\n"
@@ -45,7 +45,10 @@ static void usage_sleep(FILE *f) {
              "  --prepare   do not sleep: get now, while the process runs, the host memory its\n"
              "              next sleep copies into (getting it, the kernel zeroing and locking\n"
              "              every page, is most of a first sleep), so that the sleep only copies;\n"
-             "              kept until that sleep's wake (or every sleep's, PONYTAIL_SLEEP_REUSE=1)\n"
+             "              held until the wake after the next copying sleep (for good with\n"
+             "              PONYTAIL_SLEEP_REUSE=1)\n"
+             "  --unprepare free the host memory held for the next sleep (--prepare's, or the\n"
+             "              last wake's under PONYTAIL_SLEEP_REUSE=1)\n"
              "  --status    only say whether the process is asleep\n"
              "  --json      print the process's answer as one JSON object\n"
              "\n"
@@ -326,6 +329,12 @@ static void print_prepare(int pid, const char *rep) {
          (bytes + reused) / GiB, pool / GiB, pid);
 }
 
+static void print_unprepare(int pid, const char *rep) {
+  double s = 0, bytes = 0;
+  num(rep, "seconds", &s), num(rep, "freed_bytes", &bytes);
+  printf("ponytail sleep %d: freed %.2f GiB of host memory held for its next sleep in %.3f s\n", pid, bytes / GiB, s);
+}
+
 static void print_status(int pid, const char *rep) {
   char state[32], mode[32];
   double slept = 0, held = 0, pool = 0;
@@ -382,6 +391,7 @@ static int run(const char *cmd, int pid, const char *req, bool json, int kind) {
     if (kind == 's') print_sleep(pid, rep, nv_before, nv_after);
     else if (kind == 'w') print_wake(pid, rep);
     else if (kind == 'p') print_prepare(pid, rep);
+    else if (kind == 'u') print_unprepare(pid, rep);
     else print_status(pid, rep);
   }
   return 0;
@@ -389,9 +399,10 @@ static int run(const char *cmd, int pid, const char *req, bool json, int kind) {
 
 int pt_cmd_sleep(int argc, char **argv) {
   static const struct option opts[] = {{"discard", no_argument, NULL, 'd'}, {"status", no_argument, NULL, 's'},
-                                       {"prepare", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  bool discard = false, status = false, json = false, prepare = false;
+                                       {"prepare", no_argument, NULL, 'p'}, {"unprepare", no_argument, NULL, 'u'},
+                                       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  bool discard = false, status = false, json = false, prepare = false, unprepare = false;
   const char *w;
   int c;
   optind = 0;
@@ -403,18 +414,19 @@ int pt_cmd_sleep(int argc, char **argv) {
     if (c == 'd') discard = true;
     else if (c == 's') status = true;
     else if (c == 'p') prepare = true;
+    else if (c == 'u') unprepare = true;
     else if (c == 'j') json = true;
     else return pt_cmd_usage_error("sleep", usage_sleep, "unknown option", w);
   }
   if (optind != argc - 1) return pt_cmd_usage_error("sleep", usage_sleep, "expected one PID", NULL);
   int pid = parse_pid(argv[optind]);
   if (pid < 0) return pt_cmd_usage_error("sleep", usage_sleep, "not a process id", argv[optind]);
-  if (status && (discard || prepare))
-    return pt_cmd_usage_error("sleep", usage_sleep, "--status changes nothing", discard ? "--discard" : "--prepare");
-  if (prepare && discard)
-    return pt_cmd_usage_error("sleep", usage_sleep, "a discarding sleep needs no host memory", "--prepare");
+  if (discard + status + prepare + unprepare > 1)
+    return pt_cmd_usage_error("sleep", usage_sleep, "one of --discard, --prepare, --unprepare, --status at a time",
+                              NULL);
   if (status) return run("sleep", pid, "status", json, 't');
   if (prepare) return run("sleep", pid, "prepare", json, 'p');
+  if (unprepare) return run("sleep", pid, "prepare release", json, 'u');
   return run("sleep", pid, discard ? "sleep discard" : "sleep", json, 's');
 }
 

@@ -219,6 +219,17 @@ def fmt(v, f="%.0f"):
     return "-" if v is None else (f % v if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
 
 
+def repeats_due(row, recs):
+    """The repeat arms due in row now (needs_repeat of each of its same-path records), each once,
+    whichever order the row's arms ran in (a reference may run after its same-path arm)."""
+    due = []
+    for r in recs:
+        rep = needs_repeat(r, recs) if r["row"] == row else None
+        if rep and rep not in due:
+            due.append(rep)
+    return due
+
+
 def needs_repeat(rec, recs):
     """The repeat arm to run after rec (see REPEAT), or None: rec is a same-path arm that ran,
     its reference ran in the same row with another digest, and the repeat has not run there."""
@@ -226,7 +237,8 @@ def needs_repeat(rec, recs):
     rep_arm = REPEAT.get(ref_arm or "")
     if not rep_arm or rec["arm"] == rep_arm or not rec.get("ok") or rec.get("digest") is None:
         return None
-    ref = next((x for x in recs if x["row"] == rec["row"] and x["arm"] == ref_arm), None)
+    # the reference's last run, as judge() reads it
+    ref = next((x for x in reversed(recs) if x["row"] == rec["row"] and x["arm"] == ref_arm), None)
     if (not ref or not ref.get("ok") or ref.get("digest") == rec["digest"]
             or any(x["row"] == rec["row"] and x["arm"] == rep_arm and not x.get("skipped") for x in recs)):
         return None
@@ -261,13 +273,15 @@ def judge(recs):
                 same = "differs from " + ref_arm
                 if r["arm"] in SAME_AS and r["arm"] not in REPEAT.values():
                     aa = by.get((r["row"], REPEAT.get(ref_arm, "")))
-                    if aa and aa.get("ok") and aa.get("digest") != ref.get("digest"):
+                    if aa and aa.get("ok") and aa.get("digest") is not None and aa.get("digest") != ref.get("digest"):
                         same += " (%s differs from itself too)" % ref_arm
-                    elif not aa or not aa.get("ok"):
-                        same += " (not judged: %s's repeat did not run)" % ref_arm
-                        unjudged.append("%s/%s: output differs from %s; %s not run, so whether %s gives "
-                                        "the same tokens twice is unknown" % (r["row"], r["arm"], ref_arm,
-                                                                              REPEAT.get(ref_arm), ref_arm))
+                    elif not aa or not aa.get("ok") or aa.get("digest") is None:
+                        why = ("did not run" if not aa or aa.get("skipped")
+                               else "gave no tokens" if aa.get("ok") else "failed (rc %s)" % aa.get("rc"))
+                        same += " (not judged: %s's repeat %s)" % (ref_arm, why)
+                        unjudged.append("%s/%s: output differs from %s; %s %s, so whether %s gives the same "
+                                        "tokens twice is unknown" % (r["row"], r["arm"], ref_arm,
+                                                                     REPEAT.get(ref_arm), why, ref_arm))
                     else:
                         bad.append("%s/%s: output differs from %s on the same attention path"
                                    % (r["row"], r["arm"], ref_arm))
@@ -275,7 +289,8 @@ def judge(recs):
                     same += " (the program is not deterministic on this path)"
                 else:
                     same += " (other attention path)"
-        if r["arm"] != "stock" and st and st.get("ok") and not r.get("ok") and not r.get("skipped"):
+        shim_arm = "" in ARMS.get(r["arm"], {})
+        if shim_arm and st and st.get("ok") and not r.get("ok") and not r.get("skipped"):
             bad.append("%s/%s: runs stock, fails under the shim (rc %s)" % (r["row"], r["arm"], r["rc"]))
         fb = "; ".join("%s x%d" % (k, v) for k, v in sorted((r.get("fallback_reasons") or {}).items()))
         shimmed = "" in ARMS.get(r["arm"], {})
@@ -325,15 +340,20 @@ def main():
             if deadline_passed():
                 recs.append(dict(row=row, arm=arm, rc="not run (deadline)", ok=False, skipped=True))
                 continue
-            rec = run(row, arm)
+            if arm in REPEAT.values() and any(x["row"] == row and x["arm"] == arm and not x.get("skipped")
+                                              for x in recs):
+                continue  # ran already in this row, as a repeat
+            run(row, arm)
             # A same-path arm that differs from its reference: the reference runs again at once,
             # before the next row (a repeat left to the end of the call is the first thing a
             # deadline cuts, and without it the difference cannot be judged; see REPEAT).
-            rep_arm = needs_repeat(rec, recs)
-            if rep_arm and not deadline_passed():
-                run(row, rep_arm, " (repeat of %s: %s differs from it)" % (SAME_AS[arm], arm))
-            elif rep_arm:
-                print("%s/%s differs from %s; no time left to run %s (deadline)" % (row, arm, SAME_AS[arm], rep_arm))
+            for rep_arm in repeats_due(row, recs):
+                ref_arm = next(k for k, v in REPEAT.items() if v == rep_arm)
+                if deadline_passed():
+                    print("%s: differs from %s on the same path; no time left to run %s (deadline)"
+                          % (row, ref_arm, rep_arm))
+                    break
+                run(row, rep_arm, " (repeat of %s: a same-path arm differs from it)" % ref_arm)
     json.dump(recs, open(os.path.join(args.out, "compat-matrix.json"), "w"), indent=1)
 
     lines, bad, unjudged = judge(recs)

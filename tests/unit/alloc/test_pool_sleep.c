@@ -392,10 +392,10 @@ static void test_reuse(void **state) {
 }
 
 /* pt_pool_sleep_prepare: host memory got while the pool is awake and in use
- * (one piece per mapped handle, held as host_kept_bytes); a second prepare
- * gets nothing new; the sleep after copies into it without getting any and
- * frees the pieces it did not need (the trimmed handles'), so that only its
- * own copies are held; without sleep_reuse the wake frees those. */
+ * (one piece per handle that holds a live block: the wholly free ones, which
+ * the sleep gives back, left out; held as host_kept_bytes); a second prepare
+ * gets nothing new; the sleep after copies into it without getting any;
+ * without sleep_reuse the wake frees it. */
 static void test_prepare(void **state) {
   (void)state;
   struct pt_backend bk;
@@ -407,7 +407,7 @@ static void test_prepare(void **state) {
   struct pt_pool_sleep_info pi, p2, si;
   assert_int_equal(pt_pool_sleep_prepare(p, &pi), 0);
   assert_false(pt_pool_asleep(p));
-  assert_int_equal(pi.bytes, st0.physical_bytes); /* every mapped handle, free ones too */
+  assert_true(pi.bytes > 0 && pi.bytes < st0.physical_bytes); /* the free handles left out */
   assert_int_equal(pi.reused_bytes, 0);
   assert_true(pi.handles > 0);
   assert_kept(&bk, &pi);
@@ -424,23 +424,63 @@ static void test_prepare(void **state) {
   assert_int_equal(p2.reused_bytes, pi.bytes);
   assert_int_equal(c1.host_bytes, c0.host_bytes);
   assert_int_equal(c1.tier_granules, c0.tier_granules);
-  /* The pool works meanwhile, and the sleep takes the prepared pieces. */
+  /* The pool works meanwhile, and the sleep takes exactly the prepared pieces. */
   for (int i = 0; i < NB; i++)
     if (b[i].p) fill(&b[i], 700u + (uint64_t)i);
   assert_int_equal(pt_pool_sleep(p, false, &si), 0);
   pt_backend_host_counters(&bk, &c1);
   assert_true(si.trimmed_bytes > 0);
+  assert_int_equal(si.bytes, pi.bytes);
   assert_int_equal(si.reused_bytes, si.bytes); /* every byte into prepared memory */
   assert_int_equal(c1.host_bytes, c0.host_bytes); /* no buffer got by the sleep */
   assert_int_equal(c1.creates, c0.creates);       /* nor a host handle */
-  assert_kept(&bk, &si); /* the trimmed handles' pieces freed: only the copies held */
+  assert_kept(&bk, &si);
   stats(p, &st);
   assert_int_equal(st.host_kept_bytes, 0);
   assert_int_equal(pt_pool_wake(p, NULL), 0);
   assert_true(kept_none(&bk)); /* no sleep_reuse: the wake frees them */
   for (int i = 0; i < NB; i++)
     if (b[i].p) verify(&b[i], 700u + (uint64_t)i);
+  /* pt_pool_sleep_unprepare gives a prepare's memory back without a sleep. */
+  assert_int_equal(pt_pool_sleep_prepare(p, &pi), 0);
+  assert_true(pi.bytes > 0);
+  assert_int_equal(pt_pool_sleep_unprepare(p), pi.bytes);
+  assert_true(kept_none(&bk));
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, 0);
+  assert_int_equal(pt_pool_sleep_unprepare(p), 0);
   assert_pool_consistent(p);
+  pt_pool_destroy(p);
+}
+
+/* Under sleep_reuse a discarding sleep keeps no host memory, so the memory a
+ * prepare kept before it stays kept, counted as it is, and the next copying
+ * sleep uses it. */
+static void test_prepare_discard_reuse(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  reuse = 1;
+  struct pt_pool *p = new_pool(&bk);
+  reuse = 0;
+  struct blk b[NB];
+  populate(p, b);
+  struct pt_pool_sleep_info pi, si;
+  assert_int_equal(pt_pool_sleep_prepare(p, &pi), 0);
+  assert_int_equal(pt_pool_sleep(p, true, NULL), 0);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  struct pt_pool_stats st;
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, pi.bytes);
+  assert_kept(&bk, &pi);
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) fill(&b[i], 800u + (uint64_t)i);
+  assert_int_equal(pt_pool_sleep(p, false, &si), 0);
+  assert_int_equal(si.reused_bytes, si.bytes);
+  assert_int_equal(pt_pool_wake(p, NULL), 0);
+  for (int i = 0; i < NB; i++)
+    if (b[i].p) verify(&b[i], 800u + (uint64_t)i);
+  stats(p, &st);
+  assert_int_equal(st.host_kept_bytes, si.bytes); /* reuse: kept again after the wake */
   pt_pool_destroy(p);
 }
 
@@ -472,8 +512,8 @@ static void test_prepare_then_grow(void **state) {
   pt_pool_destroy(p);
 }
 
-/* Host memory running out in the middle of a prepare: nothing of it is kept
- * (what was kept before stays), the pool is untouched and sleeps as usual. */
+/* Host memory running out in the middle of a prepare: nothing of it is kept,
+ * the pool is untouched and sleeps as usual. */
 static void test_prepare_fails(void **state) {
   (void)state;
   struct pt_backend bk;
@@ -536,6 +576,7 @@ int main(void) {
     cmocka_unit_test(test_release_after_wake),  cmocka_unit_test(test_sleep_handles_map_fails),
     cmocka_unit_test(test_reuse),               cmocka_unit_test(test_prepare),
     cmocka_unit_test(test_prepare_then_grow),   cmocka_unit_test(test_prepare_fails),
+    cmocka_unit_test(test_prepare_discard_reuse),
   };
   int rc = cmocka_run_group_tests_name("page-locked buffers", tests, mode_buffers, NULL);
   rc |= cmocka_run_group_tests_name("host handles", tests, mode_handles, NULL);

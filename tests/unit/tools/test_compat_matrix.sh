@@ -10,9 +10,10 @@ py=$(command -v python3 || true)
 [ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
 "$py" - "$1" <<'PY'
 import importlib.util, sys
-sys.path.insert(0, sys.argv[1])
+D = sys.argv[1]
+sys.path.insert(0, D)
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, sys.argv[1] + "/" + name + ".py")
+    spec = importlib.util.spec_from_file_location(name, D + "/" + name + ".py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
@@ -32,11 +33,16 @@ assert not bad and not unjudged, (bad, unjudged)
 assert any("stock differs from itself too" in l for l in lines), lines
 # same differs, no repeat (the deadline cut it): not judged, not a regression
 lines, bad, unjudged = M.judge(recs[:2])
-assert not bad and len(unjudged) == 1 and "aa not run" in unjudged[0], (bad, unjudged)
+assert not bad and len(unjudged) == 1 and "aa did not run" in unjudged[0], (bad, unjudged)
 assert any("not judged" in l for l in lines)
 # the repeat was skipped by the deadline: still not judged
 lines, bad, unjudged = M.judge(recs[:2] + [dict(row="r", arm="aa", rc="not run (deadline)", ok=False, skipped=True)])
 assert not bad and len(unjudged) == 1, (bad, unjudged)
+# stock's repeat failed, or gave no tokens: not judged, and not a failure "under the shim"
+lines, bad, unjudged = M.judge(recs[:2] + [rec("r", "aa", None, ok=False)])
+assert not bad and "aa failed (rc 1)" in unjudged[0], (bad, unjudged)
+lines, bad, unjudged = M.judge(recs[:2] + [rec("r", "aa", None)])
+assert not bad and "aa gave no tokens" in unjudged[0], (bad, unjudged)
 # identical: nothing to say; the shim arm (other path) differs without verdict
 lines, bad, unjudged = M.judge([rec("r", "stock", "A"), rec("r", "same", "A"), rec("r", "shim", "Z")])
 assert not bad and not unjudged
@@ -58,6 +64,25 @@ assert M.needs_repeat(rec("q", "same", "B"), [s]) is None          # no stock in
 assert M.needs_repeat(rec("r", "same", None), [s]) is None         # nothing to compare
 f = rec("r", "same_flash", "G")
 assert M.needs_repeat(f, [rec("r", "stock_flash", "F"), f]) == "aa_flash"
+
+# The row loop (main) with run_one stubbed: a reference that runs after its same-path arm still
+# gets its repeat; a repeat listed in the row after it ran as one does not run twice.
+calls = []
+def fake_run_one(row, arm, args, rep=0):
+    calls.append((row, arm))
+    d = {"same": "B", "same_flash": "G"}.get(arm, "A")
+    return rec(row, arm, d)
+import os, tempfile
+M.run_one, M.gpu_count = fake_run_one, lambda: 1
+out = tempfile.mkdtemp()
+sys.argv = ["compat_matrix.py", "--shim", "x.so", "--out", out,
+            "--rows", "hf_eager:same_flash+stock_flash,hf_padded:stock+same+aa"]
+rc = M.main()
+assert calls == [("hf_eager", "same_flash"), ("hf_eager", "stock_flash"), ("hf_eager", "aa_flash"),
+                 ("hf_padded", "stock"), ("hf_padded", "same"), ("hf_padded", "aa")], calls
+assert rc == 1  # both differences judged: stock and stock_flash gave the same tokens twice
+txt = open(os.path.join(out, "compat-matrix.txt")).read()
+assert "hf_eager/same_flash: output differs from stock_flash" in txt and "hf_padded/same: output differs" in txt, txt
 
 S = load("same_path")
 assert S.parse_arm("stock") == ("stock", None, None, {})
