@@ -151,9 +151,12 @@ static void *ctl_main(void *arg) {
       else {
         pt_sleep_request(req, rep, sizeof rep);
         send_all(c, rep, strlen(rep));
+        close(c);
+        c = -1;
+        pt_sleep_after_reply(); /* a wake's host memory, freed once its answer is out */
       }
     }
-    close(c);
+    if (c >= 0) close(c);
   }
 }
 

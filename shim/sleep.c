@@ -28,6 +28,11 @@
 static pthread_mutex_t sleep_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool asleep, asleep_discard;
 static uint64_t asleep_since_ns;
+/* A wake answers as soon as the process runs again; the host memory that held
+ * the bytes is freed after the answer went out (pt_sleep_after_reply), or
+ * before the next request at the latest. */
+static bool release_pending;
+static double last_release_s = -1;
 
 struct out {
   char *p;
@@ -133,19 +138,35 @@ static void do_wake(struct out *o) {
   }
   asleep = false;
   pt_gate_open();
-  /* The process runs again; only then is the host memory freed (a second
-   * for 12 GiB of page-locked memory), so seconds is the time it was held. */
-  uint64_t t2 = pt_now_ns();
-  pt_route_wake_release(&sum);
-  uint64_t t3 = pt_now_ns();
+  /* The process runs again. The host memory is freed only after this answer
+   * (a second for 12 GiB of page-locked memory): whoever asked need not wait
+   * for it, and seconds is the time the process was held. */
+  release_pending = true;
   struct pt_route_sleep_figures after;
   pt_route_sleep_figures(&after);
-  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\nrelease_s=%.6f\n",
-      asleep_discard ? "discard" : "copy", secs(t1 - t0), secs(t0 - asleep_since_ns), secs(t3 - t2));
+  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\nrelease=after_answer\n",
+      asleep_discard ? "discard" : "copy", secs(t1 - t0), secs(t0 - asleep_since_ns));
   info_lines(o, &sum);
   figures(o, "after", &after);
-  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s (host memory freed in %.3f s after)", sum.bytes,
-          secs(t1 - t0), secs(t3 - t2));
+  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s", sum.bytes, secs(t1 - t0));
+}
+
+/* Under sleep_mu: the host memory of the last wake, freed (or kept for the
+ * next sleep under PONYTAIL_SLEEP_REUSE), if that is still to do. */
+static void release_now(void) {
+  if (!release_pending) return;
+  release_pending = false;
+  uint64_t t0 = pt_now_ns();
+  struct pt_pool_sleep_info sum = {0};
+  pt_route_wake_release(&sum);
+  last_release_s = secs(pt_now_ns() - t0);
+  pt_info("the last wake's host memory released in %.3f s, the process running", last_release_s);
+}
+
+void pt_sleep_after_reply(void) {
+  pthread_mutex_lock(&sleep_mu);
+  release_now();
+  pthread_mutex_unlock(&sleep_mu);
 }
 
 /* prepare: the host memory of the next sleep, got while the process runs
@@ -210,6 +231,7 @@ static void do_status(struct out *o) {
   put(o, "ok\nstate=%s\n", asleep ? "asleep" : "awake");
   if (asleep) put(o, "mode=%s\nslept_s=%.3f\n", asleep_discard ? "discard" : "copy", secs(pt_now_ns() - asleep_since_ns));
   put(o, "held_threads=%" PRIu64 "\npools=%" PRIu64 "\n", pt_gate_held(), f.pools);
+  if (last_release_s >= 0) put(o, "last_release_s=%.6f\n", last_release_s);
   figures(o, "now", &f);
   put(o, "device_total_bytes=%" PRIu64 "\npassthrough_live=%" PRIu64 "\n", f.device_total_bytes, f.passthrough_live);
 }
@@ -218,6 +240,7 @@ void pt_sleep_request(const char *line, char *buf, size_t n) {
   struct out o = {buf, n, 0};
   buf[0] = 0;
   pthread_mutex_lock(&sleep_mu);
+  release_now(); /* the last wake's, if its answer's sender did not run it */
   if (!strcmp(line, "sleep")) do_sleep(false, &o);
   else if (!strcmp(line, "sleep discard")) do_sleep(true, &o);
   else if (!strcmp(line, "wake")) do_wake(&o);

@@ -6,9 +6,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Runs one request ("sleep", "sleep discard", "wake", "status") and writes the
- * answer: "ok" or "error: <reason>" on the first line, then key=value lines. */
+/* Runs one request ("sleep", "sleep discard", "prepare", "prepare release",
+ * "wake", "status") and writes the answer: "ok" or "error: <reason>" on the
+ * first line, then key=value lines. */
 void pt_sleep_request(const char *line, char *buf, size_t n);
+/* After an answer went out: frees the host memory of the wake it answered
+ * (the process runs meanwhile), so that `ponytail wake` returns when the
+ * process runs again. A later request does it first if this was not called. */
+void pt_sleep_after_reply(void);
 bool pt_sleep_asleep(void);
 /* Holds the process at its gate (up to timeout_ms for the calls in flight)
  * and runs fn, unless the process sleeps or a sleep request runs meanwhile;

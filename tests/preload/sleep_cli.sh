@@ -33,6 +33,9 @@ check "status while asleep" 0 "asleep \(copy\) for .* 1 thread\(s\) waiting" "$p
 check "second sleep" 1 "process $pid: already asleep" "$pt" sleep "$pid"
 check "stats while asleep" 0 "\"sleeps\":1,.*\"asleep_bytes\":[1-9]" "$pt" stats --json "$pid"
 check "wake" 0 "mapped .* back at the same addresses" "$pt" wake "$pid"
+grep -q "freeing   the host memory that held them now" <<<"$last" && echo "ok: wake returns before the host memory is freed" ||
+  { echo "FAIL: wake's answer:"; echo "$last" | sed 's/^/    /'; fail=1; }
+check "status after wake" 0 "the last wake's host memory was released in [0-9.]+ s" "$pt" sleep --status "$pid"
 # Every byte came back (the target checks its patterns on request).
 touch "$dir/check"
 for _ in $(seq 500); do [ -s "$dir/checked" ] && break; sleep 0.01; done

@@ -312,6 +312,9 @@ static void print_wake(int pid, const char *rep) {
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0);
   if (copied > 0 && release_s >= 0)
     printf("  freed     the host memory that held them in %.3f s, after the process ran again\n", release_s);
+  else if (copied > 0)
+    printf("  freeing   the host memory that held them now, while the process runs (`ponytail sleep\n"
+           "            --status %d` says how long it took)\n", pid);
 }
 
 static void print_prepare(int pid, const char *rep) {
@@ -337,7 +340,8 @@ static void print_unprepare(int pid, const char *rep) {
 
 static void print_status(int pid, const char *rep) {
   char state[32], mode[32];
-  double slept = 0, held = 0, pool = 0;
+  double slept = 0, held = 0, pool = 0, rel = -1;
+  num(rep, "last_release_s", &rel);
   str(rep, "state", state, sizeof state);
   str(rep, "mode", mode, sizeof mode);
   num(rep, "slept_s", &slept), num(rep, "held_threads", &held), num(rep, "now_pool_bytes", &pool);
@@ -346,6 +350,8 @@ static void print_status(int pid, const char *rep) {
            held);
   else
     printf("ponytail sleep %d: awake; Ponytail's pool holds %.2f GiB on the GPU\n", pid, pool / GiB);
+  if (rel >= 0 && strcmp(state, "asleep"))
+    printf("  the last wake's host memory was released in %.3f s, after the process ran again\n", rel);
 }
 
 static void usage_stats(FILE *f) {
