@@ -97,6 +97,19 @@ class Control(unittest.TestCase):
         self.assertIsNone(pc.work_delta(None, later))
         self.assertIsNone(pc.pool_work(999999999))  # no socket: None, not an exception
 
+    def test_prepared_cycle(self):
+        me = os.getpid()
+        f = self.fake(me, 5, prepare="ok\nstate=awake\nmode=prepare\nbytes=1048576\n",
+                      sleep="ok\nstate=asleep\nreused_bytes=1048576\n", wake="ok\nstate=awake\n")
+        res = dict(psleep_pid=me)
+        pc.prepared_cycle(None, res)
+        self.assertEqual(f.got, ["prepare", "sleep", "wake"])
+        self.assertEqual((res["pprep"]["bytes"], res["psleep2"]["reused_bytes"]), (1048576, 1048576))
+        self.assertTrue(all(k in res for k in ("prep_s", "sleep2_s", "wake2_s")))
+        bad = self.fake(me + 1 if me + 1 != os.getppid() else me + 2, 5, prepare="error: asleep\n")
+        with self.assertRaises(RuntimeError):
+            pc.prepared_cycle(None, dict(psleep_pid=int(os.path.basename(bad.path)[:-5])))
+
     def test_busiest(self):
         me, parent = os.getpid(), os.getppid()
         self.fake(me, 9 << 30)        # excluded below

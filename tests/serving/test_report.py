@@ -142,6 +142,18 @@ class Report(unittest.TestCase):
         rc, out = self.runs({"p.1.stock": self.arm(REF_TOKENS), "p.2.shim": self.arm(REF_TOKENS, **sh, wake_cmp=real)})
         self.assertEqual(rc, 1, out)
         self.assertIn("p.2.shim: tokens changed after sleep/wake", out)
+        # the prepared second cycle: its figures, and its own token verdict
+        pr = dict(pprep=dict(ok=True, bytes=900 << 20), prep_s=2.5, psleep2=dict(ok=True, reused_bytes=900 << 20),
+                  sleep2_s=0.3, wake2_s=0.1)
+        rc, out = self.runs({"p.1.stock": self.arm(REF_TOKENS),
+                             "p.2.shim": self.arm(REF_TOKENS, **sh, **pr, wake_cmp=tie, wake2_cmp=tie)})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("prepared: 900 MiB got in 2.5 s while it ran, then sleep 0.3 s (900 MiB into prepared "
+                      "memory), wake 0.1 s, after: 2/3 +1 tie", out)
+        rc, out = self.runs({"p.1.stock": self.arm(REF_TOKENS),
+                             "p.2.shim": self.arm(REF_TOKENS, **sh, **pr, wake_cmp=tie, wake2_cmp=real)})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("p.2.shim: tokens changed after the prepared sleep/wake", out)
 
     def test_throughput_warm_passes(self):
         # tok/s: the median of the passes after the first (a cold pass of 1000 tok/s in each arm

@@ -131,3 +131,16 @@ def sleep_wake(nv, res):
     _timed(pid, "wake", res, "pwake", "wake_s")
     res.update(sleep_before_mib=before, sleep_asleep_mib=asleep,
                sleep_freed_mib=(before - asleep) if before is not None and asleep is not None else None)
+
+
+def prepared_cycle(nv, res):
+    """After sleep_wake(): `ponytail sleep --prepare` of the same process while it runs, then a
+    sleep and a wake that copy into that memory (the first sleep's cost is getting host memory):
+    res gets pprep, prep_s, psleep2, sleep2_s, pwake2, wake2_s. Raises RuntimeError when a
+    request fails."""
+    pid = res.get("psleep_pid")
+    if pid is None:
+        raise RuntimeError("prepared_cycle: no process slept before")
+    _timed(pid, "prepare", res, "pprep", "prep_s")
+    _timed(pid, "sleep", res, "psleep2", "sleep2_s")
+    _timed(pid, "wake", res, "pwake2", "wake2_s")

@@ -119,6 +119,13 @@ def main():
                   "wake against before: %s" % (res["psleep_pid"], res["psleep"].get("bytes"), res["sleep_s"],
                                                res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
                   flush=True)
+            ponytail_control.prepared_cycle(nv, res)  # the same with its host memory got ahead
+            outs3 = eng.generate(input_ids=prompts, sampling_params=sp, return_logprob=True, top_logprobs_num=5)
+            toks3 = output_ids(outs3)
+            res["wake2_same"] = toks3 == toks
+            res["wake2_cmp"] = compare_tokens(res, dict(tokens=toks3, logprobs=output_logprobs(outs3)))
+            print("prepared: %.2f s to prepare, sleep %.2f s, wake %.2f s, tokens after: %s" % (
+                res["prep_s"], res["sleep2_s"], res["wake2_s"], compare_text(res["wake2_cmp"])), flush=True)
 
         if a.throughput:
             tp = token_prompts(a.throughput, a.tp_in, a.tp_in, seed=7)

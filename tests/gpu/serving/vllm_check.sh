@@ -26,7 +26,8 @@
 #   tiny-sleep  eager, enable_sleep_mode: generate, sleep(level=1), wake_up(), generate again
 #   tiny-psleep default mode (CUDA graphs), no vLLM sleep mode: the shim arm puts the engine core
 #               to sleep itself (its control socket, as `ponytail sleep PID`), NVML asleep, wakes
-#               it, generates again (issue 50 on an unchanged engine); stock gives the tokens
+#               it, generates again (issue 50 on an unchanged engine), then the same again with
+#               its host memory got ahead (`ponytail sleep --prepare`); stock gives the tokens
 #   tiny-serve  `vllm serve` (default mode), 64 concurrent requests (completions and chat,
 #               streaming and not), twice; VLLM_BATCH_INVARIANT=1 so that batch composition,
 #               which concurrent arrival makes differ from run to run, cannot change tokens

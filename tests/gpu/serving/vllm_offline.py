@@ -98,13 +98,13 @@ def main():
         print("generate: %d prompts in %.2f s, digest %s" % (len(toks), res["gen_s"], res["digest"]),
               flush=True)
 
-        def after_wake():
-            """The same prompts again: tokens against those before the sleep (wake_cmp)."""
+        def after_wake(key="wake"):
+            """The same prompts again: tokens against those before the sleep (KEY_cmp)."""
             outs2 = llm.generate(prompts, sp, use_tqdm=False)
             toks2 = [list(o.outputs[0].token_ids) for o in outs2]
-            res["digest_after_wake"] = digest(toks2)
-            res["wake_same"] = toks2 == toks
-            res["wake_cmp"] = compare_tokens(
+            res["digest_after_" + key] = digest(toks2)
+            res[key + "_same"] = toks2 == toks
+            res[key + "_cmp"] = compare_tokens(
                 res, dict(tokens=toks2, logprobs=[top_logprobs(o.outputs[0].logprobs) for o in outs2]))
 
         if a.sleep:
@@ -132,6 +132,10 @@ def main():
                   "wake against before: %s" % (res["psleep_pid"], res["psleep"].get("bytes"), res["sleep_s"],
                                                res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
                   flush=True)
+            ponytail_control.prepared_cycle(nv, res)  # the same with its host memory got ahead
+            after_wake("wake2")
+            print("prepared: %.2f s to prepare, sleep %.2f s, wake %.2f s, tokens after: %s" % (
+                res["prep_s"], res["sleep2_s"], res["wake2_s"], compare_text(res["wake2_cmp"])), flush=True)
 
         if a.throughput:
             tp = [TokensPrompt(prompt_token_ids=ids)

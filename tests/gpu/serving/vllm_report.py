@@ -180,6 +180,15 @@ def main():
                     compare_text(wc) if wc else r.get("wake_same")))
                 if r.get("ok") and not r.get("wake_same") and (not wc or wc["differ"]):
                     fails.append("%s: tokens changed after sleep/wake" % name)
+            if r.get("pprep"):  # a second cycle, its host memory got ahead (ponytail sleep --prepare)
+                p2, wc2 = r.get("psleep2") or {}, r.get("wake2_cmp")
+                notes.append("prepared: %.0f MiB got in %s s while it ran, then sleep %s s (%.0f MiB into "
+                             "prepared memory), wake %s s, after: %s" % (
+                                 r["pprep"].get("bytes", 0) / 2**20, r.get("prep_s"), r.get("sleep2_s"),
+                                 p2.get("reused_bytes", 0) / 2**20, r.get("wake2_s"),
+                                 compare_text(wc2) if wc2 else r.get("wake2_same")))
+                if r.get("ok") and not r.get("wake2_same") and (not wc2 or wc2["differ"]):
+                    fails.append("%s: tokens changed after the prepared sleep/wake" % name)
             if "wave2_same_as_wave1" in r:
                 notes.append("waves same: %s" % r["wave2_same_as_wave1"])
             if r.get("failed"):
