@@ -264,7 +264,24 @@ def summarize(j):
     return dict(swapped=k.get("swapped", 0), fallbacks=k.get("fallbacks", 0),
                 reasons=k.get("fallback_reasons") or {}, internal_errors=j.get("internal_errors", 0),
                 attn=[(n[:60], c) for n, c in names if c > 0 and
-                      any(s in n.lower() for s in ("attn", "attention", "flash", "fmha", "sdpa", "softmax"))][:4])
+                      any(s in n.lower() for s in ("attn", "attention", "flash", "fmha", "sdpa", "softmax"))][:4],
+                sdpa=j.get("sdpa_policy"))
+
+
+def why_none(s):
+    """Why no decode attention launch was swapped or refused (none reached a hook), from a family's
+    summarize(): no SDPA call at all, torch keeping cuDNN for decode, or SDPA calls with no fused
+    attention kernel running (torch's math path). None when launches did reach a hook."""
+    if not s or s.get("swapped") or s.get("fallbacks"):
+        return None
+    sd = s.get("sdpa") or {}
+    if not sd.get("calls"):
+        return "no SDPA call (eager or custom attention)"
+    if sd.get("decode_kept_cudnn"):
+        return "decode kept on cuDNN (no flash or mem-efficient path)"
+    if not s.get("attn"):
+        return "SDPA on torch's math path (no fused kernel)"
+    return "attention kernels no hook knows"
 
 
 def shim_stats(path):
@@ -277,7 +294,9 @@ def stats_delta(prev, cur):
     pk, ck = prev.get("kernels", {}), cur.get("kernels", {})
     pr, cr = pk.get("fallback_reasons") or {}, ck.get("fallback_reasons") or {}
     pl, cl = launches_by_name(prev), launches_by_name(cur)
-    return dict(kernels=dict(swapped=ck.get("swapped", 0) - pk.get("swapped", 0),
+    ps, cs = prev.get("sdpa_policy") or {}, cur.get("sdpa_policy") or {}
+    return dict(sdpa_policy={k: v - ps.get(k, 0) for k, v in cs.items() if isinstance(v, int)},
+                kernels=dict(swapped=ck.get("swapped", 0) - pk.get("swapped", 0),
                              fallbacks=ck.get("fallbacks", 0) - pk.get("fallbacks", 0),
                              fallback_reasons={r: n - pr.get(r, 0) for r, n in cr.items() if n - pr.get(r, 0) > 0},
                              top=[dict(name=n, launches=c - pl.get(n, 0)) for n, c in cl.items() if c - pl.get(n, 0) > 0]),
@@ -475,7 +494,7 @@ def main():
         if sh:
             s = sh.get("stats") or {}
             n = s.get("swapped", 0) + s.get("fallbacks", 0)
-            row.update(swapped=s.get("swapped"), fallbacks=s.get("fallbacks"), reasons=s.get("reasons"),
+            row.update(swapped=s.get("swapped"), fallbacks=s.get("fallbacks"), reasons=s.get("reasons"), why=why_none(s),
                        share=(s.get("swapped", 0) / n) if n else None, kernels=s.get("attn"),
                        internal_errors=s.get("internal_errors"))
             if sh.get("ok"):
@@ -506,7 +525,7 @@ def main():
         "family", "impl", "kernels", "swapped", "fallbacks", "ms stock", "ms shim", "ms stock 2", "tokens vs stock")]
     for row in rows:
         ms = lambda v: "/".join("%.2f" % x if x is not None else "-" for x in v) if v else "-"
-        reasons = "; ".join("%s %d" % kv for kv in (row.get("reasons") or {}).items()) or "-"
+        reasons = "; ".join("%s %d" % kv for kv in (row.get("reasons") or {}).items()) or row.get("why") or "-"
         err = next(("%s: %s" % (k, v["error"][:60]) for k, v in row["arms"].items() if not v["ok"]), "")
         lines.append("%-12s %-6s %-14s %8s %-26s %-12s %-12s %-12s %s" % (
             row["family"], row.get("impl") or "-", kernel_kinds(row.get("kernels")),
@@ -518,6 +537,9 @@ def main():
     lines.append("step ms: equal/padded batch p50; stock 2 is stock again after the shim arms; noise band %s"
                  % ("%.1f%%" % (100 * band) if band is not None else "- (no aa arm: slower not judged)"))
     lines.append("families with >= 95%% of decode attention swapped: %d of %d" % (len(swapped), len(rows)))
+    for row in rows:
+        if row.get("why"):
+            lines.append("  %s: nothing reached a hook: %s" % (row["family"], row["why"]))
     lines.append("family check: %s" % ("PASS" if not fails else "FAIL: " + "; ".join(fails)))
     text = "\n".join(lines)
     with open(os.path.join(a.out, "families.txt"), "w") as f:

@@ -53,6 +53,17 @@ assert d["internal_errors"] == 1
 first = F.summarize(F.stats_delta(None, s1))  # no baseline: everything so far
 assert first["swapped"] == 100 and first["attn"] == [(FL[:60], 100)], first
 assert F.summarize(None) is None
+# Why nothing was swapped or refused: no SDPA call, cuDNN kept for decode, math (no fused kernel);
+# from the SDPA policy's counters between the snapshots.
+def sd(**k):
+    return dict(kernels=dict(swapped=0, fallbacks=0, fallback_reasons={}, top=[]), internal_errors=0,
+                sdpa_policy=dict(k))
+assert F.why_none(d) is None  # launches reached a hook
+assert F.why_none(F.summarize(F.stats_delta(sd(calls=5), sd(calls=5)))) == "no SDPA call (eager or custom attention)"
+assert F.why_none(F.summarize(F.stats_delta(sd(calls=5), sd(calls=9, decode_kept_cudnn=4)))).startswith(
+    "decode kept on cuDNN")
+assert F.why_none(F.summarize(F.stats_delta(sd(calls=5), sd(calls=9, torch_chose_other=4)))) == \
+    "SDPA on torch's math path (no fused kernel)"
 # own_stats asks `ponytail stats --json` about this very process; None when the CLI refuses.
 import os, stat, tempfile
 d = tempfile.mkdtemp()
