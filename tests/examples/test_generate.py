@@ -248,6 +248,12 @@ class Generate(unittest.TestCase):
         # runs meanwhile (the preload tests, in parallel): it is left in place, as the shim leaves it.
         os.makedirs(sock_dir, mode=0o700, exist_ok=True)
         path = os.path.join(sock_dir, "%d.sock" % proc.pid)
+        # A socket file of that name is a stale one of an ended process whose pid this child got
+        # (the shim replaces such a file the same way): nothing listens on it.
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         srv.bind(path)
         srv.listen(8)
