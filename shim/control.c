@@ -12,10 +12,13 @@
  *
  * When: the thread starts with the process's first pool (a process without
  * one has nothing to put to sleep), never at load: the shim is loaded into
- * every process of a preloaded tree. The socket is removed at exit; a forked
+ * every process of a preloaded tree. The socket is removed at exit (and the
+ * sockets of processes that ended without exiting, by the next thread to
+ * start: sweep_stale); a forked
  * child neither inherits the thread nor serves the parent's socket. */
 #include "shim/control.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/control_path.h"
@@ -126,9 +130,47 @@ static void send_stats(int c, bool json) {
   free(buf);
 }
 
+/* The directory of the sockets, for the sweep below (set with ctl_fd). */
+static char ctl_dir[sizeof ctl_path];
+
+/* Sockets of processes that ended without the exit handler (_exit, a
+ * signal: vLLM's offline engine core ends with _exit) stay in the directory;
+ * the control thread removes, once, those that nothing listens on. A live
+ * process in another pid namespace sharing the directory accepts the
+ * connection (and reads an empty request), so only the dead go; files younger
+ * than a minute are left alone, since a process between its bind and its
+ * listen refuses connections too. At most 4096 names are looked at. */
+static void sweep_stale(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  unsigned seen = 0, removed = 0;
+  time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d)) && seen < 4096) {
+    const char *nm = e->d_name;
+    size_t len = strlen(nm);
+    char *end;
+    if (len < 6 || strcmp(nm + len - 5, ".sock")) continue;
+    long pid = strtol(nm, &end, 10);
+    if (end != nm + len - 5 || pid <= 0 || pid == (long)getpid()) continue;
+    seen++;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    struct stat st;
+    if (snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, nm) >= (int)sizeof a.sun_path) continue;
+    if (lstat(a.sun_path, &st) || !S_ISSOCK(st.st_mode) || now - st.st_mtime < 60) continue;
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) break;
+    if (connect(s, (struct sockaddr *)&a, sizeof a) && errno == ECONNREFUSED && !unlink(a.sun_path)) removed++;
+    close(s);
+  }
+  closedir(d);
+  if (removed) pt_debug("control: removed %u stale socket(s) from %s", removed, dir);
+}
+
 static void *ctl_main(void *arg) {
   int fd = (int)(intptr_t)arg;
   static char rep[CTL_REP_MAX];
+  sweep_stale(ctl_dir);
   for (;;) {
     int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0) {
@@ -180,6 +222,7 @@ void pt_control_start(void) {
   if (fd < 0) goto fail;
   (void)unlink(a.sun_path); /* a stale socket of an earlier process with this pid */
   if (bind(fd, (struct sockaddr *)&a, sizeof a) || chmod(a.sun_path, 0600) || listen(fd, 4)) goto fail;
+  memcpy(ctl_dir, dir, sizeof ctl_dir);
   int rc = pt_thread_start(ctl_main, (void *)(intptr_t)fd);
   if (rc) {
     errno = rc;

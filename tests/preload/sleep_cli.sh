@@ -19,12 +19,30 @@ check() { # DESCRIPTION EXPECTED_RC PATTERN COMMAND...
     echo "ok: $what"
   fi
 }
+# Stale sockets in the control directory (processes that ended by _exit or a signal): the target's
+# control thread removes an old one nothing listens on, and leaves a live one and a young one.
+ctl=${PONYTAIL_CONTROL_DIR:?}
+rm -rf "$ctl" && mkdir -m 700 -p "$ctl"
+mksock='import socket,sys,time
+s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])
+if sys.argv[2] == "live": s.listen(1); time.sleep(30)'
+python3 -c "$mksock" "$ctl/999990.sock" dead && touch -h -d "2 minutes ago" "$ctl/999990.sock"
+python3 -c "$mksock" "$ctl/999991.sock" dead
+python3 -c "$mksock" "$ctl/999992.sock" live </dev/null >/dev/null 2>&1 &
+live=$!
+for _ in $(seq 100); do [ -S "$ctl/999992.sock" ] && break; sleep 0.02; done
+touch -h -d "2 minutes ago" "$ctl/999992.sock"
 "$prog" serve "$dir" &
 runner=$!
 for _ in $(seq 500); do [ -s "$dir/ready" ] && break; sleep 0.02; done
 pid=$(cat "$dir/ready" 2>/dev/null)
 [ -n "$pid" ] || { echo "FAIL: the target did not start"; kill $runner; exit 1; }
 
+for _ in $(seq 100); do [ -e "$ctl/999990.sock" ] || break; sleep 0.02; done
+if [ ! -e "$ctl/999990.sock" ] && [ -S "$ctl/999991.sock" ] && [ -S "$ctl/999992.sock" ]; then
+  echo "ok: stale socket removed; a young one and a live one left"
+else echo "FAIL: stale sockets: $(ls "$ctl" | tr '\n' ' ')"; fail=1; fi
+kill $live 2>/dev/null
 check "sleep" 0 "asleep \(copy\)" "$pt" sleep "$pid"
 # A copying sleep says where the bytes went, and never that they were dropped.
 if grep -q "kept .* GiB in" <<<"$last" && ! grep -q "dropped" <<<"$last"; then echo "ok: sleep says kept, not dropped"
