@@ -61,6 +61,7 @@
   X(cuMemPoolGetAttribute, 11020)              \
   X(cuDeviceGetDefaultMemPool, 11020)          \
   X(cuStreamIsCapturing, 10000)                \
+  X(cuThreadExchangeStreamCaptureMode, 10010)  \
   X(cuStreamSynchronize, 2000)                 \
   X(cuStreamQuery, 2000)                       \
   X(cuStreamWaitEvent, 3020)                   \

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "shim/capture_decl.h"
+#include "shim/gate.h"
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
 
@@ -90,12 +91,34 @@ PT_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum c
 
 /* ---- driver -------------------------------------------------------------- */
 
+/* Captures begun and not ended, in the whole process. A sleep and the host
+ * tier's move drain the device, and synchronizing a context while one of its
+ * streams captures is invalid: it would fail and invalidate the program's
+ * capture. So they hold the process only when none is open (shim/sleep.c).
+ * Counted at the driver entry points alone, which the runtime's calls reach
+ * too; a begin waits at the gate while the process is held, so none starts
+ * once the count was read under a closed gate. */
+static int64_t captures_open;
+
+int64_t pt_captures_open(void) { return __atomic_load_n(&captures_open, __ATOMIC_ACQUIRE); }
+
+static void capture_opened(CUresult r) {
+  if (r == CUDA_SUCCESS) __atomic_fetch_add(&captures_open, 1, __ATOMIC_ACQ_REL);
+}
+
 static CUresult drv_begin(enum pt_sym sym, CUstream s, CUstreamCaptureMode mode, bool with_mode) {
   pt_route_capture_seen();
   void *real = pt_real(sym);
   if (!real) return PT_DRV_NO_DRIVER;
-  if (pt_active()) pt_count_call(sym);
-  return with_mode ? ((PFN_cuStreamBeginCapture_v10010)real)(s, mode) : ((PFN_cuStreamBeginCapture_v10000)real)(s);
+  if (!pt_active()) return with_mode ? ((PFN_cuStreamBeginCapture_v10010)real)(s, mode)
+                                     : ((PFN_cuStreamBeginCapture_v10000)real)(s);
+  pt_count_call(sym);
+  struct pt_tblock *g = pt_gate_enter();
+  CUresult r = with_mode ? ((PFN_cuStreamBeginCapture_v10010)real)(s, mode)
+                         : ((PFN_cuStreamBeginCapture_v10000)real)(s);
+  capture_opened(r);
+  pt_gate_leave(g);
+  return r;
 }
 PT_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
   return drv_begin(PT_SYM_cuStreamBeginCapture, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
@@ -115,8 +138,13 @@ static CUresult drv_begin_graph(enum pt_sym sym, CUstream s, CUgraph g, const CU
   pt_route_capture_seen();
   PFN_cuStreamBeginCaptureToGraph_v12030 real = (PFN_cuStreamBeginCaptureToGraph_v12030)pt_real(sym);
   if (!real) return PT_DRV_NO_DRIVER;
-  if (pt_active()) pt_count_call(sym);
-  return real(s, g, deps, data, n, mode);
+  if (!pt_active()) return real(s, g, deps, data, n, mode);
+  pt_count_call(sym);
+  struct pt_tblock *gt = pt_gate_enter();
+  CUresult r = real(s, g, deps, data, n, mode);
+  capture_opened(r);
+  pt_gate_leave(gt);
+  return r;
 }
 PT_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
                                                const CUgraphEdgeData *dependencyData, size_t numDependencies,
@@ -129,6 +157,27 @@ PT_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hG
                                                     CUstreamCaptureMode mode) {
   return drv_begin_graph(PT_SYM_cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies, dependencyData,
                          numDependencies, mode);
+}
+
+/* The end of a capture, successful or not (an invalidated or unjoined
+ * capture ends too); an end that finds no capture leaves the count alone. */
+static CUresult drv_end(enum pt_sym sym, CUstream s, CUgraph *graph) {
+  PFN_cuStreamEndCapture_v10000 real = (PFN_cuStreamEndCapture_v10000)pt_real(sym);
+  if (!real) return PT_DRV_NO_DRIVER;
+  if (pt_active()) pt_count_call(sym);
+  CUresult r = real(s, graph);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
+    int64_t n = __atomic_load_n(&captures_open, __ATOMIC_ACQUIRE);
+    while (n > 0 && !__atomic_compare_exchange_n(&captures_open, &n, n - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+  }
+  return r;
+}
+PT_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  return drv_end(PT_SYM_cuStreamEndCapture, hStream, phGraph);
+}
+PT_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+  return drv_end(PT_SYM_cuStreamEndCapture_ptsz, hStream, phGraph);
 }
 
 PT_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {

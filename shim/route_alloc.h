@@ -108,6 +108,8 @@ void pt_route_peer_enabled(int device, int peer);
  * device's current mempool was set (from then on cudaMallocAsync asks which
  * pool is current). Until then those driver queries are skipped. */
 void pt_route_capture_seen(void);
+/* Stream captures begun and not ended, process-wide (shim/entry_capture.c). */
+int64_t pt_captures_open(void);
 void pt_route_mempool_set(void);
 /* Before the application destroys stream (a CUstream / cudaStream_t): every
  * pool waits for the stream's pending frees and forgets it, so that no marker

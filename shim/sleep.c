@@ -22,6 +22,7 @@
 #include "common/now_ns.h"
 #include "common/options.h"
 #include "shim/gate.h"
+#include "shim/route_alloc.h"
 #include "shim/route_sleep.h"
 #include "shim/sleep.h"
 
@@ -90,6 +91,13 @@ static void do_sleep(bool discard, struct out *o) {
   if (pt_gate_close(timeout_s * 1000u, &busy)) {
     put(o, "error: %" PRIu64 " CUDA call(s) of the process still running after %" PRIu64
            " s (PONYTAIL_SLEEP_TIMEOUT); not asleep, the process runs on\n", busy, timeout_s);
+    return;
+  }
+  int64_t cap = pt_captures_open();
+  if (cap > 0) {
+    pt_gate_open();
+    put(o, "error: %" PRId64 " CUDA graph capture(s) in progress: the device cannot be drained while a stream "
+           "captures; not asleep, the process runs on (try again when the capture has ended)\n", cap);
     return;
   }
   uint64_t t1 = pt_now_ns();
@@ -257,9 +265,12 @@ int pt_sleep_hold_and_run(uint64_t timeout_ms, int (*fn)(void *), void *arg, boo
   pthread_mutex_lock(&sleep_mu);
   int rc = 0;
   if (!asleep && pt_gate_close(timeout_ms, NULL) == 0) {
-    rc = fn(arg);
+    /* Not while a stream captures: fn drains the device (see do_sleep). */
+    if (pt_captures_open() == 0) {
+      rc = fn(arg);
+      *ran = true;
+    }
     pt_gate_open();
-    *ran = true;
   }
   pthread_mutex_unlock(&sleep_mu);
   return rc;

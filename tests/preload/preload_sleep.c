@@ -184,6 +184,23 @@ static int sc_cycle(void) {
     CHECK(intact(0));
   }
 
+  /* A stream capturing a CUDA graph: the device cannot be drained (it would
+   * invalidate the capture), so the sleep is refused and the process runs on;
+   * once the capture ends, the sleep goes ahead. */
+  CUstream cu_cs;
+  CHECK_EQ(cuStreamCreate(&cu_cs, 0), CUDA_SUCCESS);
+  cudaStream_t cs = (cudaStream_t)cu_cs;
+  CHECK_EQ(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal), cudaSuccess);
+  r = ask("sleep");
+  CHECK(r && !strncmp(r, "error: 1 CUDA graph capture(s) in progress", 42));
+  if (r && strncmp(r, "error", 5)) fprintf(stderr, "sleep during a capture answered: %s", r);
+  r = ask("status");
+  CHECK(r && strstr(r, "state=awake"));
+  cudaGraph_t cg;
+  CHECK_EQ(cudaStreamEndCapture(cs, &cg), cudaSuccess);
+  CHECK_EQ(cudaStreamEndCapture(cs, &cg) != cudaSuccess, 1); /* no capture: the count stays at 0 */
+  CHECK_EQ(cuStreamDestroy_v2(cu_cs), CUDA_SUCCESS);
+
   r = ask("sleep");
   CHECK(r && !strncmp(r, "ok\nstate=asleep\nmode=copy", 25));
   if (r && strncmp(r, "ok", 2)) fprintf(stderr, "sleep answered: %s", r);
