@@ -78,6 +78,13 @@ struct pt_backend_ops {
    * (reserve/unreserve/create/release/map/unmap/set_access) and blocked in
    * marker_sync/device_sync, in ns. May be called without the pool's mutex. */
   void (*busy_ns)(void *ctx, uint64_t *map_ns, uint64_t *wait_ns);
+  /* Optional: run first by each helper thread of a sleep, a prepare or a
+   * wake (pool_sleep.c). The VMM backend sets the thread's stream-capture
+   * interaction mode to relaxed: its driver calls (page-locking, freeing
+   * page-locked memory, mapping) must not count as unsafe calls against a
+   * CUDA graph the program captures meanwhile in global mode, which would
+   * fail them and invalidate the capture. Helpers never capture. */
+  void (*thread_start)(void *ctx);
 
   /* Optional (NULL: not supported): mapping memory that another process
    * exported (CUDA IPC import; the caller is the shim's importer, never the

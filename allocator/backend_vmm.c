@@ -63,20 +63,12 @@ struct vmm_ctx {
     }                                                      \
   } while (0)
 
-/* Page-locking host memory may synchronize: an "unsafe" call while another
- * thread of the program captures a CUDA graph in global mode, which would
- * fail and invalidate that capture. Those calls (a sleep's or a prepare's
- * host memory) run on the shim's own threads, never the program's, so they
- * set their thread's capture interaction mode to relaxed for the call and
- * put it back. */
-#define VMM_RELAXED(v, r, expr)                                                                      \
-  do {                                                                                              \
-    CUstreamCaptureMode m_ = CU_STREAM_CAPTURE_MODE_RELAXED;                                        \
-    int x_ = (v)->drv->cuThreadExchangeStreamCaptureMode &&                                         \
-             (v)->drv->cuThreadExchangeStreamCaptureMode(&m_) == CUDA_SUCCESS;                      \
-    (r) = (expr);                                                                                   \
-    if (x_) (void)(v)->drv->cuThreadExchangeStreamCaptureMode(&m_);                                 \
-  } while (0)
+/* A sleep's helper thread (pool_sleep.c) at its start: see backend.h. */
+static void vmm_thread_start(void *c) {
+  struct vmm_ctx *v = c;
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (v->drv->cuThreadExchangeStreamCaptureMode) (void)v->drv->cuThreadExchangeStreamCaptureMode(&m);
+}
 
 static int vmm_granularity(void *c, size_t *out) {
   *out = ((struct vmm_ctx *)c)->gran;
@@ -339,11 +331,7 @@ static int faulted_alloc(size_t size, void **p) {
 static int host_register(struct vmm_ctx *v, void *p, size_t size) {
   if (!v->drv->cuMemHostRegister || !v->drv->cuMemHostUnregister) return CUDA_ERROR_NOT_SUPPORTED;
   CUresult r;
-  VMM_RELAXED(v, r, ({
-                CUresult q_;
-                VMM_IN_CTX(v, q_, v->drv->cuMemHostRegister(p, size, 0));
-                q_;
-              }));
+  VMM_IN_CTX(v, r, v->drv->cuMemHostRegister(p, size, 0));
   return (int)r;
 }
 
@@ -382,11 +370,7 @@ static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
     r = (CUresult)faulted_alloc(size, p);
   } else {
     if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
-    VMM_RELAXED(v, r, ({
-                  CUresult q_;
-                  VMM_IN_CTX(v, q_, v->drv->cuMemHostAlloc(p, size, 0));
-                  q_;
-                }));
+    VMM_IN_CTX(v, r, v->drv->cuMemHostAlloc(p, size, 0));
   }
   __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED); /* several threads: pool_sleep.c */
   return (int)r;
@@ -469,6 +453,7 @@ static const struct pt_backend_ops vmm_ops = {
   .add_accessor = vmm_add_accessor,
   .export_fd = vmm_export_fd,
   .busy_ns = vmm_busy_ns,
+  .thread_start = vmm_thread_start,
   .import_reserve = vmm_import_reserve,
   .import_map = vmm_import_map,
   .import_access = vmm_import_access,

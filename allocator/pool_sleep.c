@@ -159,6 +159,7 @@ static int get_one(struct pt_pool *p, struct pt_sleep_ent *e, bool fault_only) {
 static void *host_worker(void *arg) {
   struct host_job *j = arg;
   struct host_run *r = j->r;
+  if (r->p->bk.ops->thread_start) r->p->bk.ops->thread_start(r->p->bk.ctx);
   for (uint64_t i = j->first; i < r->n && !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i += r->step) {
     if (__atomic_load_n(&r->state[i], __ATOMIC_ACQUIRE)) continue; /* kept from the last sleep */
     j->rc = get_one(r->p, &r->e[i], r->fault_only);
@@ -480,6 +481,7 @@ static int map_new(struct pt_pool *p, struct pt_sleep_ent *e, uint64_t n, struct
 
 static void *map_worker(void *arg) {
   struct map_run *r = arg;
+  if (r->p->bk.ops->thread_start) r->p->bk.ops->thread_start(r->p->bk.ctx);
   (void)map_new_run(r->p, r->e, r->n, NULL, r);
   return NULL;
 }

@@ -38,6 +38,7 @@
 #include "common/options.h"
 #include "common/thread.h"
 #include "shim/gate.h"
+#include "shim/real.h"
 #include "shim/sleep.h"
 #include "shim/stats.h"
 
@@ -160,7 +161,12 @@ static void sweep_stale(const char *dir) {
     if (lstat(a.sun_path, &st) || !S_ISSOCK(st.st_mode) || now - st.st_mtime < 60) continue;
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0) break;
-    if (connect(s, (struct sockaddr *)&a, sizeof a) && errno == ECONNREFUSED && !unlink(a.sun_path)) removed++;
+    /* Unlinked only if the name still holds the file looked at: a process
+     * given that pid since may have bound a new socket there meanwhile. */
+    struct stat st2;
+    if (connect(s, (struct sockaddr *)&a, sizeof a) && errno == ECONNREFUSED && !lstat(a.sun_path, &st2) &&
+        st2.st_ino == st.st_ino && st2.st_dev == st.st_dev && st2.st_mtime == st.st_mtime && !unlink(a.sun_path))
+      removed++;
     close(s);
   }
   closedir(d);
@@ -170,6 +176,7 @@ static void sweep_stale(const char *dir) {
 static void *ctl_main(void *arg) {
   int fd = (int)(intptr_t)arg;
   static char rep[CTL_REP_MAX];
+  pt_thread_relax_capture();
   sweep_stale(ctl_dir);
   for (;;) {
     int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);

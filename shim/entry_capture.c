@@ -12,11 +12,14 @@
  * only ever goes up). */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include "shim/capture_decl.h"
 #include "shim/gate.h"
+#include "shim/real.h"
 #include "shim/route_alloc.h"
 #include "shim/shim.h"
 
@@ -26,13 +29,18 @@ typedef cudaError_t (*pt_begin_fn)(cudaStream_t, enum cudaStreamCaptureMode);
 typedef cudaError_t (*pt_begin_graph_fn)(cudaStream_t, cudaGraph_t, const cudaGraphNode_t *,
                                          const cudaGraphEdgeData *, size_t, enum cudaStreamCaptureMode);
 
+/* A runtime begin passes the gate here, before libcudart (which reaches the
+ * driver's begin, where the gate nests): a thread never waits at the gate
+ * inside the runtime, holding what the runtime holds. */
 static cudaError_t rt_begin(enum pt_sym sym, cudaStream_t s, enum cudaStreamCaptureMode mode) {
   pt_route_capture_seen(); /* before the real call, whatever happens next */
   pt_begin_fn real = (pt_begin_fn)pt_real(sym);
   if (!real) return cudaErrorInsufficientDriver;
   if (pt_active()) pt_count_call(sym);
+  struct pt_tblock *g = pt_active() ? pt_gate_enter() : NULL;
   cudaError_t r;
   PT_RT_CALL(r, real(s, mode));
+  if (g) pt_gate_leave(g);
   return r;
 }
 PT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
@@ -48,8 +56,10 @@ static cudaError_t rt_begin_graph(enum pt_sym sym, cudaStream_t s, cudaGraph_t g
   pt_begin_graph_fn real = (pt_begin_graph_fn)pt_real(sym);
   if (!real) return cudaErrorInsufficientDriver;
   if (pt_active()) pt_count_call(sym);
+  struct pt_tblock *gt = pt_active() ? pt_gate_enter() : NULL;
   cudaError_t r;
   PT_RT_CALL(r, real(s, g, deps, data, n, mode));
+  if (gt) pt_gate_leave(gt);
   return r;
 }
 PT_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
@@ -91,19 +101,63 @@ PT_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum c
 
 /* ---- driver -------------------------------------------------------------- */
 
-/* Captures begun and not ended, in the whole process. A sleep and the host
- * tier's move drain the device, and synchronizing a context while one of its
- * streams captures is invalid: it would fail and invalidate the program's
- * capture. So they hold the process only when none is open (shim/sleep.c).
- * Counted at the driver entry points alone, which the runtime's calls reach
- * too; a begin waits at the gate while the process is held, so none starts
- * once the count was read under a closed gate. */
-static int64_t captures_open;
+/* The streams that began a capture and have not ended it, process-wide. A
+ * sleep and the host tier's move drain the device, and synchronizing a
+ * context while one of its streams captures is invalid: it would fail and
+ * invalidate the program's capture. So they hold the process only when none
+ * is open (shim/sleep.c). Recorded at the driver entry points alone, which
+ * the runtime's calls reach too; a begin waits at the gate while the process
+ * is held, so none starts once the set was read under a closed gate. The set
+ * heals itself: an end, a stream's destruction, and every read ask the driver
+ * whether the stream still captures (a capture can end by an error code this
+ * file does not know, or with its context). Begins past the table's size are
+ * counted without a stream (overflow) and dropped by ends that find their
+ * stream not in the table. */
+#define PT_CAPTURE_STREAMS 64
+static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static CUstream cap_streams[PT_CAPTURE_STREAMS];
+static int cap_n, cap_overflow;
 
-int64_t pt_captures_open(void) { return __atomic_load_n(&captures_open, __ATOMIC_ACQUIRE); }
+/* Under cap_mu: stream i leaves the set. */
+static void cap_drop(int i) { cap_streams[i] = cap_streams[--cap_n]; }
 
-static void capture_opened(CUresult r) {
-  if (r == CUDA_SUCCESS) __atomic_fetch_add(&captures_open, 1, __ATOMIC_ACQ_REL);
+/* Whether s still captures (a failed query, a destroyed stream: no). */
+static bool still_capturing(CUstream s) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return pt_real_driver() && pt_drv.cuStreamIsCapturing && pt_drv.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+         st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static void capture_opened(CUstream s, CUresult r) {
+  if (r != CUDA_SUCCESS) return;
+  pthread_mutex_lock(&cap_mu);
+  if (cap_n < PT_CAPTURE_STREAMS) cap_streams[cap_n++] = s;
+  else cap_overflow++;
+  pthread_mutex_unlock(&cap_mu);
+}
+
+/* After an end (whatever it returned) or before a stream is destroyed
+ * (gone: true): s leaves the set unless it still captures. */
+static void capture_check(CUstream s, bool gone) {
+  pthread_mutex_lock(&cap_mu);
+  int i = 0;
+  while (i < cap_n && cap_streams[i] != s) i++;
+  bool over = gone || !still_capturing(s);
+  if (i < cap_n && over) cap_drop(i);
+  else if (i == cap_n && over && cap_overflow > 0 && !gone) cap_overflow--;
+  pthread_mutex_unlock(&cap_mu);
+}
+
+void pt_capture_stream_gone(uint64_t stream) { capture_check((CUstream)(uintptr_t)stream, true); }
+
+int64_t pt_captures_open(void) {
+  pthread_mutex_lock(&cap_mu);
+  for (int i = 0; i < cap_n;)
+    if (!still_capturing(cap_streams[i])) cap_drop(i);
+    else i++;
+  int64_t n = cap_n + cap_overflow;
+  pthread_mutex_unlock(&cap_mu);
+  return n;
 }
 
 static CUresult drv_begin(enum pt_sym sym, CUstream s, CUstreamCaptureMode mode, bool with_mode) {
@@ -116,7 +170,7 @@ static CUresult drv_begin(enum pt_sym sym, CUstream s, CUstreamCaptureMode mode,
   struct pt_tblock *g = pt_gate_enter();
   CUresult r = with_mode ? ((PFN_cuStreamBeginCapture_v10010)real)(s, mode)
                          : ((PFN_cuStreamBeginCapture_v10000)real)(s);
-  capture_opened(r);
+  capture_opened(s, r);
   pt_gate_leave(g);
   return r;
 }
@@ -142,7 +196,7 @@ static CUresult drv_begin_graph(enum pt_sym sym, CUstream s, CUgraph g, const CU
   pt_count_call(sym);
   struct pt_tblock *gt = pt_gate_enter();
   CUresult r = real(s, g, deps, data, n, mode);
-  capture_opened(r);
+  capture_opened(s, r);
   pt_gate_leave(gt);
   return r;
 }
@@ -159,18 +213,14 @@ PT_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hG
                          numDependencies, mode);
 }
 
-/* The end of a capture, successful or not (an invalidated or unjoined
- * capture ends too); an end that finds no capture leaves the count alone. */
+/* The end of a capture: successful or not, the stream leaves the set once
+ * the driver says it no longer captures. */
 static CUresult drv_end(enum pt_sym sym, CUstream s, CUgraph *graph) {
   PFN_cuStreamEndCapture_v10000 real = (PFN_cuStreamEndCapture_v10000)pt_real(sym);
   if (!real) return PT_DRV_NO_DRIVER;
   if (pt_active()) pt_count_call(sym);
   CUresult r = real(s, graph);
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
-    int64_t n = __atomic_load_n(&captures_open, __ATOMIC_ACQUIRE);
-    while (n > 0 && !__atomic_compare_exchange_n(&captures_open, &n, n - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    }
-  }
+  capture_check(s, false);
   return r;
 }
 PT_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {

@@ -28,6 +28,7 @@ PT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (pt_active()) {
     PT_COUNT(cudaStreamDestroy);
     pt_route_stream_retire((uint64_t)(uintptr_t)stream);
+    pt_capture_stream_gone((uint64_t)(uintptr_t)stream);
   }
   cudaError_t r;
   PT_RT_CALL(r, real(stream));
@@ -40,6 +41,7 @@ static CUresult drv_destroy(enum pt_sym sym, CUstream s) {
   if (pt_active()) {
     pt_count_call(sym);
     pt_route_stream_retire((uint64_t)(uintptr_t)s);
+    pt_capture_stream_gone((uint64_t)(uintptr_t)s);
   }
   return real(s);
 }

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "hooks/hook.h"
 #include "kernels/attn.h"
+#include "shim/sleep.h"
 #include "shim/control.h"
 #include "shim/cupti.h"
 #include "shim/real.h"
@@ -41,6 +42,7 @@ static void pt_atfork_child(void) {
   pt_registry_atfork_child();
   pt_stats_atfork_child();
   pt_control_atfork_child();
+  pt_sleep_atfork_child();
   pt_route_atfork_child();
   /* A %p log file names the parent: the child gets its own. */
   pt_log_reopen();
@@ -57,6 +59,7 @@ static void pt_exit(void) {
   int s = __atomic_load_n(&pt_state, __ATOMIC_ACQUIRE);
   if (s != PT_STATE_ON && s != PT_STATE_FORKED) return;
   if (pt_cupti_on) pt_cupti_stop();
+  pt_sleep_exit();
   pt_control_stop();
   pt_stats_write();
 }

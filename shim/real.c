@@ -165,3 +165,8 @@ bool pt_real_driver(void) {
   pthread_once(&pt_drv_once, pt_drv_load);
   return pt_drv_ok;
 }
+
+void pt_thread_relax_capture(void) {
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (pt_real_driver() && pt_drv.cuThreadExchangeStreamCaptureMode) (void)pt_drv.cuThreadExchangeStreamCaptureMode(&m);
+}

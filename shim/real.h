@@ -18,6 +18,12 @@
  * the allocator, the kernels and the hooks by the composition root
  * (shim/init.c). */
 extern struct pt_driver pt_drv;
+/* For the shim's own threads that call the driver while the program runs (the
+ * control thread, the host tier's mover), at their start: their stream-capture
+ * interaction mode relaxed, so that none of their driver calls counts as an
+ * unsafe call against a CUDA graph the program captures in global mode (which
+ * would fail the call and invalidate the capture). They never capture. */
+void pt_thread_relax_capture(void);
 
 /* Resolves pt_drv once (thread-safe). false when libcuda.so.1 is absent or
  * cuGetProcAddress cannot be found: callers then pass through. */

@@ -34,6 +34,7 @@ static uint64_t asleep_since_ns;
  * before the next request at the latest. */
 static bool release_pending;
 static double last_release_s = -1;
+static bool exiting; /* pt_sleep_exit ran: no request touches the pools any more */
 
 struct out {
   char *p;
@@ -88,6 +89,14 @@ static void do_sleep(bool discard, struct out *o) {
   }
   uint64_t t0 = pt_now_ns(), busy = 0;
   uint64_t timeout_s = (uint64_t)pt_opt_size(PT_OPT_SLEEP_TIMEOUT);
+  /* Checked before the gate closes (holding the process only to refuse would
+   * stall its every CUDA call) and again after (a capture begun meanwhile). */
+  int64_t cap0 = pt_captures_open();
+  if (cap0 > 0) {
+    put(o, "error: %" PRId64 " CUDA graph capture(s) in progress: the device cannot be drained while a stream "
+           "captures; not asleep, the process runs on (try again when the capture has ended)\n", cap0);
+    return;
+  }
   if (pt_gate_close(timeout_s * 1000u, &busy)) {
     put(o, "error: %" PRIu64 " CUDA call(s) of the process still running after %" PRIu64
            " s (PONYTAIL_SLEEP_TIMEOUT); not asleep, the process runs on\n", busy, timeout_s);
@@ -152,8 +161,8 @@ static void do_wake(struct out *o) {
   release_pending = true;
   struct pt_route_sleep_figures after;
   pt_route_sleep_figures(&after);
-  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\nrelease=after_answer\n",
-      asleep_discard ? "discard" : "copy", secs(t1 - t0), secs(t0 - asleep_since_ns));
+  put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\nrelease=%s\n", asleep_discard ? "discard" : "copy",
+      secs(t1 - t0), secs(t0 - asleep_since_ns), pt_opt_bool(PT_OPT_SLEEP_REUSE) ? "kept" : "after_answer");
   info_lines(o, &sum);
   figures(o, "after", &after);
   pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s", sum.bytes, secs(t1 - t0));
@@ -162,13 +171,27 @@ static void do_wake(struct out *o) {
 /* Under sleep_mu: the host memory of the last wake, freed (or kept for the
  * next sleep under PONYTAIL_SLEEP_REUSE), if that is still to do. */
 static void release_now(void) {
-  if (!release_pending) return;
+  if (!release_pending || exiting) return;
   release_pending = false;
   uint64_t t0 = pt_now_ns();
   struct pt_pool_sleep_info sum = {0};
   pt_route_wake_release(&sum);
   last_release_s = secs(pt_now_ns() - t0);
   pt_info("the last wake's host memory released in %.3f s, the process running", last_release_s);
+}
+
+void pt_sleep_exit(void) {
+  /* Waits for a request (or a wake's release of host memory) in progress:
+   * none of them may run while the process tears down. */
+  pthread_mutex_lock(&sleep_mu);
+  exiting = true;
+  pthread_mutex_unlock(&sleep_mu);
+}
+
+void pt_sleep_atfork_child(void) {
+  /* The parent's requests and its host memory are the parent's. */
+  pthread_mutex_init(&sleep_mu, NULL);
+  release_pending = false;
 }
 
 void pt_sleep_after_reply(void) {
@@ -249,7 +272,8 @@ void pt_sleep_request(const char *line, char *buf, size_t n) {
   buf[0] = 0;
   pthread_mutex_lock(&sleep_mu);
   release_now(); /* the last wake's, if its answer's sender did not run it */
-  if (!strcmp(line, "sleep")) do_sleep(false, &o);
+  if (exiting) put(&o, "error: the process is exiting\n");
+  else if (!strcmp(line, "sleep")) do_sleep(false, &o);
   else if (!strcmp(line, "sleep discard")) do_sleep(true, &o);
   else if (!strcmp(line, "wake")) do_wake(&o);
   else if (!strcmp(line, "status")) do_status(&o);
@@ -264,7 +288,7 @@ int pt_sleep_hold_and_run(uint64_t timeout_ms, int (*fn)(void *), void *arg, boo
   *ran = false;
   pthread_mutex_lock(&sleep_mu);
   int rc = 0;
-  if (!asleep && pt_gate_close(timeout_ms, NULL) == 0) {
+  if (!asleep && pt_captures_open() == 0 && pt_gate_close(timeout_ms, NULL) == 0) {
     /* Not while a stream captures: fn drains the device (see do_sleep). */
     if (pt_captures_open() == 0) {
       rc = fn(arg);

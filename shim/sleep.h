@@ -14,6 +14,11 @@ void pt_sleep_request(const char *line, char *buf, size_t n);
  * (the process runs meanwhile), so that `ponytail wake` returns when the
  * process runs again. A later request does it first if this was not called. */
 void pt_sleep_after_reply(void);
+/* At exit, before the stats: waits for the request in progress, and refuses
+ * the ones after (a wake's deferred release of host memory included). */
+void pt_sleep_exit(void);
+/* In a forked child: the parent's lock state and pending release dropped. */
+void pt_sleep_atfork_child(void);
 bool pt_sleep_asleep(void);
 /* Holds the process at its gate (up to timeout_ms for the calls in flight)
  * and runs fn, unless the process sleeps or a sleep request runs meanwhile;

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/now_ns.h"
 #include "common/thread.h"
+#include "shim/real.h"
 #include "shim/route_sleep.h"
 #include "shim/shim.h"
 #include "shim/sleep.h"
@@ -40,6 +41,7 @@ static int promote(void *arg) {
 
 static void *mover(void *arg) {
   (void)arg;
+  pt_thread_relax_capture();
   pthread_mutex_lock(&mu);
   for (;;) {
     struct timespec until;

@@ -200,6 +200,18 @@ static int sc_cycle(void) {
   CHECK_EQ(cudaStreamEndCapture(cs, &cg), cudaSuccess);
   CHECK_EQ(cudaStreamEndCapture(cs, &cg) != cudaSuccess, 1); /* no capture: the count stays at 0 */
   CHECK_EQ(cuStreamDestroy_v2(cu_cs), CUDA_SUCCESS);
+  /* Captures that end without an end call: the driver ended one (an error, a
+   * reset: the stream no longer captures), and a stream destroyed while it
+   * captured. Neither keeps the process from sleeping. */
+  CUstream s2, s3;
+  CHECK_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuStreamCreate(&s3, 0), CUDA_SUCCESS);
+  CHECK_EQ(cudaStreamBeginCapture((cudaStream_t)s2, cudaStreamCaptureModeGlobal), cudaSuccess);
+  CHECK_EQ(cudaStreamBeginCapture((cudaStream_t)s3, cudaStreamCaptureModeGlobal), cudaSuccess);
+  r = ask("sleep");
+  CHECK(r && !strncmp(r, "error: 2 CUDA graph capture(s) in progress", 42));
+  fakecuda_set_capturing(s2, 0); /* s2 stays: only the driver's answer tells */
+  CHECK_EQ(cuStreamDestroy_v2(s3), CUDA_SUCCESS);
 
   r = ask("sleep");
   CHECK(r && !strncmp(r, "ok\nstate=asleep\nmode=copy", 25));
@@ -243,7 +255,7 @@ static int sc_cycle(void) {
   /* The answer comes once the process runs again; the host memory is freed
    * after it (kept for the next sleep under PONYTAIL_SLEEP_REUSE), by the
    * control thread, before it answers the next request: a status says when. */
-  CHECK(strstr(r, "\nrelease=after_answer\n") != NULL);
+  CHECK(strstr(r, reuse ? "\nrelease=kept\n" : "\nrelease=after_answer\n") != NULL);
   long long wake_handles = field(r, "handles");
   r = ask("status");
   CHECK(r && strstr(r, "state=awake") && field(r, "last_release_s") >= 0);
@@ -301,6 +313,7 @@ static int sc_cycle(void) {
   __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
   for (int i = 0; i < NBUF; i++) CHECK_EQ(cudaFree(g_buf[i]), cudaSuccess);
+  CHECK_EQ(cuStreamDestroy_v2(s2), CUDA_SUCCESS);
   return g_failed;
 }
 

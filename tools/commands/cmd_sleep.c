@@ -312,6 +312,8 @@ static void print_wake(int pid, const char *rep) {
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0);
   if (copied > 0 && release_s >= 0)
     printf("  freed     the host memory that held them in %.3f s, after the process ran again\n", release_s);
+  else if (copied > 0 && strstr(rep, "\nrelease=kept\n"))
+    printf("  kept      the host memory that held them, for the next sleep (PONYTAIL_SLEEP_REUSE)\n");
   else if (copied > 0)
     printf("  freeing   the host memory that held them now, while the process runs (`ponytail sleep\n"
            "            --status %d` says how long it took)\n", pid);
