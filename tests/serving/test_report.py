@@ -83,6 +83,25 @@ class CompareTokens(unittest.TestCase):
         self.assertIsNone(compare_tokens(dict(), dict(tokens=REF_TOKENS)))
 
 
+class BenchResult(unittest.TestCase):
+    """bench_result.py: a `vllm bench throughput` run as an arm result."""
+
+    def test_ok_and_failed(self):
+        import bench_result
+        b = dict(elapsed_time=2.0, num_requests=512, total_num_tokens=327680, tokens_per_second=163840.0)
+        log = "INFO ...\nThroughput: 256.00 requests/s, 163840.00 total tokens/s\nTotal num prompt tokens:  262144\n" \
+              "Total num output tokens:  65536\n"
+        r = bench_result.result(b, log)
+        self.assertTrue(r["ok"])
+        self.assertEqual(r["throughput"], [dict(s=2.0, total_tok_s=163840.0, out_tok_s=32768.0)])
+        r = bench_result.result(None, "Traceback ...\nRuntimeError: CUDA out of memory\n")
+        self.assertFalse(r["ok"])
+        self.assertIn("RuntimeError: CUDA out of memory", r["error"])
+        r = bench_result.result(b, "no token line\n")
+        self.assertFalse(r["ok"])
+        self.assertIn("Total num output tokens", r["error"])
+
+
 class Report(unittest.TestCase):
     def runs(self, arms, stats=None):
         d = tempfile.mkdtemp(prefix="serving-report-")

@@ -34,6 +34,9 @@
 #   big         the 1B model, default mode, arms "stock shim stock shim": 64 prompts' tokens,
 #               then throughput (256 prompts of 512 tokens, 128 new tokens, five passes; tok/s is the median of the last four)
 #   big-serve   `vllm serve` of the 1B model, as tiny-serve
+#   bench       `vllm bench throughput` (vLLM's own benchmark: random prompts, BENCH_IN 512 tokens in,
+#               BENCH_OUT 128 out, BENCH_N 512 prompts) on the 1B model, arms "stock shim stock shim";
+#               tests/gpu/serving/bench_result.py turns each run into the arm's result
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
 #   tier        capacity (issue 48 point 3, issue 49's tier): the 1B model at --gpu-util 0.85, arms
 #               "stock tier"; tier = the shim with PONYTAIL_HOST_TIER=$TIER_SIZE (32G) and
@@ -213,6 +216,19 @@ serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
   done
 }
 
+bench_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...: vLLM's own `vllm bench throughput`
+  local stage=$1 model=$2 secs=$3 arms; arms=$(arms_of "$1" "$4"); shift 4
+  local i=0
+  for arm in $arms; do
+    i=$((i + 1))
+    local n="$stage.$i.$arm"
+    run_arm "$n" "$secs" "$arm" env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
+      $PY -m vllm.entrypoints.cli.main bench throughput --model "$MODELS/$model" --input-len "${BENCH_IN:-512}" \
+      --output-len "${BENCH_OUT:-128}" --num-prompts "${BENCH_N:-512}" --output-json "$R/$n.bench.json" "$@"
+    $PY tests/gpu/serving/bench_result.py "$R/$n.bench.json" "$R/$n.log" "$R/$n.json"
+  done
+}
+
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader 2>/dev/null
 for st in $STAGES; do
   echo "== $st ($((SECONDS - T0)) s)"
@@ -227,6 +243,7 @@ for st in $STAGES; do
     tiny-serve) shim_setup; serve_stage tiny-serve tiny 240 "stock shim" ;;
     big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput 256 ;;
     big-serve) shim_setup; serve_stage big-serve llama1b 300 "stock shim" ;;
+    bench) shim_setup; bench_stage bench llama1b 240 "stock shim stock shim" ;;
     tier) shim_setup; offline_stage tier llama1b 300 "stock tier" --gpu-util 0.85 --throughput 256 ;;
     fa3)
       lib=${ATTN_TESTLIB:-}
