@@ -196,6 +196,15 @@ class Report(unittest.TestCase):
         self.assertIn("tok/s shim/stock 1.500", out)  # a lone pass counts as it is
         self.assertNotIn("warm passes", out)
 
+    def test_bench_arms(self):
+        # `vllm bench throughput` arms: a throughput pass each, no tokens, no start-up or KV figures
+        def b(x):
+            return dict(ok=True, throughput=[dict(s=2.0, out_tok_s=x, total_tok_s=5 * x)])
+        rc, out = self.runs({"bench.1.stock": b(30000), "bench.2.shim": b(31500),
+                             "bench.3.stock": b(30000), "bench.4.shim": b(31500)})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("tok/s shim/stock 1.050", out)
+
     def test_failures(self):
         rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})
         self.assertEqual(rc, 1)
