@@ -151,7 +151,7 @@ run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, i
     compat-matrix)
       "$py" "$g/compat_matrix.py" --shim "$shim" --out "$d" \
         --rows "${MATRIX_ROWS:-hf_eager,hf_padded,hf_static,compile_ro,cuda_graph,mp_share,cont_batch,torchrun_nccl}" \
-        --arms "${MATRIX_ARMS:-stock,shim,same}" --deadline "$(( ${2:-400} - 60 ))" ;;
+        --arms "${MATRIX_ARMS:-}" --deadline "$(( ${2:-400} - 60 ))" ;;
     compat-torch)
       [ -f "${TESTS_DIR:-$root/.ext/pytorch/test}/test_cuda.py" ] || {
         echo "SKIP: no ${TESTS_DIR:-.ext/pytorch/test}/test_cuda.py (carry .ext; see checks/torch_tests.sh)"; return 77; }

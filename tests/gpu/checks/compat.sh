@@ -37,7 +37,7 @@ for s in ${STAGES:-progs matrix torch}; do
     progs) stage progs "${PROGS_S:-150}" env SHIM="$shim" OUT="$work/progs" bash "$root/tests/gpu/checks/cuda_programs.sh" ;;
     matrix) stage matrix "${MATRIX_S:-400}" python3 "$root/tests/gpu/checks/compat_matrix.py" --shim "$shim" \
               --out "$work/matrix" --rows "${MATRIX_ROWS:-hf_eager,hf_padded,hf_static,compile_ro,cuda_graph,mp_share,cont_batch,torchrun_nccl}" \
-              --arms "${MATRIX_ARMS:-stock,shim,same}" --deadline "${MATRIX_DEADLINE:-330}" \
+              --arms "${MATRIX_ARMS:-}" --deadline "${MATRIX_DEADLINE:-330}" \
               ${MATRIX_TRACE:+--trace} ;;
     torch) stage torch "${TORCH_S:-420}" env SHIM="$shim" OUT="$work/torch" bash "$root/tests/gpu/checks/torch_tests.sh" ;;
     *) echo "unknown stage $s" ;;

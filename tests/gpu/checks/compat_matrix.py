@@ -6,7 +6,7 @@ it ran, whether its outputs are identical, and what it cost.
   python3 tests/gpu/checks/compat_matrix.py --shim build-gpu/shim/libponytail_shim.so --out DIR
       [--rows hf_eager,hf_padded:stock+shim,...] [--arms stock,shim,same,...]
 
-Arms (all rows run the first three unless --arms says otherwise):
+Arms (each row runs its DEFAULT_ARMS, stock,shim,same for most, unless --arms says otherwise):
   stock       no preload
   shim        LD_PRELOAD of the shim, every PONYTAIL_* at its default
   same        the shim with PONYTAIL_TORCH_SDPA=keep PONYTAIL_ATTN=off: the same attention
@@ -108,6 +108,12 @@ ARMS = {
     "prefill_off": {"": "shim", "PONYTAIL_ATTN_PREFILL": "0"},
     "stock_expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
+# Each row's arms unless --arms or the row's own list says otherwise. HF generate runs SDPA on cuDNN
+# stock, and cuDNN's decode differs between two stock processes (2026-12-01, again 2026-12-07:
+# bench/records/2026-12-07-compat-same-path.md), so those rows' bit-for-bit pair is the flash one
+# (stock_flash against same_flash); `same` on cuDNN could only ever be "not judged" there.
+DEFAULT_ARMS = {r: "stock,shim,stock_flash,same_flash" for r in ("hf_eager", "hf_padded", "hf_b32", "hf_padded16",
+                                                                   "hf_static")}
 # The arm whose outputs each arm's must equal bit for bit: the same attention path, so only the
 # allocator and the interception differ (or nothing, for aa). Arms not listed are compared with
 # stock and may differ (another attention path).
@@ -307,7 +313,7 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--out", default="gpu-out/compat")
     ap.add_argument("--rows", default=",".join(ROWS))
-    ap.add_argument("--arms", default="stock,shim,same")
+    ap.add_argument("--arms", default="", help="arms of every row (default: each row's DEFAULT_ARMS)")
     ap.add_argument("--trace", action="store_true", help="shim arms record PONYTAIL_TRACE files")
     ap.add_argument("--deadline", type=float, default=0, help="seconds: start no run after this")
     args = ap.parse_args()
@@ -334,7 +340,8 @@ def main():
         row, _, own = spec.partition(":")  # "row:arm+arm" gives a row its own arms
         if row not in ROWS:
             ap.error("unknown row %r (rows: %s)" % (row, ", ".join(ROWS)))
-        for arm in [a for a in (own.split("+") if own else args.arms.split(",")) if a]:
+        arms = own.split("+") if own else (args.arms or DEFAULT_ARMS.get(row, "stock,shim,same")).split(",")
+        for arm in [a for a in arms if a]:
             if arm not in ARMS:
                 ap.error("unknown arm %r (arms: %s)" % (arm, ", ".join(ARMS)))
             if deadline_passed():

@@ -84,6 +84,15 @@ assert rc == 1  # both differences judged: stock and stock_flash gave the same t
 txt = open(os.path.join(out, "compat-matrix.txt")).read()
 assert "hf_eager/same_flash: output differs from stock_flash" in txt and "hf_padded/same: output differs" in txt, txt
 
+# Default arms: HF generate rows judge the flash pair (cuDNN is not deterministic between stock
+# processes); other rows stock, shim, same.
+calls.clear()
+sys.argv = ["compat_matrix.py", "--shim", "x.so", "--out", tempfile.mkdtemp(), "--rows", "hf_eager,cont_batch"]
+M.main()
+assert calls == [("hf_eager", "stock"), ("hf_eager", "shim"), ("hf_eager", "stock_flash"), ("hf_eager", "same_flash"),
+                 ("hf_eager", "aa_flash"), ("cont_batch", "stock"), ("cont_batch", "shim"), ("cont_batch", "same"),
+                 ("cont_batch", "aa")], calls
+
 S = load("same_path")
 assert S.parse_arm("stock") == ("stock", None, None, {})
 assert S.parse_arm("h:shim=a/b.so:ref=sf:PONYTAIL_ATTN=off:X=1=2") == (
