@@ -13,6 +13,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -36,11 +37,12 @@ static cudaError_t rt_begin(enum pt_sym sym, cudaStream_t s, enum cudaStreamCapt
   pt_route_capture_seen(); /* before the real call, whatever happens next */
   pt_begin_fn real = (pt_begin_fn)pt_real(sym);
   if (!real) return cudaErrorInsufficientDriver;
-  if (pt_active()) pt_count_call(sym);
-  struct pt_tblock *g = pt_active() ? pt_gate_enter() : NULL;
+  bool gated = pt_active();
+  if (gated) pt_count_call(sym);
+  struct pt_tblock *g = gated ? pt_gate_enter() : NULL;
   cudaError_t r;
   PT_RT_CALL(r, real(s, mode));
-  if (g) pt_gate_leave(g);
+  if (gated) pt_gate_leave(g);
   return r;
 }
 PT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
@@ -55,11 +57,12 @@ static cudaError_t rt_begin_graph(enum pt_sym sym, cudaStream_t s, cudaGraph_t g
   pt_route_capture_seen();
   pt_begin_graph_fn real = (pt_begin_graph_fn)pt_real(sym);
   if (!real) return cudaErrorInsufficientDriver;
-  if (pt_active()) pt_count_call(sym);
-  struct pt_tblock *gt = pt_active() ? pt_gate_enter() : NULL;
+  bool gated = pt_active();
+  if (gated) pt_count_call(sym);
+  struct pt_tblock *gt = gated ? pt_gate_enter() : NULL;
   cudaError_t r;
   PT_RT_CALL(r, real(s, g, deps, data, n, mode));
-  if (gt) pt_gate_leave(gt);
+  if (gated) pt_gate_leave(gt);
   return r;
 }
 PT_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
@@ -107,44 +110,49 @@ PT_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum c
  * invalidate the program's capture. So they hold the process only when none
  * is open (shim/sleep.c). Recorded at the driver entry points alone, which
  * the runtime's calls reach too; a begin waits at the gate while the process
- * is held, so none starts once the set was read under a closed gate. The set
- * heals itself: an end, a stream's destruction, and every read ask the driver
- * whether the stream still captures (a capture can end by an error code this
- * file does not know, or with its context). Begins past the table's size are
- * counted without a stream (overflow) and dropped by ends that find their
- * stream not in the table. */
-#define PT_CAPTURE_STREAMS 64
+ * is held, so none starts once the set was read under a closed gate.
+ *
+ * An entry leaves only on the thread that owns the capture: after an end
+ * (whatever it returned) that thread asks the driver whether its stream
+ * still captures (the per-thread default stream's handle means that
+ * thread's stream, and a capture may end by an error code this file does
+ * not know), and after a stream's successful destruction. Never from
+ * another thread: the control thread asking about CU_STREAM_PER_THREAD would
+ * ask about its own stream, and a stream whose context is gone is not to be
+ * touched. So an entry can only outlive its capture (a context destroyed
+ * while capturing): the sleep is then refused, which is safe, and says so. */
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
-static CUstream cap_streams[PT_CAPTURE_STREAMS];
-static int cap_n, cap_overflow;
-
-/* Under cap_mu: stream i leaves the set. */
-static void cap_drop(int i) { cap_streams[i] = cap_streams[--cap_n]; }
-
-/* Whether s still captures (a failed query, a destroyed stream: no). */
-static bool still_capturing(CUstream s) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return pt_real_driver() && pt_drv.cuStreamIsCapturing && pt_drv.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
-         st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
+static CUstream *cap_streams;
+static int cap_n, cap_cap;
 
 static void capture_opened(CUstream s, CUresult r) {
   if (r != CUDA_SUCCESS) return;
   pthread_mutex_lock(&cap_mu);
-  if (cap_n < PT_CAPTURE_STREAMS) cap_streams[cap_n++] = s;
-  else cap_overflow++;
+  if (cap_n == cap_cap) {
+    int nc = cap_cap ? cap_cap * 2 : 16;
+    CUstream *g = realloc(cap_streams, (size_t)nc * sizeof *g);
+    if (g) cap_streams = g, cap_cap = nc;
+  }
+  if (cap_n < cap_cap) cap_streams[cap_n++] = s;
+  else PT_INTERNAL_ERROR(); /* out of memory: this capture is not seen (counted as an internal error) */
   pthread_mutex_unlock(&cap_mu);
 }
 
-/* After an end (whatever it returned) or before a stream is destroyed
- * (gone: true): s leaves the set unless it still captures. */
-static void capture_check(CUstream s, bool gone) {
+/* On the thread that owns s's capture: s leaves the set once it no longer
+ * captures (over: known without asking, as after a destruction). */
+static void capture_check(CUstream s, bool over) {
+  if (!over) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    over = !(pt_real_driver() && pt_drv.cuStreamIsCapturing && pt_drv.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+             st != CU_STREAM_CAPTURE_STATUS_NONE);
+  }
+  if (!over) return;
   pthread_mutex_lock(&cap_mu);
-  int i = 0;
-  while (i < cap_n && cap_streams[i] != s) i++;
-  bool over = gone || !still_capturing(s);
-  if (i < cap_n && over) cap_drop(i);
-  else if (i == cap_n && over && cap_overflow > 0 && !gone) cap_overflow--;
+  for (int i = 0; i < cap_n; i++)
+    if (cap_streams[i] == s) {
+      cap_streams[i] = cap_streams[--cap_n];
+      break;
+    }
   pthread_mutex_unlock(&cap_mu);
 }
 
@@ -152,12 +160,15 @@ void pt_capture_stream_gone(uint64_t stream) { capture_check((CUstream)(uintptr_
 
 int64_t pt_captures_open(void) {
   pthread_mutex_lock(&cap_mu);
-  for (int i = 0; i < cap_n;)
-    if (!still_capturing(cap_streams[i])) cap_drop(i);
-    else i++;
-  int64_t n = cap_n + cap_overflow;
+  int64_t n = cap_n;
   pthread_mutex_unlock(&cap_mu);
   return n;
+}
+
+void pt_capture_atfork_child(void) {
+  /* The parent's captures are the parent's; the lock may have been held. */
+  pthread_mutex_init(&cap_mu, NULL);
+  cap_n = 0;
 }
 
 static CUresult drv_begin(enum pt_sym sym, CUstream s, CUstreamCaptureMode mode, bool with_mode) {

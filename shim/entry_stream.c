@@ -28,10 +28,10 @@ PT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (pt_active()) {
     PT_COUNT(cudaStreamDestroy);
     pt_route_stream_retire((uint64_t)(uintptr_t)stream);
-    pt_capture_stream_gone((uint64_t)(uintptr_t)stream);
   }
   cudaError_t r;
   PT_RT_CALL(r, real(stream));
+  if (r == cudaSuccess && pt_active()) pt_capture_stream_gone((uint64_t)(uintptr_t)stream);
   return r;
 }
 
@@ -41,9 +41,10 @@ static CUresult drv_destroy(enum pt_sym sym, CUstream s) {
   if (pt_active()) {
     pt_count_call(sym);
     pt_route_stream_retire((uint64_t)(uintptr_t)s);
-    pt_capture_stream_gone((uint64_t)(uintptr_t)s);
   }
-  return real(s);
+  CUresult r = real(s);
+  if (r == CUDA_SUCCESS && pt_active()) pt_capture_stream_gone((uint64_t)(uintptr_t)s);
+  return r;
 }
 PT_EXPORT CUresult cuStreamDestroy(CUstream hStream) { return drv_destroy(PT_SYM_cuStreamDestroy, hStream); }
 PT_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { return drv_destroy(PT_SYM_cuStreamDestroy_v2, hStream); }

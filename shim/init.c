@@ -43,6 +43,7 @@ static void pt_atfork_child(void) {
   pt_stats_atfork_child();
   pt_control_atfork_child();
   pt_sleep_atfork_child();
+  pt_capture_atfork_child();
   pt_route_atfork_child();
   /* A %p log file names the parent: the child gets its own. */
   pt_log_reopen();

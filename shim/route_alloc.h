@@ -108,10 +108,11 @@ void pt_route_peer_enabled(int device, int peer);
  * device's current mempool was set (from then on cudaMallocAsync asks which
  * pool is current). Until then those driver queries are skipped. */
 void pt_route_capture_seen(void);
-/* Streams capturing, process-wide, each asked of the driver again
- * (shim/entry_capture.c); pt_capture_stream_gone before a stream's destruction. */
+/* Streams capturing, process-wide (shim/entry_capture.c);
+ * pt_capture_stream_gone after a stream's successful destruction. */
 int64_t pt_captures_open(void);
 void pt_capture_stream_gone(uint64_t stream);
+void pt_capture_atfork_child(void);
 void pt_route_mempool_set(void);
 /* Before the application destroys stream (a CUstream / cudaStream_t): every
  * pool waits for the stream's pending frees and forgets it, so that no marker

@@ -288,7 +288,7 @@ int pt_sleep_hold_and_run(uint64_t timeout_ms, int (*fn)(void *), void *arg, boo
   *ran = false;
   pthread_mutex_lock(&sleep_mu);
   int rc = 0;
-  if (!asleep && pt_captures_open() == 0 && pt_gate_close(timeout_ms, NULL) == 0) {
+  if (!asleep && !exiting && pt_captures_open() == 0 && pt_gate_close(timeout_ms, NULL) == 0) {
     /* Not while a stream captures: fn drains the device (see do_sleep). */
     if (pt_captures_open() == 0) {
       rc = fn(arg);

@@ -200,9 +200,10 @@ static int sc_cycle(void) {
   CHECK_EQ(cudaStreamEndCapture(cs, &cg), cudaSuccess);
   CHECK_EQ(cudaStreamEndCapture(cs, &cg) != cudaSuccess, 1); /* no capture: the count stays at 0 */
   CHECK_EQ(cuStreamDestroy_v2(cu_cs), CUDA_SUCCESS);
-  /* Captures that end without an end call: the driver ended one (an error, a
-   * reset: the stream no longer captures), and a stream destroyed while it
-   * captured. Neither keeps the process from sleeping. */
+  /* Captures that end otherwise: one the driver ended (an error: the stream no
+   * longer captures), which leaves the set at its thread's next end call
+   * whatever that call returns, and a stream destroyed while it captured.
+   * Neither keeps the process from sleeping. */
   CUstream s2, s3;
   CHECK_EQ(cuStreamCreate(&s2, 0), CUDA_SUCCESS);
   CHECK_EQ(cuStreamCreate(&s3, 0), CUDA_SUCCESS);
@@ -210,7 +211,11 @@ static int sc_cycle(void) {
   CHECK_EQ(cudaStreamBeginCapture((cudaStream_t)s3, cudaStreamCaptureModeGlobal), cudaSuccess);
   r = ask("sleep");
   CHECK(r && !strncmp(r, "error: 2 CUDA graph capture(s) in progress", 42));
-  fakecuda_set_capturing(s2, 0); /* s2 stays: only the driver's answer tells */
+  fakecuda_set_capturing(s2, 0);
+  r = ask("sleep"); /* the set is only ever updated by the capturing thread: still 2 */
+  CHECK(r && !strncmp(r, "error: 2 CUDA graph capture(s) in progress", 42));
+  cudaGraph_t g2;
+  CHECK_EQ(cudaStreamEndCapture((cudaStream_t)s2, &g2) != cudaSuccess, 1); /* no capture to end: an error */
   CHECK_EQ(cuStreamDestroy_v2(s3), CUDA_SUCCESS);
 
   r = ask("sleep");
