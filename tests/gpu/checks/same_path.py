@@ -31,6 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))  # HERE is tests/gpu/checks
 GEN = os.path.join(ROOT, "examples", "generate.py")
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from verdict import first_divergence  # noqa: E402  (per sequence, as `ponytail bench` compares them)
 HF = ["--batch", "8", "--prompt", "2048", "--new-tokens", "128", "--warmup"]
 ROWS = {"hf_eager": HF, "hf_padded": HF + ["--pad", "0.5"], "hf_static": HF + ["--cache", "static"]}
 
@@ -53,17 +55,6 @@ def parse_arm(spec):
         else:
             env[k] = v
     return name, shim, ref, env
-
-
-def first_divergence(a, x):
-    """Per sequence: the first index where the token lists differ (None: none)."""
-    out = []
-    for p, q in zip(a, x):
-        k = next((j for j, (u, v) in enumerate(zip(p, q)) if u != v), None)
-        if k is None and len(p) != len(q):
-            k = min(len(p), len(q))
-        out.append(k)
-    return out
 
 
 def compare(ref, x):
