@@ -65,6 +65,38 @@ static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
       secs(i->host_ns));
 }
 
+/* What keeps the process from sleeping with these figures, a sleep and a
+ * prepare alike: writes the error line and says true, or false when nothing
+ * does. what names the request in the first reason. */
+static bool cannot_sleep(struct out *o, const struct pt_route_sleep_figures *f, const char *what) {
+  if (!f->pools) {
+    put(o, "error: nothing to %s: no allocation of this process went to Ponytail's pool "
+           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n", what);
+    return true;
+  }
+  if (f->tier_bytes) {
+    put(o, "error: %" PRIu64 " bytes of the pool live in host memory (PONYTAIL_HOST_TIER); a process whose "
+           "host tier holds memory cannot sleep\n", f->tier_bytes);
+    return true;
+  }
+  if (f->ipc_exports_live) {
+    put(o, "error: %" PRIu64 " pooled block(s) are shared with another process by CUDA IPC; their memory "
+           "cannot be released under the importer\n", f->ipc_exports_live);
+    return true;
+  }
+  return false;
+}
+
+/* Whether a stream capture is open (then the error line is written): the
+ * device cannot be drained meanwhile (shim/entry_capture.c). */
+static bool capturing(struct out *o) {
+  int64_t n = pt_captures_open();
+  if (n > 0)
+    put(o, "error: %" PRId64 " CUDA graph capture(s) in progress: the device cannot be drained while a stream "
+           "captures; not asleep, the process runs on (try again when the capture has ended)\n", n);
+  return n > 0;
+}
+
 static void do_sleep(bool discard, struct out *o) {
   if (asleep) {
     put(o, "error: already asleep (since %.1f s); wake it first\n", secs(pt_now_ns() - asleep_since_ns));
@@ -72,41 +104,19 @@ static void do_sleep(bool discard, struct out *o) {
   }
   struct pt_route_sleep_figures before;
   pt_route_sleep_figures(&before);
-  if (!before.pools) {
-    put(o, "error: nothing to put to sleep: no allocation of this process went to Ponytail's pool "
-           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n");
-    return;
-  }
-  if (before.tier_bytes) {
-    put(o, "error: %" PRIu64 " bytes of the pool live in host memory (PONYTAIL_HOST_TIER); a process whose "
-           "host tier holds memory cannot sleep\n", before.tier_bytes);
-    return;
-  }
-  if (before.ipc_exports_live) {
-    put(o, "error: %" PRIu64 " pooled block(s) are shared with another process by CUDA IPC; their memory "
-           "cannot be released under the importer\n", before.ipc_exports_live);
-    return;
-  }
+  if (cannot_sleep(o, &before, "put to sleep")) return;
   uint64_t t0 = pt_now_ns(), busy = 0;
   uint64_t timeout_s = (uint64_t)pt_opt_size(PT_OPT_SLEEP_TIMEOUT);
   /* Checked before the gate closes (holding the process only to refuse would
    * stall its every CUDA call) and again after (a capture begun meanwhile). */
-  int64_t cap0 = pt_captures_open();
-  if (cap0 > 0) {
-    put(o, "error: %" PRId64 " CUDA graph capture(s) in progress: the device cannot be drained while a stream "
-           "captures; not asleep, the process runs on (try again when the capture has ended)\n", cap0);
-    return;
-  }
+  if (capturing(o)) return;
   if (pt_gate_close(timeout_s * 1000u, &busy)) {
     put(o, "error: %" PRIu64 " CUDA call(s) of the process still running after %" PRIu64
            " s (PONYTAIL_SLEEP_TIMEOUT); not asleep, the process runs on\n", busy, timeout_s);
     return;
   }
-  int64_t cap = pt_captures_open();
-  if (cap > 0) {
+  if (capturing(o)) {
     pt_gate_open();
-    put(o, "error: %" PRId64 " CUDA graph capture(s) in progress: the device cannot be drained while a stream "
-           "captures; not asleep, the process runs on (try again when the capture has ended)\n", cap);
     return;
   }
   uint64_t t1 = pt_now_ns();
@@ -209,21 +219,7 @@ static void do_prepare(struct out *o) {
   }
   struct pt_route_sleep_figures f;
   pt_route_sleep_figures(&f);
-  if (!f.pools) {
-    put(o, "error: nothing to prepare: no allocation of this process went to Ponytail's pool "
-           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n");
-    return;
-  }
-  if (f.tier_bytes) {
-    put(o, "error: %" PRIu64 " bytes of the pool live in host memory (PONYTAIL_HOST_TIER); a process whose "
-           "host tier holds memory cannot sleep\n", f.tier_bytes);
-    return;
-  }
-  if (f.ipc_exports_live) {
-    put(o, "error: %" PRIu64 " pooled block(s) are shared with another process by CUDA IPC; the process "
-           "cannot sleep while they are, so no host memory is got for it\n", f.ipc_exports_live);
-    return;
-  }
+  if (cannot_sleep(o, &f, "prepare")) return; /* (host memory for a sleep that would be refused) */
   uint64_t t0 = pt_now_ns();
   struct pt_pool_sleep_info sum;
   int dev = -1;
