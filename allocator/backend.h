@@ -18,7 +18,7 @@
  *   so far; re-recording replaces what a later query/sync/wait refers to.
  * - Ops may be called from any thread, but never concurrently on one context
  *   (the pool calls them under its mutex), except during a sleep or a wake
- *   with helper threads (pool_sleep.c), while the pool's mutex is held: a
+ *   with helper threads (pool_sleep_host.c, pool_sleep.c), while the pool's mutex is held: a
  *   sleep's helpers call host_alloc and create_host concurrently with each
  *   other and with the sleeping thread's map, set_access, copy_to_host and
  *   copy_d2d; a wake's helper calls create, map, set_access, unmap and
@@ -79,7 +79,7 @@ struct pt_backend_ops {
    * marker_sync/device_sync, in ns. May be called without the pool's mutex. */
   void (*busy_ns)(void *ctx, uint64_t *map_ns, uint64_t *wait_ns);
   /* Optional: run first by each helper thread of a sleep, a prepare or a
-   * wake (pool_sleep.c). The VMM backend sets the thread's stream-capture
+   * wake (pool_sleep_host.c, pool_sleep.c). The VMM backend sets the thread's stream-capture
    * interaction mode to relaxed: its driver calls (page-locking, freeing
    * page-locked memory, mapping) must not count as unsafe calls against a
    * CUDA graph the program captures meanwhile in global mode, which would

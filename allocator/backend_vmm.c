@@ -63,7 +63,7 @@ struct vmm_ctx {
     }                                                      \
   } while (0)
 
-/* A sleep's helper thread (pool_sleep.c) at its start: see backend.h. */
+/* A sleep's helper thread (pool_sleep_host.c, pool_sleep.c) at its start: see backend.h. */
 static void vmm_thread_start(void *c) {
   struct vmm_ctx *v = c;
   CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -372,7 +372,7 @@ static int vmm_host_alloc(void *c, size_t size, int how, void **p) {
     if (!v->drv->cuMemHostAlloc) return CUDA_ERROR_NOT_SUPPORTED;
     VMM_IN_CTX(v, r, v->drv->cuMemHostAlloc(p, size, 0));
   }
-  __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED); /* several threads: pool_sleep.c */
+  __atomic_fetch_add(&v->wait_ns, pt_now_ns() - t0, __ATOMIC_RELAXED); /* several threads: pool_sleep_host.c */
   return (int)r;
 }
 

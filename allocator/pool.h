@@ -202,7 +202,7 @@ int pt_pool_stream_retire(struct pt_pool *pool, pt_bk_stream stream);
 
 void pt_pool_stats(struct pt_pool *pool, struct pt_pool_stats *out);
 
-/* Sleep and wake (issue 50; pool_sleep.c). The caller guarantees that nothing
+/* Sleep and wake (issue 50; pool_sleep.c, their host memory pool_sleep_host.c). The caller guarantees that nothing
  * uses the pool's memory meanwhile: no allocation or free on the pool, no
  * device work touching it (the shim holds the process at its gate and drains
  * the device first).
