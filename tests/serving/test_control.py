@@ -110,6 +110,34 @@ class Control(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             pc.prepared_cycle(None, dict(psleep_pid=int(os.path.basename(bad.path)[:-5])))
 
+    def test_throughput_passes(self):
+        import workload
+        # the engine's model process: another live pid (this one's parent), whose pool's counters
+        # go up by one grow between two readings
+        grows = iter(range(100))
+        f = self.fake(os.getppid(), 9 << 30)
+
+        class Answers(dict):
+            def get(self, k, d=None):
+                if k == "stats json":
+                    return "ok\n" + '{"alloc": {"grows": %d, "map_ns": 1000}}\n' % next(grows)
+                return dict.get(self, k, d)
+        f.answers = Answers(status="ok\nstate=awake\nnow_pool_bytes=%d\n" % (9 << 30))
+        outs = iter([100, 200, 300])
+        os.environ.pop("LD_PRELOAD", None)
+        runs = workload.throughput_passes(3, 50, lambda: next(outs))
+        self.assertEqual(len(runs), 3)
+        self.assertNotIn("pool", runs[0])  # not under the shim: nothing asked
+        self.assertTrue(all(r["out_tok_s"] > 0 and r["total_tok_s"] > r["out_tok_s"] for r in runs))
+        outs = iter([100, 200])
+        os.environ["LD_PRELOAD"] = "/x/libponytail_shim.so"
+        try:
+            runs = workload.throughput_passes(2, 50, lambda: next(outs))
+        finally:
+            del os.environ["LD_PRELOAD"]
+        self.assertEqual([r["pool"]["grows"] for r in runs], [1, 1])
+        self.assertEqual([r["pool"]["map_ns"] for r in runs], [0, 0])
+
     def test_busiest(self):
         me, parent = os.getpid(), os.getppid()
         self.fake(me, 9 << 30)        # excluded below

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
 from vllm_offline import digest, reap_children  # noqa: E402
 import ponytail_control  # noqa: E402
-from workload import await_snapshot, compare_text, compare_tokens, preloaded, token_prompts  # noqa: E402
+from workload import await_snapshot, compare_text, compare_tokens, preloaded, throughput_passes, token_prompts  # noqa: E402
 
 
 def output_ids(outs):
@@ -130,20 +130,8 @@ def main():
         if a.throughput:
             tp = token_prompts(a.throughput, a.tp_in, a.tp_in, seed=7)
             spt = dict(temperature=0.0, max_new_tokens=a.tp_out, ignore_eos=True)
-            runs = []
-            # Under the shim: what the engine's pool did in each pass (mapping, trims, syncs),
-            # asked of its model process between passes, outside the timing.
-            wpid = ponytail_control.busiest(exclude=(os.getpid(),)) if preloaded() else None
-            for _ in range(max(1, a.tp_passes)):
-                w0 = ponytail_control.pool_work(wpid) if wpid else None
-                t5 = time.time()
-                o3 = output_ids(eng.generate(input_ids=tp, sampling_params=spt))
-                dt = time.time() - t5
-                n_out = sum(len(o) for o in o3)
-                runs.append(dict(s=round(dt, 3), out_tok_s=round(n_out / dt, 1),
-                                 total_tok_s=round((n_out + a.throughput * a.tp_in) / dt, 1)))
-                if wpid:
-                    runs[-1]["pool"] = ponytail_control.work_delta(w0, ponytail_control.pool_work(wpid))
+            runs = throughput_passes(a.tp_passes, a.throughput * a.tp_in,
+                                     lambda: sum(len(o) for o in output_ids(eng.generate(input_ids=tp, sampling_params=spt))))
             res["throughput"] = runs
             print("throughput:", runs, flush=True)
         res["ok"] = True

@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvml_peak import NvmlPeak  # noqa: E402
 import ponytail_control  # noqa: E402
-from workload import await_snapshot, compare_text, compare_tokens, preloaded, token_prompts, top_logprobs  # noqa: E402
+from workload import await_snapshot, compare_text, compare_tokens, preloaded, throughput_passes, token_prompts, top_logprobs  # noqa: E402
 
 
 def digest(seqs):
@@ -141,20 +141,8 @@ def main():
             tp = [TokensPrompt(prompt_token_ids=ids)
                   for ids in token_prompts(a.throughput, a.tp_in, a.tp_in, seed=7)]
             spt = SamplingParams(temperature=0.0, max_tokens=a.tp_out, ignore_eos=True)
-            runs = []
-            # Under the shim: what the engine's pool did in each pass (mapping, trims, syncs),
-            # asked of its model process between passes, outside the timing.
-            wpid = ponytail_control.busiest(exclude=(os.getpid(),)) if preloaded() else None
-            for _ in range(max(1, a.tp_passes)):
-                w0 = ponytail_control.pool_work(wpid) if wpid else None
-                t5 = time.time()
-                o3 = llm.generate(tp, spt, use_tqdm=False)
-                dt = time.time() - t5
-                n_out = sum(len(o.outputs[0].token_ids) for o in o3)
-                runs.append(dict(s=round(dt, 3), out_tok_s=round(n_out / dt, 1),
-                                 total_tok_s=round((n_out + a.throughput * a.tp_in) / dt, 1)))
-                if wpid:
-                    runs[-1]["pool"] = ponytail_control.work_delta(w0, ponytail_control.pool_work(wpid))
+            runs = throughput_passes(a.tp_passes, a.throughput * a.tp_in,
+                                     lambda: sum(len(o.outputs[0].token_ids) for o in llm.generate(tp, spt, use_tqdm=False)))
             res["throughput"] = runs
             print("throughput:", runs, flush=True)
         res["ok"] = True

@@ -151,3 +151,24 @@ def compare_text(c):
     if c["differ"]:
         s += " %d DIFFER" % c["differ"]
     return s
+
+
+def throughput_passes(passes, prompt_tokens, generate):
+    """The throughput arm's timed passes: generate() (one pass over the prompts, returning the
+    output tokens it made) run `passes` times, each timed alone: [{s, out_tok_s, total_tok_s}]
+    (total counts the prompt_tokens too). Under the shim each pass also gets "pool": what the
+    engine's model process's pool did meanwhile (ponytail_control.pool_work, asked of it between
+    passes, outside the timing)."""
+    import ponytail_control
+    wpid = ponytail_control.busiest(exclude=(os.getpid(),)) if preloaded() else None
+    runs = []
+    for _ in range(max(1, passes)):
+        w0 = ponytail_control.pool_work(wpid) if wpid else None
+        t0 = time.time()
+        n_out = generate()
+        dt = time.time() - t0
+        runs.append(dict(s=round(dt, 3), out_tok_s=round(n_out / dt, 1),
+                         total_tok_s=round((n_out + prompt_tokens) / dt, 1)))
+        if wpid:
+            runs[-1]["pool"] = ponytail_control.work_delta(w0, ponytail_control.pool_work(wpid))
+    return runs
