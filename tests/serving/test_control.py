@@ -123,16 +123,21 @@ class Control(unittest.TestCase):
                     return "ok\n" + '{"alloc": {"grows": %d, "map_ns": 1000}}\n' % next(grows)
                 return dict.get(self, k, d)
         f.answers = Answers(status="ok\nstate=awake\nnow_pool_bytes=%d\n" % (9 << 30))
+        import time
+
+        def gen(outs):  # a pass takes a few ms, as a real one takes time
+            time.sleep(0.005)
+            return next(outs)
         outs = iter([100, 200, 300])
         os.environ.pop("LD_PRELOAD", None)
-        runs = workload.throughput_passes(3, 50, lambda: next(outs))
+        runs = workload.throughput_passes(3, 50, lambda: gen(outs))
         self.assertEqual(len(runs), 3)
         self.assertNotIn("pool", runs[0])  # not under the shim: nothing asked
         self.assertTrue(all(r["out_tok_s"] > 0 and r["total_tok_s"] > r["out_tok_s"] for r in runs))
         outs = iter([100, 200])
         os.environ["LD_PRELOAD"] = "/x/libponytail_shim.so"
         try:
-            runs = workload.throughput_passes(2, 50, lambda: next(outs))
+            runs = workload.throughput_passes(2, 50, lambda: gen(outs))
         finally:
             del os.environ["LD_PRELOAD"]
         self.assertEqual([r["pool"]["grows"] for r in runs], [1, 1])
