@@ -108,22 +108,23 @@ def main():
         if any(len(t) != a.max_tokens for t in toks):
             raise RuntimeError("an answer has not %d tokens: %s" % (a.max_tokens, [len(t) for t in toks]))
 
-        if a.ponytail_sleep and preloaded():  # a stock arm only gives the reference tokens
-            ponytail_control.sleep_wake(nv, res)
+        def after_wake(key="wake"):
+            """The same prompts again: tokens against those before the sleep (KEY_cmp)."""
             outs2 = eng.generate(input_ids=prompts, sampling_params=sp, return_logprob=True, top_logprobs_num=5)
             toks2 = output_ids(outs2)
-            res["digest_after_wake"] = digest(toks2)
-            res["wake_same"] = toks2 == toks
-            res["wake_cmp"] = compare_tokens(res, dict(tokens=toks2, logprobs=output_logprobs(outs2)))
+            res["digest_after_" + key] = digest(toks2)
+            res[key + "_same"] = toks2 == toks
+            res[key + "_cmp"] = compare_tokens(res, dict(tokens=toks2, logprobs=output_logprobs(outs2)))
+
+        if a.ponytail_sleep and preloaded():  # a stock arm only gives the reference tokens
+            ponytail_control.sleep_wake(nv, res)
+            after_wake()
             print("ponytail sleep of %d: %s bytes in %.2f s (NVML freed %s MiB), wake %.2f s, tokens after "
                   "wake against before: %s" % (res["psleep_pid"], res["psleep"].get("bytes"), res["sleep_s"],
                                                res["sleep_freed_mib"], res["wake_s"], compare_text(res["wake_cmp"])),
                   flush=True)
             ponytail_control.prepared_cycle(nv, res)  # the same with its host memory got ahead
-            outs3 = eng.generate(input_ids=prompts, sampling_params=sp, return_logprob=True, top_logprobs_num=5)
-            toks3 = output_ids(outs3)
-            res["wake2_same"] = toks3 == toks
-            res["wake2_cmp"] = compare_tokens(res, dict(tokens=toks3, logprobs=output_logprobs(outs3)))
+            after_wake("wake2")
             print("prepared: %.2f s to prepare, sleep %.2f s, wake %.2f s, tokens after: %s" % (
                 res["prep_s"], res["sleep2_s"], res["wake2_s"], compare_text(res["wake2_cmp"])), flush=True)
 
