@@ -32,6 +32,10 @@ assert F.kernel_kinds([("_ZN13pytorch_flash24flash_fwd_splitkv_kernel", 9), ("_Z
                        ("cudnn_generated_fort_native_sdpa_sm90", 1), ("_ZN13pytorch_flash32combine", 9)]) \
     == "flash+mem-eff+cudnn"
 assert F.kernel_kinds(None) == "-"
+# The last word: a run without the shim arm judged nothing, and says so instead of PASS.
+assert F.verdict(["stock", "shim", "aa"], []) == "PASS"
+assert F.verdict(["stock", "aa"], []) == "no shim arm: nothing judged"
+assert F.verdict(["stock", "shim"], ["x: slower"]) == "FAIL: x: slower"
 # Identical tokens compare "same" in both batches without reading logits.
 text, bad = F.compare(run(1, 1), run(1, 1), None)
 assert text == "equal same; padded same" and not bad, text
