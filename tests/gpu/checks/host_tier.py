@@ -14,8 +14,8 @@ offpath   Everything fits (B=32, prompt 2048, 256 new tokens): today's default t
           default plus the tier twice, alternating: the tier's decode step must be within the
           spread of the two default runs, or 2%, whichever is larger; tokens identical.
 bigmodel  A model larger than the cap: device memory capped at 60% of what weights plus KV need;
-          the shim (PONYTAIL_MEM_LIMIT at the cap, the tier; stock's attention path, so that
-          tokens can be compared) against Hugging Face accelerate's
+          the shim (PONYTAIL_MEM_LIMIT at the cap, the tier; stock's flash path, as
+          accelerate's arm, so that tokens can be compared) against Hugging Face accelerate's
           CPU offload (device_map="auto" with the same max_memory): tokens/s (goal: >= 2x
           accelerate's) and tokens (identical). Skipped with the reason when accelerate is not
           importable.
@@ -168,9 +168,11 @@ def bigmodel(a):
     need = 7.25e9 * 2 + 8 * 1056 * 131072
     cap = int(need * 0.6)
     cap_s = "%dM" % (cap >> 20)
-    # The shim on stock's attention path (nothing swapped), so that its tokens can equal
-    # accelerate's and its speed-up is the memory placement's alone.
-    env = dict(tier_env(a, cap_s), PONYTAIL_TORCH_SDPA="keep", PONYTAIL_ATTN="off")
+    # The shim on stock's flash path (nothing swapped), so that its tokens can equal accelerate's
+    # and its speed-up is the memory placement's alone. Flash, not torch's default cuDNN: cuDNN's
+    # SDPA gives other logits in two stock processes, flash is bit for bit
+    # (bench/records/2026-12-07-same-path-settled.md); accelerate's arm takes flash too.
+    env = dict(tier_env(a, cap_s), PONYTAIL_TORCH_SDPA="flash", PONYTAIL_ATTN="off")
     sh = run_gen(a, "big-tier", BIG, env, timeout=1200)
     acc = run_accelerate(a, cap)
     ok = finished(sh) and acc.get("tokens_per_s")
@@ -184,7 +186,9 @@ def bigmodel(a):
 
 def run_accelerate(a, cap):
     """The same model and prompts (generate.py's construction, so the same random weights and
-    token ids) with accelerate's device_map="auto" and max_memory {0: cap, cpu: 512 GiB}."""
+    token ids) with accelerate's device_map="auto" and max_memory {0: cap, cpu: 512 GiB}. The
+    weights are drawn on the GPU, as generate.py draws them (the CPU's generator gives other
+    weights from the same seed), then moved to the CPU before accelerate places them."""
     out = os.path.join(a.out, "big-accelerate.json")
     # generate.py's own model and inputs, built on the CPU, then dispatched by accelerate.
     code = r'''
@@ -194,7 +198,8 @@ import generate as g
 from accelerate import dispatch_model, infer_auto_device_map
 args = g.parse_args(%(args)r + ["--json", %(out)r])
 s, extra = g.settings_from(args)
-model = g.make_model(torch, s, extra, torch.device("cpu"), s["prompt"] + s["new_tokens"])
+model = g.make_model(torch, s, extra, torch.device("cuda", 0), s["prompt"] + s["new_tokens"]).to("cpu")
+torch.cuda.empty_cache()
 dm = infer_auto_device_map(model, max_memory={0: %(cap)d, "cpu": 512 << 30},
                            no_split_module_classes=["LlamaDecoderLayer"])
 model = dispatch_model(model, device_map=dm)
@@ -215,7 +220,9 @@ json.dump(dict(tokens_per_s=len(new) * len(new[0]) / dt, total_s=dt, token_ids_s
 ''' % dict(ex=os.path.dirname(GEN), args=BIG, out=out, cap=cap)
     with open(os.path.join(a.out, "big-accelerate.log"), "w") as log:
         try:
-            subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, timeout=1800)
+            env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED="1")  # flash, as the shim arm
+            env.pop("LD_PRELOAD", None)
+            subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, timeout=1800, env=env)
         except subprocess.TimeoutExpired:
             pass
     try:
