@@ -247,6 +247,7 @@ int pt_pool_create(struct pt_backend bk, int device, const struct pt_pool_config
   p->sleep_threads = cfg && cfg->sleep_threads > 1 ? cfg->sleep_threads : 1; /* keep() takes at most 64 */
   p->tier_limit = cfg && bk.ops->create_host ? cfg->tier_bytes / g * g : 0;
   p->tier_reserve = p->tier_limit && bk.ops->device_free ? cfg->tier_reserve_bytes : 0;
+  p->tier_ask_twice = p->tier_limit && cfg->tier_ask_twice;
   *out = p;
   return 0;
 }
@@ -325,8 +326,12 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
     if ((rc = pt_grow(p, r, any && !p->order_up))) {
       /* The device (or the limit) cannot hold it: the host tier, if any. */
       struct pt_blk *tb;
-      if (rc != p->bk.ops->err_oom || !p->tier_limit || (rc = pt_tier_alloc(p, r, size, any && !p->order_up, &tb)))
+      if (rc != p->bk.ops->err_oom || !p->tier_limit) goto out;
+      if (p->tier_ask_twice && !pt_tier_second_ask(p, size)) {
+        p->st.tier_deferrals++;
         goto out;
+      }
+      if ((rc = pt_tier_alloc(p, r, size, any && !p->order_up, &tb))) goto out;
       *ptr = (void *)tb->addr;
       pthread_mutex_unlock(&p->mu);
       return 0;

@@ -83,6 +83,11 @@ static inline uint64_t pt_pool_chunk_auto(uint64_t chunk_bytes, uint64_t limit_b
  * (common/options.h). */
 enum { PT_SLEEP_IN_PINNED, PT_SLEEP_IN_HANDLES, PT_SLEEP_IN_REGISTERED };
 
+/* How long a first ask past the device is remembered (tier_ask_twice):
+ * PyTorch's second ask follows the release of its whole cache, a device
+ * synchronisation and a free per cached segment. */
+#define PT_TIER_ASK_NS 5000000000ull
+
 struct pt_pool_config {
   uint64_t keep_bytes;  /* free physical memory kept mapped (PONYTAIL_POOL_KEEP) */
   uint64_t limit_bytes; /* cap on physical + pass-through bytes; 0 = none (PONYTAIL_MEM_LIMIT) */
@@ -95,6 +100,10 @@ struct pt_pool_config {
   uint64_t tier_reserve_bytes; /* with a tier: device bytes new device memory leaves free (backend
                            op device_free), for what is allocated outside the pool and by the
                            driver itself (PONYTAIL_HOST_TIER_RESERVE); past it, the tier */
+  int tier_ask_twice;   /* with a tier: an allocation only the tier could cover fails once with
+                           out-of-memory and is covered when the same size is asked again within
+                           PT_TIER_ASK_NS (PONYTAIL_HOST_TIER_RETRY): a caching allocator (PyTorch
+                           empties its cache and asks once more) first gives back what it holds */
   int order_up;         /* synchronous allocations (pt_pool_alloc_any, cudaMalloc semantics):
                            0 = a fresh range goes at the highest free place, below the ranges
                            placed before it, where the driver's cudaMalloc puts large
@@ -150,7 +159,8 @@ struct pt_pool_config {
   X(tier_allocs)       /* allocations given host-tier granules */                  \
   X(tier_frees)                                                                    \
   X(tier_moved_bytes)  /* host-tier bytes moved back to the device */              \
-  X(tier_refusals)     /* allocations the tier could not cover either */
+  X(tier_refusals)     /* allocations the tier could not cover either */            \
+  X(tier_deferrals)    /* first asks past the device answered out-of-memory (tier_ask_twice) */
 
 struct pt_pool_stats {
 #define PT_POOL_STAT_MEMBER(name) uint64_t name;
@@ -293,6 +303,7 @@ int pt_pool_drain(struct pt_pool *pool);
 int pt_pool_tier_promote(struct pt_pool *pool, uint64_t max_bytes, uint64_t *moved);
 /* tier_bytes now, without the lock (relaxed). */
 uint64_t pt_pool_tier_bytes(const struct pt_pool *pool);
+uint64_t pt_pool_tier_deferrals(const struct pt_pool *pool); /* stats' tier_deferrals (relaxed) */
 uint64_t pt_pool_tier_room(const struct pt_pool *pool); /* tier size left */
 /* Whether pt_pool_tier_promote would move something now: room on the
  * device (the driver's free memory and the pool's own free device memory,

@@ -13,6 +13,9 @@
  * waiting (rare: it takes frees on this many streams coalescing into one). */
 #define PT_POOL_FENCES 4
 #define PT_POOL_MAX_ARENAS 32
+/* First asks remembered for tier_ask_twice: threads asking past the device at
+ * the same time each get their second ask covered. */
+#define PT_TIER_ASKS 4
 
 /* "Stream s freed this memory when the pool's free counter was seq": work on
  * s queued before that point may still use it. */
@@ -87,6 +90,10 @@ struct pt_pool {
   uint64_t chunk; /* granules per handle created when growing (1..255) */
   uint64_t tier_limit; /* host tier size in bytes (0: none) */
   uint64_t tier_reserve; /* with a tier: device bytes left free (pool.h) */
+  bool tier_ask_twice;   /* pool.h; the recent first asks in tier_asks (pool_tier.c) */
+  struct {
+    uint64_t size, ns;
+  } tier_asks[PT_TIER_ASKS];
   uintptr_t scratch;   /* promote's scratch range (255 granules), reserved at first use */
   bool order_up;  /* synchronous allocations' fresh ranges lowest first, as stream-ordered ones */
 
@@ -179,6 +186,10 @@ void pt_sleep_forget(struct pt_pool *p);
 /* Under the mutex: a tier block for r bytes (size the caller asked: req),
  * or err_oom (counted in tier_refusals). */
 int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct pt_blk **out);
+/* Under the mutex, with tier_ask_twice: whether an allocation of size bytes
+ * that only the tier could cover is the second ask (true: cover it), or a
+ * first one, remembered (false: answer out-of-memory, tier_deferrals). */
+bool pt_tier_second_ask(struct pt_pool *p, uint64_t size);
 /* Under the mutex, b out of the live map: waits for stream's work (sync:
  * the device was synchronized already), unmaps and releases b's range. */
 int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool sync);

@@ -9,6 +9,7 @@
  * memory back at once. */
 #include <stdlib.h>
 #include "allocator/pool_internal.h"
+#include "common/now_ns.h"
 
 struct tspan {
   pt_bk_handle h;
@@ -60,6 +61,28 @@ static int create_some(struct pt_pool *p, bool host, uint64_t want, struct tspan
     *got += n;
   }
   return 0;
+}
+
+/* Why a first ask fails: past the device, PyTorch's caching allocator asks
+ * cudaMalloc, and on out-of-memory frees every cached segment it holds and
+ * asks once more. Covering the first ask from the host would keep that cache
+ * (dead segments of a KV cache grown by torch.cat step after step) on the
+ * device and put the live tensor on the host, and the cache would never be
+ * emptied while the tier has room. So the program's own recovery runs first,
+ * as it would stock, and the tier covers only what it still cannot place. */
+bool pt_tier_second_ask(struct pt_pool *p, uint64_t size) {
+  uint64_t now = pt_now_ns();
+  int oldest = 0;
+  for (int i = 0; i < PT_TIER_ASKS; i++) {
+    if (p->tier_asks[i].ns && p->tier_asks[i].size == size && now - p->tier_asks[i].ns < PT_TIER_ASK_NS) {
+      p->tier_asks[i].ns = 0;
+      return true;
+    }
+    if (p->tier_asks[i].ns < p->tier_asks[oldest].ns) oldest = i;
+  }
+  p->tier_asks[oldest].size = size;
+  p->tier_asks[oldest].ns = now ? now : 1;
+  return false;
 }
 
 int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct pt_blk **out) {
@@ -283,6 +306,10 @@ bool pt_pool_tier_movable(struct pt_pool *p) {
 }
 
 uint64_t pt_pool_tier_bytes(const struct pt_pool *p) { return __atomic_load_n(&p->st.tier_bytes, __ATOMIC_RELAXED); }
+
+uint64_t pt_pool_tier_deferrals(const struct pt_pool *p) {
+  return __atomic_load_n(&p->st.tier_deferrals, __ATOMIC_RELAXED);
+}
 
 uint64_t pt_pool_tier_room(const struct pt_pool *p) {
   uint64_t t = pt_pool_tier_bytes(p);

@@ -203,10 +203,14 @@ static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_ro
   bool any;
   uint64_t sid = pool_stream(sm, stream, &any);
   void *p = NULL;
-  uint64_t tier0 = R.tier ? pt_pool_tier_bytes(pool) : 0;
+  uint64_t tier0 = R.tier ? pt_pool_tier_bytes(pool) : 0, asks0 = R.tier_retry ? pt_pool_tier_deferrals(pool) : 0;
   int rc = any ? pt_pool_alloc_any(pool, size, &p) : pt_pool_alloc(pool, size, sid, &p);
   if (rc) {
     if (rc != PT_OOM) PT_LOG_ONCE(PT_LOG_WARN, "pool allocation failed with CUDA error %d (returned to the caller)", rc);
+    else if (R.tier_retry && pt_pool_tier_deferrals(pool) > asks0)
+      PT_LOG_ONCE(PT_LOG_INFO, "host tier: the first ask past device %d (%zu bytes) answered out-of-memory, so that "
+                  "the program frees what it caches (PyTorch empties its cache and asks again); the same size asked "
+                  "again within 5 s gets the tier (PONYTAIL_HOST_TIER_RETRY=0: the first ask)", dev, size);
     else if (R.tier)
       PT_LOG_ONCE(PT_LOG_WARN, "host tier: an allocation of %zu bytes on device %d fits neither the device nor the "
                   "tier (PONYTAIL_HOST_TIER=%" PRIu64 ", %" PRIu64 " in use, or host memory could not be pinned): "

@@ -100,7 +100,8 @@ struct pt_pool *rt_pool_get(int dev) {
     struct pt_backend bk;
     struct pt_pool_config cfg = {
       .keep_bytes = R.keep, .limit_bytes = R.limit, .chunk_bytes = R.chunk, .order_up = R.order_up,
-      .tier_bytes = R.tier, .tier_reserve_bytes = R.tier_reserve, .sleep_host = pt_opt_enum(PT_OPT_SLEEP_HOST),
+      .tier_bytes = R.tier, .tier_reserve_bytes = R.tier_reserve, .tier_ask_twice = R.tier_retry,
+      .sleep_host = pt_opt_enum(PT_OPT_SLEEP_HOST),
       .sleep_threads = (int)(pt_opt_size(PT_OPT_SLEEP_THREADS) > 64 ? 64 : pt_opt_size(PT_OPT_SLEEP_THREADS)),
       .sleep_reuse = pt_opt_bool(PT_OPT_SLEEP_REUSE)};
     /* The backend calls the driver through the shim's table, handed here

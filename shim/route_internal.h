@@ -102,6 +102,7 @@ struct pt_route_settings {
   uint64_t tier;  /* PONYTAIL_HOST_TIER (bytes, per pool) */
   uint64_t tier_reserve; /* PONYTAIL_HOST_TIER_RESERVE (bytes of the device left free) */
   bool tier_info; /* PONYTAIL_HOST_TIER_INFO */
+  bool tier_retry; /* PONYTAIL_HOST_TIER_RETRY */
   struct pt_trace_writer *trace;
 };
 extern struct pt_route_settings R;

@@ -33,6 +33,7 @@ void pt_route_setup(void) {
   R.tier = pt_opt_size(PT_OPT_HOST_TIER);
   R.tier_info = R.tier && pt_opt_bool(PT_OPT_HOST_TIER_INFO);
   R.tier_reserve = R.tier ? pt_opt_size(PT_OPT_HOST_TIER_RESERVE) : 0;
+  R.tier_retry = R.tier && pt_opt_bool(PT_OPT_HOST_TIER_RETRY);
   trace_open();
   pt_stats_alloc_json = rt_stats_json;
   pt_stats_alloc_text = rt_stats_text;

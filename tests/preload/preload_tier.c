@@ -24,6 +24,10 @@
  *       the rest on the host, every byte kept; the graph pools on the device;
  *       the device never filled past the reserve's quarter, so the driver's
  *       own allocation succeeds.
+ * retry: the default PONYTAIL_HOST_TIER_RETRY: a first ask past the device
+ *       is answered out-of-memory; PyTorch's second ask, after it freed its
+ *       cache, lands on the device when the cache made room, else on the tier.
+ *       (limit runs with PONYTAIL_HOST_TIER_RETRY=0: the first ask is covered.)
  * off:  no tier (the default): the allocation past the device fails with
  *       out-of-memory as stock, no host memory is used. */
 #include <cuda.h>
@@ -54,6 +58,20 @@ static int intact(const void *p, uint64_t size, uint64_t key) { return pt_pat_ba
 
 /* Copies out of a small (not pooled) buffer, all the time: the process
  * runs on while the mover holds it for a moment. */
+/* What PyTorch's caching allocator does past the device: cudaMalloc, and on
+ * out-of-memory it frees every segment it caches (*cached, if any) and asks
+ * once more (c10's CUDACachingAllocator, release_cached_blocks). */
+static cudaError_t torch_malloc(void **p, size_t size, void **cached) {
+  cudaError_t e = cudaMalloc(p, size);
+  if (e != cudaErrorMemoryAllocation) return e;
+  (void)cudaGetLastError();
+  if (cached && *cached) {
+    CHECK_EQ(cudaFree(*cached), cudaSuccess);
+    *cached = NULL;
+  }
+  return cudaMalloc(p, size);
+}
+
 static void *worker(void *arg) {
   void *x = arg;
   static char host[4096];
@@ -78,17 +96,17 @@ static int sc_tier(void) {
   CHECK_EQ(fr0, (18 - 8 + 256) * MiB - 4096); /* the 8 MiB reserve is not offered */
   /* The device has 18 MiB less 4096 bytes free: the pool takes whole
    * granules up to the reserve (8 MiB), the host the other 32. */
-  CHECK_EQ(cudaMalloc(&b, 40 * MiB), cudaSuccess);
+  CHECK_EQ(torch_malloc(&b, 40 * MiB, NULL), cudaSuccess);
   CHECK_EQ(fakecuda_host_vmm_bytes(), 32 * MiB);
   fill(b, 40 * MiB, 2);
-  CHECK_EQ(cudaMalloc(&c, 64 * MiB), cudaSuccess); /* all on the host */
+  CHECK_EQ(torch_malloc(&c, 64 * MiB, NULL), cudaSuccess); /* all on the host */
   CHECK_EQ(fakecuda_host_vmm_bytes(), 96 * MiB);
   fill(c, 64 * MiB, 3);
   CHECK_EQ(cudaMemGetInfo(&fr, &tot), cudaSuccess);
   CHECK_EQ(fr, (2 + 256 - 96) * MiB - 4096);
   CHECK(intact(a, 46 * MiB, 1) && intact(b, 40 * MiB, 2) && intact(c, 64 * MiB, 3));
   /* Past the device and the tier: out of memory, nothing else changes. */
-  CHECK_EQ(cudaMalloc(&d, 200 * MiB), cudaErrorMemoryAllocation);
+  CHECK_EQ(torch_malloc(&d, 200 * MiB, NULL), cudaErrorMemoryAllocation);
   CHECK_EQ(fakecuda_host_vmm_bytes(), 96 * MiB);
   pthread_t w;
   CHECK_EQ(pthread_create(&w, NULL, worker, x), 0);
@@ -126,6 +144,7 @@ static void check_tier(const char *js) {
   CHECK_EQ(alloc_stat(js, "peak_tier_bytes"), 96 * MiB);
   CHECK_EQ(alloc_stat(js, "tier_moved_bytes"), 32 * MiB);
   CHECK_EQ(alloc_stat(js, "tier_refusals"), 1);
+  CHECK_EQ(alloc_stat(js, "tier_deferrals"), 3); /* b, c and d each asked twice */
   /* One hold, the move: while the device sat at its reserve the mover did
    * not hold the process to move nothing. */
   CHECK_EQ(alloc_stat(js, "tier_holds"), 1);
@@ -164,7 +183,7 @@ static int sc_engine(void) {
   CHECK(n * layer <= fr);
   uint64_t host_before = 0;
   for (uint64_t i = 0; i < LAYERS; i++) {
-    CHECK_EQ(cudaMalloc(&kv[i], layer), cudaSuccess);
+    CHECK_EQ(torch_malloc(&kv[i], layer, NULL), cudaSuccess);
     if (kv[i]) fill(kv[i], layer, 10 + i);
     if (i == 5) CHECK_EQ(fakecuda_host_vmm_bytes(), 0); /* six layers on the device */
   }
@@ -184,6 +203,48 @@ static int sc_engine(void) {
   CHECK_EQ(cudaFree(x), cudaSuccess);
   CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
   return g_failed;
+}
+
+/* PONYTAIL_HOST_TIER_RETRY (the default): the first ask past the device is
+ * answered out-of-memory, so that PyTorch frees its cached segments and asks
+ * again; what then fits stays on the device, and only what still does not
+ * goes to the tier. Two first asks at once are each covered at their second. */
+static int sc_retry(void) {
+  void *x = NULL, *cache = NULL, *a = NULL, *b = NULL, *c = NULL, *e1 = NULL, *e2 = NULL;
+  CHECK_EQ(cudaMalloc(&x, 4096), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&cache, 30 * MiB), cudaSuccess); /* a dead segment PyTorch still caches */
+  CHECK_EQ(cudaMalloc(&a, 16 * MiB), cudaSuccess);
+  fill(a, 16 * MiB, 5);
+  /* 18 MiB less 4096 bytes left, 8 of them the reserve: 24 MiB is past the device. */
+  CHECK_EQ(cudaMalloc(&b, 24 * MiB), cudaErrorMemoryAllocation); /* the first ask */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  CHECK_EQ(cudaFree(cache), cudaSuccess); /* PyTorch empties its cache, */
+  CHECK_EQ(cudaMalloc(&b, 24 * MiB), cudaSuccess); /* asks again, */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0); /* and the freed cache made room: all on the device */
+  fill(b, 24 * MiB, 6);
+  CHECK_EQ(torch_malloc(&c, 40 * MiB, NULL), cudaSuccess); /* nothing cached: the tier */
+  CHECK(fakecuda_host_vmm_bytes() > 0);
+  fill(c, 40 * MiB, 7);
+  uint64_t host = fakecuda_host_vmm_bytes();
+  CHECK_EQ(cudaMalloc(&e1, 8 * MiB), cudaErrorMemoryAllocation);
+  CHECK_EQ(cudaMalloc(&e2, 10 * MiB), cudaErrorMemoryAllocation);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), host);
+  CHECK_EQ(cudaMalloc(&e1, 8 * MiB), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&e2, 10 * MiB), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), host + 18 * MiB);
+  CHECK(intact(a, 16 * MiB, 5) && intact(b, 24 * MiB, 6) && intact(c, 40 * MiB, 7));
+  void *all[] = {a, b, c, e1, e2, x};
+  for (unsigned i = 0; i < sizeof all / sizeof *all; i++) CHECK_EQ(cudaFree(all[i]), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  char *log = read_log(g_dir, (int)getpid());
+  CHECK(log && strstr(log, "the first ask past device 0"));
+  return g_failed;
+}
+
+static void check_retry(const char *js) {
+  CHECK_EQ(alloc_stat(js, "tier_deferrals"), 4); /* the first asks of b, c, e1 and e2 */
+  CHECK_EQ(alloc_stat(js, "tier_allocs"), 3);    /* c, e1, e2 */
+  CHECK_EQ(alloc_stat(js, "tier_refusals"), 0);
 }
 
 static int sc_off(void) {
@@ -209,6 +270,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "off")) return run_scenario(g_dir, "off", sc_off, NULL, NULL, 3000);
   if (!strcmp(argv[1], "limit")) return run_scenario(g_dir, "limit", sc_limit, NULL, NULL, 3000);
   if (!strcmp(argv[1], "engine")) return run_scenario(g_dir, "engine", sc_engine, NULL, NULL, 3000);
+  if (!strcmp(argv[1], "retry")) return run_scenario(g_dir, "retry", sc_retry, check_retry, NULL, 3000);
   fprintf(stderr, "unknown scenario %s\n", argv[1]);
   return 2;
 }

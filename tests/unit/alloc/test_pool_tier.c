@@ -265,10 +265,50 @@ static void test_reserve(void **state) {
   pt_pool_destroy(p);
 }
 
+/* tier_ask_twice (PONYTAIL_HOST_TIER_RETRY): a first ask only the tier
+ * could cover fails with out-of-memory and changes nothing; the same size
+ * asked again is covered; asks of other sizes in between are remembered
+ * apart (threads asking at once); an ask the device can meet is never
+ * deferred. */
+static void test_ask_twice(void **state) {
+  (void)state;
+  struct pt_backend bk;
+  assert_int_equal(pt_backend_host_create(&bk, 0, 32), 0);
+  struct pt_pool_config cfg = {.arena_bytes = 4ull << 30, .chunk_bytes = 4 * G, .tier_bytes = 256 * MiB,
+                               .tier_ask_twice = 1};
+  struct pt_pool *p;
+  assert_int_equal(pt_pool_create(bk, 0, &cfg, &p), 0);
+  void *a, *b = NULL, *c = NULL;
+  assert_int_equal(pt_pool_alloc_any(p, 48 * MiB, &a), 0); /* fits: not deferred */
+  assert_int_equal(stats(p).tier_deferrals, 0);
+  assert_int_equal(pt_pool_alloc_any(p, 40 * MiB, &b), bk.ops->err_oom);
+  assert_int_equal(pt_pool_alloc_any(p, 24 * MiB, &c), bk.ops->err_oom);
+  assert_int_equal(stats(p).tier_deferrals, 2);
+  assert_int_equal(stats(p).tier_bytes, 0);
+  assert_int_equal(counters(&bk).tier_granules, 0);
+  assert_int_equal(pt_pool_alloc_any(p, 40 * MiB, &b), 0); /* the second ask of each */
+  assert_int_equal(pt_pool_alloc_any(p, 24 * MiB, &c), 0);
+  assert_int_equal(stats(p).tier_allocs, 2);
+  assert_int_equal(stats(p).tier_bytes, 48 * MiB); /* 16 MiB of b on the device */
+  fill(b, 40 * MiB, 2), fill(c, 24 * MiB, 3);
+  verify(b, 40 * MiB, 2), verify(c, 24 * MiB, 3);
+  /* A third ask of a size already covered is a first ask again. */
+  void *d;
+  assert_int_equal(pt_pool_alloc_any(p, 40 * MiB, &d), bk.ops->err_oom);
+  assert_int_equal(stats(p).tier_deferrals, 3);
+  assert_int_equal(pt_pool_free_sync(p, c), 0);
+  assert_int_equal(pt_pool_free_sync(p, b), 0);
+  assert_int_equal(pt_pool_free_sync(p, a), 0);
+  assert_int_equal(counters(&bk).tier_granules, 0);
+  assert_pool_consistent(p);
+  pt_pool_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_past_the_device), cmocka_unit_test(test_tier_full), cmocka_unit_test(test_no_tier),
       cmocka_unit_test(test_limit),           cmocka_unit_test(test_promote),   cmocka_unit_test(test_reserve),
+      cmocka_unit_test(test_ask_twice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
