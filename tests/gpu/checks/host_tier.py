@@ -2,6 +2,7 @@
 """Issue 49's goals for the host tier (PONYTAIL_HOST_TIER), on the GPU, one process at a time.
 
   host_tier.py --shim build-gpu/shim/libponytail_shim.so --out DIR [--stages capacity,offpath,bigmodel]
+      [--mults 1.5,2] [--no-stock]   (capacity over two calls: --mults 1.5, then --mults 2 --no-stock)
 
 capacity  Under a 24 GiB cap, workload W with prompt 2048 + 2048 new tokens (the capacity notes'
           workload, bench/records/2026-11-29-stress-and-capacity-24gib.md): stock
@@ -85,14 +86,17 @@ def tier_env(a, limit=None):
 def capacity(a):
     w = ["--prompt", "2048", "--new-tokens", str(a.new_tokens)]
     b0 = a.stock_batch
-    st = run_gen(a, "cap-stock-b%d" % b0, w + ["--batch", str(b0), "--mem-cap", a.cap])
-    row("stock, cap %s, batch %d" % (a.cap, b0), "finished" if finished(st) else "OOM/failed (%s)" % st.get("oom_phase"),
-        bool(finished(st)))
-    nxt = b0 + 8
-    st2 = run_gen(a, "cap-stock-b%d" % nxt, w + ["--batch", str(nxt), "--mem-cap", a.cap])
-    row("stock, cap %s, batch %d (must not fit)" % (a.cap, nxt),
-        "finished" if finished(st2) else "OOM (%s)" % st2.get("oom_phase"), not finished(st2))
-    for mult in (1.5, 2.0):
+    if a.no_stock:  # stock's largest batch measured in an earlier call (a call holds ~600 s)
+        row("stock, cap %s: largest batch that finishes" % a.cap, "%d (--stock-batch, not run here)" % b0)
+    else:
+        st = run_gen(a, "cap-stock-b%d" % b0, w + ["--batch", str(b0), "--mem-cap", a.cap])
+        row("stock, cap %s, batch %d" % (a.cap, b0),
+            "finished" if finished(st) else "OOM/failed (%s)" % st.get("oom_phase"), bool(finished(st)))
+        nxt = b0 + 8
+        st2 = run_gen(a, "cap-stock-b%d" % nxt, w + ["--batch", str(nxt), "--mem-cap", a.cap])
+        row("stock, cap %s, batch %d (must not fit)" % (a.cap, nxt),
+            "finished" if finished(st2) else "OOM (%s)" % st2.get("oom_phase"), not finished(st2))
+    for mult in a.mults:
         b = int(round(b0 * mult / 8.0)) * 8
         sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
         ref = run_gen(a, "cap-ref-b%d" % b, w + ["--batch", str(b)], {})
@@ -241,6 +245,10 @@ def main():
     p.add_argument("--cap", default="24G")
     p.add_argument("--stock-batch", type=int, default=120)
     p.add_argument("--new-tokens", type=int, default=2048)
+    p.add_argument("--mults", type=lambda v: [float(x) for x in v.split(",")], default=[1.5, 2.0],
+                   help="capacity: multiples of --stock-batch run under the shim with the tier")
+    p.add_argument("--no-stock", action="store_true",
+                   help="capacity: take --stock-batch as measured (an earlier call) and run no stock arm")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for st in a.stages.split(","):
