@@ -97,7 +97,7 @@ def capacity(a):
         row("stock, cap %s, batch %d (must not fit)" % (a.cap, nxt),
             "finished" if finished(st2) else "OOM (%s)" % st2.get("oom_phase"), not finished(st2))
     for mult in a.mults:
-        b = int(round(b0 * mult / 8.0)) * 8
+        b = -(-int(b0 * mult) // 8) * 8  # up to a multiple of 8: at least mult x stock's batch
         sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
         ref = run_gen(a, "cap-ref-b%d" % b, w + ["--batch", str(b)], {})
         al = sh.get("shim_alloc", {})

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The verdicts of tests/gpu/checks/host_tier.py's capacity and off-path stages (issue 49), which
+# CI cannot run on a GPU: generate.py is replaced by canned results. Capacity: stock's batch must
+# finish and the next must not; each multiple must finish under the tier with tokens identical
+# to its uncapped run; --no-stock runs no stock arm; --mults picks the multiples. Off the path:
+# the tier's step within the default's spread or 2%, tokens identical, no tier bytes.
+# Usage: test_host_tier_stages.sh HOST_TIER_PY
+set -euo pipefail
+script=$1
+py=$(command -v python3 || true)
+[ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
+"$py" - "$script" <<'PY'
+import argparse, importlib.util, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
+spec = importlib.util.spec_from_file_location("host_tier", sys.argv[1])
+H = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(H)
+
+def res(ok=True, digest="d", p50=10.0, tier=0):
+    return dict(rc=0 if ok else 1, oom=not ok, oom_phase=None if ok else "prefill",
+                token_ids_sha256=digest if ok else None, decode_step_ms=dict(p50=p50),
+                shim_alloc=dict(peak_tier_bytes=tier, tier_moved_bytes=0))
+
+def run(stage, table, **kw):
+    """Runs stage with run_gen answering from table (tag -> result); the tags asked and fails."""
+    asked = []
+    def fake(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
+        asked.append(tag)
+        return dict(table[tag])
+    H.run_gen = fake
+    H.verdicts = H.Verdicts("host_tier")
+    H.row = H.verdicts.row
+    a = argparse.Namespace(stock_batch=120, cap="24G", tier="96G", new_tokens=2048, mults=[1.5, 2.0],
+                           no_stock=False, out=None)
+    for k, v in kw.items():
+        setattr(a, k, v)
+    stage(a)
+    return asked, H.verdicts.fails
+
+good = {"cap-stock-b120": res(), "cap-stock-b128": res(False), "cap-tier-b184": res(tier=1 << 30),
+        "cap-ref-b184": res(), "cap-tier-b240": res(tier=2 << 30), "cap-ref-b240": res()}
+asked, fails = run(H.capacity, good)
+assert asked == ["cap-stock-b120", "cap-stock-b128", "cap-tier-b184", "cap-ref-b184", "cap-tier-b240",
+                 "cap-ref-b240"], asked
+assert fails == [], fails
+# The next stock batch finishing means the base was wrong: a failed goal.
+_, fails = run(H.capacity, dict(good, **{"cap-stock-b128": res()}))
+assert any("must not fit" in f for f in fails), fails
+# Tokens that differ from the uncapped run, or a tier run that did not finish: failed goals.
+_, fails = run(H.capacity, dict(good, **{"cap-tier-b240": res(digest="x")}))
+assert fails == ["  tokens vs uncapped (batch 240)"], fails
+_, fails = run(H.capacity, dict(good, **{"cap-tier-b184": res(False)}))
+assert len(fails) == 2, fails
+# The second call: no stock arm, only the multiple asked for.
+asked, fails = run(H.capacity, good, mults=[2.0], no_stock=True)
+assert asked == ["cap-tier-b240", "cap-ref-b240"] and fails == [], (asked, fails)
+# Off the path: within 2% passes, beyond the spread fails, tier bytes used fail.
+off = {"off-default-0": res(p50=10.0), "off-tier-0": res(p50=10.1), "off-default-1": res(p50=10.05),
+       "off-tier-1": res(p50=10.1)}
+assert run(H.offpath, off)[1] == []
+assert len(run(H.offpath, dict(off, **{"off-tier-1": res(p50=11.0)}))[1]) == 1
+assert run(H.offpath, dict(off, **{"off-tier-0": res(p50=10.1, tier=1)}))[1] == ["off the path: tier bytes used"]
+print("host_tier stages: ok")
+PY
