@@ -287,13 +287,17 @@ int pt_pool_device(const struct pt_pool *p) { return p->device; }
 
 /* ---- alloc / free ------------------------------------------------------ */
 
-static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, void **ptr);
+static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, bool retry, void **ptr);
 
 int pt_pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, void **ptr) {
-  return pool_alloc(p, size, stream, false, ptr);
+  return pool_alloc(p, size, stream, false, false, ptr);
 }
 
-int pt_pool_alloc_any(struct pt_pool *p, size_t size, void **ptr) { return pool_alloc(p, size, 0, true, ptr); }
+int pt_pool_alloc_any(struct pt_pool *p, size_t size, void **ptr) { return pool_alloc(p, size, 0, true, false, ptr); }
+
+int pt_pool_alloc_any_retry(struct pt_pool *p, size_t size, void **ptr) {
+  return pool_alloc(p, size, 0, true, true, ptr);
+}
 
 /* The free block for r bytes and the address *at in it where the block
  * goes: best fit below a granule, by the handles it would hold from a
@@ -305,7 +309,7 @@ static struct pt_blk *pool_fit(struct pt_pool *p, uint64_t r, uintptr_t *at) {
   return b;
 }
 
-static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, void **ptr) {
+static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, bool retry, void **ptr) {
   if (size > ((uint64_t)1 << 62)) return p->bk.ops->err_oom;
   uint64_t r = size ? ((uint64_t)size + PT_POOL_ALIGN - 1) & ~(uint64_t)(PT_POOL_ALIGN - 1) : PT_POOL_ALIGN;
   /* Large requests (PT_POOL_ROUND_GRANULES granules and up) take whole
@@ -327,7 +331,7 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
       /* The device (or the limit) cannot hold it: the host tier, if any. */
       struct pt_blk *tb;
       if (rc != p->bk.ops->err_oom || !p->tier_limit) goto out;
-      if (p->tier_ask_twice && !pt_tier_second_ask(p, size)) {
+      if (retry && p->tier_ask_twice && !pt_tier_second_ask(p, size)) {
         p->st.tier_deferrals++;
         goto out;
       }
@@ -341,6 +345,10 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
       goto out;
     }
   }
+  /* A second ask the device now meets (the caller freed its cache): its
+   * first ask is answered, so that the next one past the device is a first
+   * ask again. */
+  if (retry && p->tier_ask_twice) pt_tier_ask_met(p, size);
   /* Reserve what may fail before touching the block. */
   if ((at > b->addr && !(left = pt_blk_new(p))) || (at + r < b->addr + b->size && !(rest = pt_blk_new(p)))) {
     rc = p->bk.ops->err_oom;

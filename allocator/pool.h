@@ -100,10 +100,11 @@ struct pt_pool_config {
   uint64_t tier_reserve_bytes; /* with a tier: device bytes new device memory leaves free (backend
                            op device_free), for what is allocated outside the pool and by the
                            driver itself (PONYTAIL_HOST_TIER_RESERVE); past it, the tier */
-  int tier_ask_twice;   /* with a tier: an allocation only the tier could cover fails once with
-                           out-of-memory and is covered when the same size is asked again within
-                           PT_TIER_ASK_NS (PONYTAIL_HOST_TIER_RETRY): a caching allocator (PyTorch
-                           empties its cache and asks once more) first gives back what it holds */
+  int tier_ask_twice;   /* with a tier: pt_pool_alloc_any_retry's allocations only the tier could
+                           cover fail once with out-of-memory and are covered when the same thread
+                           asks the same size again within PT_TIER_ASK_NS (PONYTAIL_HOST_TIER_RETRY):
+                           a caching allocator (PyTorch empties its cache and asks once more) first
+                           gives back what it holds */
   int order_up;         /* synchronous allocations (pt_pool_alloc_any, cudaMalloc semantics):
                            0 = a fresh range goes at the highest free place, below the ranges
                            placed before it, where the driver's cudaMalloc puts large
@@ -184,6 +185,12 @@ int pt_pool_alloc(struct pt_pool *pool, size_t size, pt_bk_stream stream, void *
  * pending work of earlier frees into it is waited for on the host (rare: only
  * when it reuses memory freed stream-ordered and not finished yet). */
 int pt_pool_alloc_any(struct pt_pool *pool, size_t size, void **ptr);
+/* The same, for a caller that asks again after out-of-memory (cudaMalloc as
+ * PyTorch's caching allocator uses it, outside graph capture): with
+ * tier_ask_twice, an allocation only the host tier could cover fails with
+ * err_oom at this thread's first ask of that size and is covered at its
+ * second within PT_TIER_ASK_NS. pt_pool_alloc_any never defers. */
+int pt_pool_alloc_any_retry(struct pt_pool *pool, size_t size, void **ptr);
 /* cudaFreeAsync semantics: reusable at once on stream, elsewhere after it. */
 int pt_pool_free(struct pt_pool *pool, void *ptr, pt_bk_stream stream);
 /* cudaFree semantics: synchronizes the device, then frees. */

@@ -92,7 +92,7 @@ struct pt_pool {
   uint64_t tier_reserve; /* with a tier: device bytes left free (pool.h) */
   bool tier_ask_twice;   /* pool.h; the recent first asks in tier_asks (pool_tier.c) */
   struct {
-    uint64_t size, ns;
+    uint64_t size, ns, thread; /* the asking thread: PyTorch asks again from the same one */
   } tier_asks[PT_TIER_ASKS];
   uintptr_t scratch;   /* promote's scratch range (255 granules), reserved at first use */
   bool order_up;  /* synchronous allocations' fresh ranges lowest first, as stream-ordered ones */
@@ -190,6 +190,8 @@ int pt_tier_alloc(struct pt_pool *p, uint64_t r, uint64_t req, bool down, struct
  * that only the tier could cover is the second ask (true: cover it), or a
  * first one, remembered (false: answer out-of-memory, tier_deferrals). */
 bool pt_tier_second_ask(struct pt_pool *p, uint64_t size);
+/* Under the mutex: this thread's first ask of size, if any, is answered. */
+void pt_tier_ask_met(struct pt_pool *p, uint64_t size);
 /* Under the mutex, b out of the live map: waits for stream's work (sync:
  * the device was synchronized already), unmaps and releases b's range. */
 int pt_tier_free(struct pt_pool *p, struct pt_blk *b, pt_bk_stream stream, bool sync);

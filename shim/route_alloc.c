@@ -188,6 +188,8 @@ static int pass_alloc(enum pt_route_api api, enum pt_route_smode sm, void **ptr,
   return 0;
 }
 
+static int internal_real(void *arg, void **ptr);
+
 static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_route_mpool mp, const void *mempool,
                        void **ptr, size_t size, uint64_t stream, pt_route_real_alloc real, void *arg) {
   if (!ptr || !size || !R.pool_on || size < (sm == PT_SM_SYNC ? R.kv_min : R.kv_min_async))
@@ -204,7 +206,13 @@ static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_ro
   uint64_t sid = pool_stream(sm, stream, &any);
   void *p = NULL;
   uint64_t tier0 = R.tier ? pt_pool_tier_bytes(pool) : 0, asks0 = R.tier_retry ? pt_pool_tier_deferrals(pool) : 0;
-  int rc = any ? pt_pool_alloc_any(pool, size, &p) : pt_pool_alloc(pool, size, sid, &p);
+  /* PONYTAIL_HOST_TIER_RETRY: only where a second ask will come, a program's
+   * cudaMalloc outside graph capture (PyTorch empties its cache and asks again
+   * only then); never the shim's own workspaces, which ask once. */
+  bool retry = any && R.tier_retry && real != internal_real &&
+               !(__atomic_load_n(&capture_seen, __ATOMIC_ACQUIRE) && pt_captures_open() > 0);
+  int rc = !any ? pt_pool_alloc(pool, size, sid, &p)
+                : retry ? pt_pool_alloc_any_retry(pool, size, &p) : pt_pool_alloc_any(pool, size, &p);
   if (rc) {
     if (rc != PT_OOM) PT_LOG_ONCE(PT_LOG_WARN, "pool allocation failed with CUDA error %d (returned to the caller)", rc);
     else if (R.tier_retry && pt_pool_tier_deferrals(pool) > asks0)

@@ -89,11 +89,12 @@ void rt_stats_text(FILE *f) {
   if (rc_.ipc_exports || rc_.ipc_opens)
     fprintf(f, "  alloc: IPC host time: exports %.2f ms, opens %.2f ms, closes %.2f ms\n", rc_.ipc_export_ns / 1e6,
             rc_.ipc_open_ns / 1e6, rc_.ipc_close_ns / 1e6);
-  if (s.tier_allocs || s.tier_refusals)
+  if (s.tier_allocs || s.tier_refusals || s.tier_deferrals)
     fprintf(f, "  alloc: host tier: %.1f MiB on the host now (peak %.1f MiB), allocations %" PRIu64 ", frees %" PRIu64
-               ", moved back %.1f MiB in %" PRIu64 " hold(s) of the process, refused %" PRIu64 "\n",
+               ", moved back %.1f MiB in %" PRIu64 " hold(s) of the process, refused %" PRIu64
+               ", first asks answered out-of-memory %" PRIu64 "\n",
             MIB(s.tier_bytes), MIB(s.peak_tier_bytes), s.tier_allocs, s.tier_frees, MIB(s.tier_moved_bytes),
-            rc_.tier_holds, s.tier_refusals);
+            rc_.tier_holds, s.tier_refusals, s.tier_deferrals);
   if (s.sleeps || s.prepares || s.host_kept_bytes)
     fprintf(f, "  alloc: sleep: %" PRIu64 " sleep(s), %" PRIu64 " wake(s), %.1f MiB asleep now; host memory kept "
                "for the next sleep %.1f MiB (%" PRIu64 " prepare(s)), %.1f MiB of sleeps copied into kept memory\n",

@@ -222,6 +222,9 @@ static int sc_retry(void) {
   CHECK_EQ(cudaMalloc(&b, 24 * MiB), cudaSuccess); /* asks again, */
   CHECK_EQ(fakecuda_host_vmm_bytes(), 0); /* and the freed cache made room: all on the device */
   fill(b, 24 * MiB, 6);
+  void *b2 = NULL; /* b's first ask is answered: another 24 MiB past the device is a first ask */
+  CHECK_EQ(cudaMalloc(&b2, 24 * MiB), cudaErrorMemoryAllocation);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
   CHECK_EQ(torch_malloc(&c, 40 * MiB, NULL), cudaSuccess); /* nothing cached: the tier */
   CHECK(fakecuda_host_vmm_bytes() > 0);
   fill(c, 40 * MiB, 7);
@@ -242,7 +245,7 @@ static int sc_retry(void) {
 }
 
 static void check_retry(const char *js) {
-  CHECK_EQ(alloc_stat(js, "tier_deferrals"), 4); /* the first asks of b, c, e1 and e2 */
+  CHECK_EQ(alloc_stat(js, "tier_deferrals"), 5); /* the first asks of b, b2, c, e1 and e2 */
   CHECK_EQ(alloc_stat(js, "tier_allocs"), 3);    /* c, e1, e2 */
   CHECK_EQ(alloc_stat(js, "tier_refusals"), 0);
 }
