@@ -345,10 +345,6 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
       goto out;
     }
   }
-  /* A second ask the device now meets (the caller freed its cache): its
-   * first ask is answered, so that the next one past the device is a first
-   * ask again. */
-  if (retry && p->tier_ask_twice) pt_tier_ask_met(p, size);
   /* Reserve what may fail before touching the block. */
   if ((at > b->addr && !(left = pt_blk_new(p))) || (at + r < b->addr + b->size && !(rest = pt_blk_new(p)))) {
     rc = p->bk.ops->err_oom;
@@ -399,6 +395,9 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   b->req = size;
   pt_stat_live(p, 1, r, size);
   if (p->st.physical_bytes - pt_dev_live(p) < p->trim_floor) p->trim_floor = p->st.physical_bytes - pt_dev_live(p);
+  /* A second ask the device met (the caller freed its cache): its first ask
+   * is answered, so that the next one past the device is a first ask again. */
+  if (retry && p->tier_ask_twice) pt_tier_ask_met(p, size);
   *ptr = (void *)b->addr;
   pthread_mutex_unlock(&p->mu);
   return 0;

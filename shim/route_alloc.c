@@ -209,7 +209,7 @@ static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_ro
   /* PONYTAIL_HOST_TIER_RETRY: only where a second ask will come, a program's
    * cudaMalloc outside graph capture (PyTorch empties its cache and asks again
    * only then); never the shim's own workspaces, which ask once. */
-  bool retry = any && R.tier_retry && real != internal_real &&
+  bool retry = sm == PT_SM_SYNC && R.tier_retry && real != internal_real &&
                !(__atomic_load_n(&capture_seen, __ATOMIC_ACQUIRE) && pt_captures_open() > 0);
   int rc = !any ? pt_pool_alloc(pool, size, sid, &p)
                 : retry ? pt_pool_alloc_any_retry(pool, size, &p) : pt_pool_alloc_any(pool, size, &p);

@@ -235,6 +235,13 @@ static int sc_retry(void) {
   CHECK_EQ(cudaMalloc(&e1, 8 * MiB), cudaSuccess);
   CHECK_EQ(cudaMalloc(&e2, 10 * MiB), cudaSuccess);
   CHECK_EQ(fakecuda_host_vmm_bytes(), host + 18 * MiB);
+  /* Stream-ordered (here on the per-thread stream) gets no second ask: covered at once (the
+   * pool's 6 free MiB, left by the cache, do not hold it). */
+  void *s1 = NULL;
+  CHECK_EQ(cudaMallocAsync(&s1, 8 * MiB, cudaStreamPerThread), cudaSuccess);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), host + 26 * MiB);
+  CHECK_EQ(cudaFreeAsync(s1, cudaStreamPerThread), cudaSuccess); /* a tier block: unmapped at once */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), host + 18 * MiB);
   CHECK(intact(a, 16 * MiB, 5) && intact(b, 24 * MiB, 6) && intact(c, 40 * MiB, 7));
   void *all[] = {a, b, c, e1, e2, x};
   for (unsigned i = 0; i < sizeof all / sizeof *all; i++) CHECK_EQ(cudaFree(all[i]), cudaSuccess);
@@ -246,7 +253,7 @@ static int sc_retry(void) {
 
 static void check_retry(const char *js) {
   CHECK_EQ(alloc_stat(js, "tier_deferrals"), 5); /* the first asks of b, b2, c, e1 and e2 */
-  CHECK_EQ(alloc_stat(js, "tier_allocs"), 3);    /* c, e1, e2 */
+  CHECK_EQ(alloc_stat(js, "tier_allocs"), 4);    /* c, e1, e2, s1 */
   CHECK_EQ(alloc_stat(js, "tier_refusals"), 0);
 }
 
