@@ -26,7 +26,9 @@
  *       own allocation succeeds.
  * retry: the default PONYTAIL_HOST_TIER_RETRY: a first ask past the device
  *       is answered out-of-memory; PyTorch's second ask, after it freed its
- *       cache, lands on the device when the cache made room, else on the tier.
+ *       cache, lands on the device when the cache made room, else on the tier;
+ *       a stream-ordered allocation and one made while a graph capture is
+ *       open get no second ask: covered at once.
  *       (limit runs with PONYTAIL_HOST_TIER_RETRY=0: the first ask is covered.)
  * off:  no tier (the default): the allocation past the device fails with
  *       out-of-memory as stock, no host memory is used. */
