@@ -70,32 +70,35 @@ static int create_some(struct pt_pool *p, bool host, uint64_t want, struct tspan
  * device and put the live tensor on the host, and the cache would never be
  * emptied while the tier has room. So the program's own recovery runs first,
  * as it would stock, and the tier covers only what it still cannot place. */
-static int ask_find(struct pt_pool *p, uint64_t size, uint64_t thread, uint64_t now) {
+/* The slot of thread's first ask of size, however old; -1 if none. */
+static int ask_find(const struct pt_pool *p, uint64_t size, uint64_t thread) {
   for (int i = 0; i < PT_TIER_ASKS; i++)
-    if (p->tier_asks[i].ns && p->tier_asks[i].size == size && p->tier_asks[i].thread == thread &&
-        now - p->tier_asks[i].ns < PT_TIER_ASK_NS)
-      return i;
+    if (p->tier_asks[i].ns && p->tier_asks[i].size == size && p->tier_asks[i].thread == thread) return i;
   return -1;
 }
 
 bool pt_tier_second_ask(struct pt_pool *p, uint64_t size) {
   uint64_t now = pt_now_ns(), thread = (uint64_t)pthread_self();
-  int i = ask_find(p, size, thread, now);
-  if (i >= 0) {
+  int i = ask_find(p, size, thread);
+  if (i >= 0 && now - p->tier_asks[i].ns < PT_TIER_ASK_NS) {
     p->tier_asks[i].ns = 0;
     return true;
   }
-  int oldest = 0; /* a free slot (ns 0) first, else the oldest ask */
-  for (i = 1; i < PT_TIER_ASKS; i++)
-    if (p->tier_asks[i].ns < p->tier_asks[oldest].ns) oldest = i;
-  p->tier_asks[oldest].size = size;
-  p->tier_asks[oldest].thread = thread;
-  p->tier_asks[oldest].ns = now ? now : 1;
+  if (i < 0) { /* a free slot (ns 0) first, else the oldest ask; an expired ask of its own is renewed */
+    i = 0;
+    for (int j = 1; j < PT_TIER_ASKS; j++)
+      if (p->tier_asks[j].ns < p->tier_asks[i].ns) i = j;
+  }
+  p->tier_asks[i].size = size;
+  p->tier_asks[i].thread = thread;
+  p->tier_asks[i].ns = now ? now : 1;
   return false;
 }
 
+/* On the success path of every retrying allocation with the tier on: no
+ * clock read (an expired ask is as good as answered). */
 void pt_tier_ask_met(struct pt_pool *p, uint64_t size) {
-  int i = ask_find(p, size, (uint64_t)pthread_self(), pt_now_ns());
+  int i = ask_find(p, size, (uint64_t)pthread_self());
   if (i >= 0) p->tier_asks[i].ns = 0;
 }
 
