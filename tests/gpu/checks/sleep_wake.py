@@ -171,6 +171,15 @@ def pt(a, *args):
     return r.returncode, out, (r.stdout + r.stderr).strip()
 
 
+def prepare(a, pid, label):
+    """`ponytail sleep --prepare` of pid, one row (its time and host GB/s, or the error): made?"""
+    rc, pr, text = pt(a, "sleep", "--prepare", "--json", str(pid))
+    ok = bool(rc == 0 and pr and pr.get("ok"))
+    row(label + " s (host GB/s)", "%.3f (%.1f)" % (pr["seconds"], pr["bytes"] / pr["seconds"] / 1e9)
+        if ok and pr["seconds"] else text[-200:], ok)
+    return ok
+
+
 def model_target(a, env, bw):
     """Steps 2-6 on the model target; False when it could not be put to sleep or woken."""
     t = Target(a, [] if a.no_static else ["--static"], env)
@@ -245,12 +254,8 @@ def model_target(a, env, bw):
 def prepared_cycle(a, t, bw):
     """The issue's bandwidth goal for a sleep: `ponytail sleep --prepare` gets the host memory
     while the target runs, then the sleep only drains and copies; wake; the same tokens."""
-    rc, pr, text = pt(a, "sleep", "--prepare", "--json", str(t.pid))
-    if rc or not pr or not pr.get("ok"):
-        row("prepare", text[-200:], False)
+    if not prepare(a, t.pid, "prepare, target running:"):
         return
-    row("prepare, target running: s (host GB/s)", "%.3f (%.1f)" % (
-        pr["seconds"], pr["bytes"] / pr["seconds"] / 1e9 if pr["seconds"] else 0))
     rc, s, text = pt(a, "sleep", "--json", str(t.pid))
     if rc or not s or not s.get("ok"):
         row("prepared sleep", text[-200:], False)
@@ -314,10 +319,7 @@ def main():
             pt(a, "sleep", str(d.pid))
             pt(a, "wake", str(d.pid))
         if extra == "prepare":  # the host memory got while the target runs
-            rc, pr, text = pt(a, "sleep", "--prepare", "--json", str(d.pid))
-            ok = rc == 0 and pr and pr.get("ok")
-            row(tag + " prepare s (host GB/s)", "%.3f (%.1f)" % (pr["seconds"], pr["bytes"] / pr["seconds"] / 1e9)
-                if ok and pr["seconds"] else text[-200:], bool(ok))
+            prepare(a, d.pid, tag + " prepare")
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
         if rc == 0 and s and s.get("ok"):
             r = gbps(s)
