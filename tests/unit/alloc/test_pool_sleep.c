@@ -28,7 +28,7 @@ struct blk {
 
 static int mode;    /* sleep_host of every pool of the group running */
 static int threads; /* its sleep_threads */
-static int reuse;   /* sleep_reuse of the pools new_pool makes (test_reuse only) */
+static int reuse;   /* sleep_reuse of the pools new_pool makes (set around new_pool by the reuse tests) */
 
 /* The bytes sleep in host handles (else in buffers, pinned or registered). */
 #define HANDLES (mode == PT_SLEEP_IN_HANDLES)
