@@ -287,16 +287,19 @@ int pt_pool_device(const struct pt_pool *p) { return p->device; }
 
 /* ---- alloc / free ------------------------------------------------------ */
 
-static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, bool retry, void **ptr);
+static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, bool *deferred, void **ptr);
 
 int pt_pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, void **ptr) {
-  return pool_alloc(p, size, stream, false, false, ptr);
+  return pool_alloc(p, size, stream, false, NULL, ptr);
 }
 
-int pt_pool_alloc_any(struct pt_pool *p, size_t size, void **ptr) { return pool_alloc(p, size, 0, true, false, ptr); }
+int pt_pool_alloc_any(struct pt_pool *p, size_t size, void **ptr) { return pool_alloc(p, size, 0, true, NULL, ptr); }
 
-int pt_pool_alloc_any_retry(struct pt_pool *p, size_t size, void **ptr) {
-  return pool_alloc(p, size, 0, true, true, ptr);
+int pt_pool_alloc_any_retry(struct pt_pool *p, size_t size, void **ptr, bool *deferred) {
+  bool d = false;
+  int rc = pool_alloc(p, size, 0, true, &d, ptr);
+  if (deferred) *deferred = d;
+  return rc;
 }
 
 /* The free block for r bytes and the address *at in it where the block
@@ -309,7 +312,7 @@ static struct pt_blk *pool_fit(struct pt_pool *p, uint64_t r, uintptr_t *at) {
   return b;
 }
 
-static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, bool retry, void **ptr) {
+static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool any, bool *deferred, void **ptr) {
   if (size > ((uint64_t)1 << 62)) return p->bk.ops->err_oom;
   uint64_t r = size ? ((uint64_t)size + PT_POOL_ALIGN - 1) & ~(uint64_t)(PT_POOL_ALIGN - 1) : PT_POOL_ALIGN;
   /* Large requests (PT_POOL_ROUND_GRANULES granules and up) take whole
@@ -331,8 +334,9 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
       /* The device (or the limit) cannot hold it: the host tier, if any. */
       struct pt_blk *tb;
       if (rc != p->bk.ops->err_oom || !p->tier_limit) goto out;
-      if (retry && p->tier_ask_twice && !pt_tier_second_ask(p, size)) {
+      if (deferred && p->tier_ask_twice && !pt_tier_second_ask(p, size)) {
         p->st.tier_deferrals++;
+        *deferred = true;
         goto out;
       }
       if ((rc = pt_tier_alloc(p, r, size, any && !p->order_up, &tb))) goto out;
@@ -397,7 +401,7 @@ static int pool_alloc(struct pt_pool *p, size_t size, pt_bk_stream stream, bool 
   if (p->st.physical_bytes - pt_dev_live(p) < p->trim_floor) p->trim_floor = p->st.physical_bytes - pt_dev_live(p);
   /* A second ask the device met (the caller freed its cache): its first ask
    * is answered, so that the next one past the device is a first ask again. */
-  if (retry && p->tier_ask_twice) pt_tier_ask_met(p, size);
+  if (deferred && p->tier_ask_twice) pt_tier_ask_met(p, size);
   *ptr = (void *)b->addr;
   pthread_mutex_unlock(&p->mu);
   return 0;

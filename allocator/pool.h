@@ -189,8 +189,9 @@ int pt_pool_alloc_any(struct pt_pool *pool, size_t size, void **ptr);
  * PyTorch's caching allocator uses it, outside graph capture): with
  * tier_ask_twice, an allocation only the host tier could cover fails with
  * err_oom at this thread's first ask of that size and is covered at its
- * second within PT_TIER_ASK_NS. pt_pool_alloc_any never defers. */
-int pt_pool_alloc_any_retry(struct pt_pool *pool, size_t size, void **ptr);
+ * second within PT_TIER_ASK_NS (*deferred, if not NULL, says whether this
+ * call was such a first ask). pt_pool_alloc_any never defers. */
+int pt_pool_alloc_any_retry(struct pt_pool *pool, size_t size, void **ptr, bool *deferred);
 /* cudaFreeAsync semantics: reusable at once on stream, elsewhere after it. */
 int pt_pool_free(struct pt_pool *pool, void *ptr, pt_bk_stream stream);
 /* cudaFree semantics: synchronizes the device, then frees. */

@@ -123,7 +123,9 @@ PT_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum c
  * while capturing): the sleep is then refused, which is safe, and says so. */
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUstream *cap_streams;
-static int cap_n, cap_cap;
+static int cap_n, cap_cap; /* cap_n written under cap_mu, stored atomically so that
+                              * pt_captures_open (every retrying allocation once a capture
+                              * was seen) reads it without the lock */
 
 static void capture_opened(CUstream s, CUresult r) {
   if (r != CUDA_SUCCESS) return;
@@ -133,7 +135,7 @@ static void capture_opened(CUstream s, CUresult r) {
     CUstream *g = realloc(cap_streams, (size_t)nc * sizeof *g);
     if (g) cap_streams = g, cap_cap = nc;
   }
-  if (cap_n < cap_cap) cap_streams[cap_n++] = s;
+  if (cap_n < cap_cap) cap_streams[cap_n] = s, __atomic_store_n(&cap_n, cap_n + 1, __ATOMIC_RELEASE);
   else PT_INTERNAL_ERROR(); /* out of memory: this capture is not seen (counted as an internal error) */
   pthread_mutex_unlock(&cap_mu);
 }
@@ -150,7 +152,7 @@ static void capture_check(CUstream s, bool over) {
   pthread_mutex_lock(&cap_mu);
   for (int i = 0; i < cap_n; i++)
     if (cap_streams[i] == s) {
-      cap_streams[i] = cap_streams[--cap_n];
+      cap_streams[i] = cap_streams[cap_n - 1], __atomic_store_n(&cap_n, cap_n - 1, __ATOMIC_RELEASE);
       break;
     }
   pthread_mutex_unlock(&cap_mu);
@@ -158,12 +160,7 @@ static void capture_check(CUstream s, bool over) {
 
 void pt_capture_stream_gone(uint64_t stream) { capture_check((CUstream)(uintptr_t)stream, true); }
 
-int64_t pt_captures_open(void) {
-  pthread_mutex_lock(&cap_mu);
-  int64_t n = cap_n;
-  pthread_mutex_unlock(&cap_mu);
-  return n;
-}
+int64_t pt_captures_open(void) { return __atomic_load_n(&cap_n, __ATOMIC_ACQUIRE); }
 
 void pt_capture_atfork_child(void) {
   /* The parent's captures are the parent's; the lock may have been held. */

@@ -205,17 +205,18 @@ static int route_alloc(enum pt_route_api api, enum pt_route_smode sm, enum pt_ro
   bool any;
   uint64_t sid = pool_stream(sm, stream, &any);
   void *p = NULL;
-  uint64_t tier0 = R.tier ? pt_pool_tier_bytes(pool) : 0, asks0 = R.tier_retry ? pt_pool_tier_deferrals(pool) : 0;
+  uint64_t tier0 = R.tier ? pt_pool_tier_bytes(pool) : 0;
+  bool deferred = false;
   /* PONYTAIL_HOST_TIER_RETRY: only where a second ask will come, a program's
    * cudaMalloc outside graph capture (PyTorch empties its cache and asks again
    * only then); never the shim's own workspaces, which ask once. */
   bool retry = sm == PT_SM_SYNC && R.tier_retry && real != internal_real &&
                !(__atomic_load_n(&capture_seen, __ATOMIC_ACQUIRE) && pt_captures_open() > 0);
   int rc = !any ? pt_pool_alloc(pool, size, sid, &p)
-                : retry ? pt_pool_alloc_any_retry(pool, size, &p) : pt_pool_alloc_any(pool, size, &p);
+                : retry ? pt_pool_alloc_any_retry(pool, size, &p, &deferred) : pt_pool_alloc_any(pool, size, &p);
   if (rc) {
     if (rc != PT_OOM) PT_LOG_ONCE(PT_LOG_WARN, "pool allocation failed with CUDA error %d (returned to the caller)", rc);
-    else if (R.tier_retry && pt_pool_tier_deferrals(pool) > asks0)
+    else if (deferred)
       PT_LOG_ONCE(PT_LOG_INFO, "host tier: the first ask past device %d (%zu bytes) answered out-of-memory, so that "
                   "the program frees what it caches (PyTorch empties its cache and asks again); the same size asked "
                   "again within 5 s gets the tier (PONYTAIL_HOST_TIER_RETRY=0: the first ask)", dev, size);

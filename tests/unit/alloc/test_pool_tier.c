@@ -279,22 +279,26 @@ static void test_ask_twice(void **state) {
   struct pt_pool *p;
   assert_int_equal(pt_pool_create(bk, 0, &cfg, &p), 0);
   void *a, *b = NULL, *c = NULL;
-  assert_int_equal(pt_pool_alloc_any_retry(p, 48 * MiB, &a), 0); /* fits: not deferred */
+  bool was_deferred = true;
+  assert_int_equal(pt_pool_alloc_any_retry(p, 48 * MiB, &a, &was_deferred), 0); /* fits: not deferred */
+  assert_false(was_deferred);
   assert_int_equal(stats(p).tier_deferrals, 0);
-  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &b), bk.ops->err_oom);
-  assert_int_equal(pt_pool_alloc_any_retry(p, 24 * MiB, &c), bk.ops->err_oom);
+  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &b, &was_deferred), bk.ops->err_oom);
+  assert_true(was_deferred);
+  assert_int_equal(pt_pool_alloc_any_retry(p, 24 * MiB, &c, NULL), bk.ops->err_oom);
   assert_int_equal(stats(p).tier_deferrals, 2);
   assert_int_equal(stats(p).tier_bytes, 0);
   assert_int_equal(counters(&bk).tier_granules, 0);
-  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &b), 0); /* the second ask of each */
-  assert_int_equal(pt_pool_alloc_any_retry(p, 24 * MiB, &c), 0);
+  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &b, &was_deferred), 0); /* the second ask of each */
+  assert_false(was_deferred);
+  assert_int_equal(pt_pool_alloc_any_retry(p, 24 * MiB, &c, NULL), 0);
   assert_int_equal(stats(p).tier_allocs, 2);
   assert_int_equal(stats(p).tier_bytes, 48 * MiB); /* 16 MiB of b on the device */
   fill(b, 40 * MiB, 2), fill(c, 24 * MiB, 3);
   verify(b, 40 * MiB, 2), verify(c, 24 * MiB, 3);
   /* A third ask of a size already covered is a first ask again. */
   void *d;
-  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &d), bk.ops->err_oom);
+  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &d, NULL), bk.ops->err_oom);
   assert_int_equal(stats(p).tier_deferrals, 3);
   /* A caller that asks once (stream-ordered, the shim's own, under capture) is covered at once. */
   void *e;
@@ -306,13 +310,13 @@ static void test_ask_twice(void **state) {
   /* A second ask the device meets (the caller freed what it cached) answers the first: the
    * next ask of that size past the device is a first ask again, not covered at once. */
   void *g, *h;
-  assert_int_equal(pt_pool_alloc_any_retry(p, 20 * MiB, &g), bk.ops->err_oom); /* 16 MiB free: a first ask */
+  assert_int_equal(pt_pool_alloc_any_retry(p, 20 * MiB, &g, NULL), bk.ops->err_oom); /* 16 MiB free: a first ask */
   assert_int_equal(pt_pool_free_sync(p, a), 0);                                /* the cache freed */
-  assert_int_equal(pt_pool_alloc_any_retry(p, 20 * MiB, &g), 0);               /* on the device */
+  assert_int_equal(pt_pool_alloc_any_retry(p, 20 * MiB, &g, NULL), 0);               /* on the device */
   assert_int_equal(stats(p).tier_bytes, 0);
-  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &a), 0); /* 4 MiB left */
+  assert_int_equal(pt_pool_alloc_any_retry(p, 40 * MiB, &a, NULL), 0); /* 4 MiB left */
   uint64_t deferred = stats(p).tier_deferrals;
-  assert_int_equal(pt_pool_alloc_any_retry(p, 20 * MiB, &h), bk.ops->err_oom); /* a first ask again */
+  assert_int_equal(pt_pool_alloc_any_retry(p, 20 * MiB, &h, NULL), bk.ops->err_oom); /* a first ask again */
   assert_int_equal(stats(p).tier_deferrals, deferred + 1);
   assert_int_equal(stats(p).tier_bytes, 0);
   assert_int_equal(pt_pool_free_sync(p, g), 0);
