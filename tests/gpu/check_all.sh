@@ -17,8 +17,8 @@
 #   families   families: 23 transformers families, stock vs shim, the family table (issue 51)
 #              (~7 min; FAMILIES="llama,phi3" picks some)
 #   host-tier  host-tier: PONYTAIL_HOST_TIER's goals (issue 49), HOST_TIER_STAGES (default offpath;
-#              capacity and bigmodel each need a call of their own; HOST_TIER_ARGS adds arguments,
-#              e.g. "--mults 2 --no-stock --stock-batch 120" for capacity's second call)
+#              capacity and bigmodel each need a call of their own; HOST_TIER_ARGS adds arguments:
+#              capacity's first call runs 1.5x, "--mults 2 --no-stock --stock-batch N" its second)
 #   prefill    the prefill kernel of issue 18 alone (checks/prefill.sh: correctness and the
 #              sanitizers) and inside the shim (checks/prefill_swap.sh without timing);
 #              the default shim runs it in the other groups too         (~3-4 min)
@@ -165,7 +165,7 @@ run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, i
     sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" ;;
     families) "$py" "$g/families.py" --shim "$shim" --ponytail "$pt" --out "$d" --budget $(( $2 - 30 )) ${FAMILIES:+--families "$FAMILIES"} ;;
     host-tier) "$py" "$g/host_tier.py" --shim "$shim" --out "$d" --stages "${HOST_TIER_STAGES:-offpath}" \
-                 ${HOST_TIER_ARGS:-} ;;
+                 --deadline $(( $2 - 20 )) ${HOST_TIER_ARGS:-} ;;
   esac
 }
 summary() { # NAME LOG: one line

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Issue 49's goals for the host tier (PONYTAIL_HOST_TIER), on the GPU, one process at a time.
 
-  host_tier.py --shim build-gpu/shim/libponytail_shim.so --out DIR [--stages capacity,offpath,bigmodel]
-      [--mults 1.5,2] [--no-stock]   (capacity over two calls: --mults 1.5, then --mults 2 --no-stock)
+  host_tier.py --shim build-gpu/shim/libponytail_shim.so --out DIR [--stages offpath,policy,capacity,bigmodel]
+      [--mults 1.5] [--no-stock] [--deadline S]
+      (capacity over two calls: --mults 1.5 (the default), then --mults 2 --no-stock --stock-batch N)
 
 capacity  Under a 24 GiB cap, workload W with prompt 2048 + 2048 new tokens (the capacity notes'
           workload, bench/records/2026-11-29-stress-and-capacity-24gib.md): stock
@@ -10,7 +11,9 @@ capacity  Under a 24 GiB cap, workload W with prompt 2048 + 2048 new tokens (the
           (it must fail, else the next stock batch is the base); then the shim with
           PONYTAIL_MEM_LIMIT=24G and the tier at 1.5x and 2x that batch: each must finish, with
           tokens identical to the same batch run uncapped under the shim (same attention path).
-          Decode step p50 of every run, and the tier's figures from the shim's exit stats.
+          Decode step p50 of every run, and the tier's figures from the shim's exit stats; a
+          tier run passes only if the tier held bytes (else the cap did not act). Stock runs on
+          torch's flash path with its default allocator settings, as the capacity notes ran it.
 offpath   Everything fits (B=32, prompt 2048, 256 new tokens): today's default twice and the
           default plus the tier twice, alternating: the tier's decode step must be within the
           spread of the two default runs, or 2%, whichever is larger; tokens identical.
@@ -23,11 +26,17 @@ bigmodel  A model larger than the cap: device memory capped at 60% of what weigh
 policy    Issue 49's point 2: stock, stock with expandable segments, and the shim's keep (default),
           expandable and async at B=32, prompt 2048, 256 new tokens: torch's peak reserved and the
           decode step of each, and what expandable segments cost stock against the shim.
+Every shim run must leave the shim's exit stats (a preload that did not load fails the row
+instead of passing uncapped). --deadline S: seconds for the whole check; each run is cut to what
+is left and a run with no time left is a failed row "not run"; SIGTERM prints the table so far.
 Prints a table last (also DIR/host_tier.txt); exit 1 when a measured goal failed.
 """
 import argparse
+import glob
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -40,31 +49,62 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 GEN = os.path.join(ROOT, "examples", "generate.py")
 verdicts = Verdicts("host_tier", 46, 0)
 row = verdicts.row
+T0 = time.time()
+DEADLINE = [0.0]  # --deadline (0: none)
+STAGES = ("offpath", "policy", "capacity", "bigmodel")
+# Stock as the capacity notes ran it (bench/records/2026-11-29-stress-and-capacity-24gib.md):
+# torch's flash path, the caching allocator's defaults.
+STOCK_ENV = {"TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"}
+
+
+def time_left():
+    return DEADLINE[0] - (time.time() - T0) if DEADLINE[0] else float("inf")
+
+
+def run_proc(cmd, env, log, timeout):
+    """cmd until it exits or timeout s: then SIGTERM (generate.py writes what it has and the shim
+    its exit stats), SIGKILL 15 s later. The return code, or "timeout"."""
+    p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        return "timeout"
 
 
 def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     """generate.py with gen_args, stock (shim_env None; stock_env added) or under the shim with
-    shim_env; its JSON plus the shim's summed exit stats ("alloc") under "shim_alloc"."""
+    shim_env; its JSON plus the shim's summed exit stats ("alloc") under "shim_alloc" and the
+    number of shim processes that wrote stats under "shim_procs" (0: the preload did not act)."""
     out = os.path.join(a.out, tag + ".json")
-    env = dict(os.environ, **(stock_env or {}))
-    env.pop("LD_PRELOAD", None)
+    left = time_left() - 20
+    if left < 30:
+        return {"rc": "not run: no time left before --deadline", "shim_alloc": {}, "shim_procs": 0}
+    # The caller's PYTORCH_CUDA_ALLOC_CONF would override PONYTAIL_TORCH_ALLOC and stock's default.
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+    env.update(stock_env or {})
+    for f in glob.glob(os.path.join(a.out, tag + ".stats.*")):  # a reused --out: not this run's
+        os.remove(f)
     if shim_env is not None:
         env.update(shim_env)
         env.update(shim_exit_stats.env(a.out, tag), LD_PRELOAD=os.path.abspath(a.shim))
     cmd = [sys.executable, GEN, "--json", out, "--warmup"] + gen_args
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
-        try:
-            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+        rc = run_proc(cmd, env, log, min(timeout, left))
     try:
         with open(out) as f:
             r = json.load(f)
     except (OSError, ValueError):
         r = {}
     r["rc"], r["secs"] = rc, round(time.time() - t0, 1)
-    r["shim_alloc"] = shim_exit_stats.alloc_sums(shim_exit_stats.read(a.out, tag))
+    stats = shim_exit_stats.read(a.out, tag)
+    r["shim_alloc"], r["shim_procs"] = shim_exit_stats.alloc_sums(stats), len(stats)
     return r
 
 
@@ -74,6 +114,15 @@ def step(r):
 
 def finished(r):
     return r.get("rc") == 0 and not r.get("oom") and r.get("token_ids_sha256")
+
+
+def shim_ok(r):
+    """A shim run finished and the shim wrote its exit stats (the preload acted)."""
+    return bool(finished(r) and r.get("shim_procs"))
+
+
+def why(r):
+    return "rc %s, oom %s, shim stats from %s process(es)" % (r.get("rc"), r.get("oom_phase"), r.get("shim_procs"))
 
 
 def tier_env(a, limit=None):
@@ -89,23 +138,27 @@ def capacity(a):
     if a.no_stock:  # stock's largest batch measured in an earlier call (a call holds ~600 s)
         row("stock, cap %s: largest batch that finishes" % a.cap, "%d (--stock-batch, not run here)" % b0)
     else:
-        st = run_gen(a, "cap-stock-b%d" % b0, w + ["--batch", str(b0), "--mem-cap", a.cap])
+        st = run_gen(a, "cap-stock-b%d" % b0, w + ["--batch", str(b0), "--mem-cap", a.cap], stock_env=STOCK_ENV)
         row("stock, cap %s, batch %d" % (a.cap, b0),
             "finished" if finished(st) else "OOM/failed (%s)" % st.get("oom_phase"), bool(finished(st)))
         nxt = b0 + 8
-        st2 = run_gen(a, "cap-stock-b%d" % nxt, w + ["--batch", str(nxt), "--mem-cap", a.cap])
+        st2 = run_gen(a, "cap-stock-b%d" % nxt, w + ["--batch", str(nxt), "--mem-cap", a.cap], stock_env=STOCK_ENV)
         row("stock, cap %s, batch %d (must not fit)" % (a.cap, nxt),
-            "finished" if finished(st2) else "OOM (%s)" % st2.get("oom_phase"), not finished(st2))
+            "finished" if finished(st2) else "OOM (%s)" % st2.get("oom_phase") if st2.get("oom")
+            else "failed, not by out-of-memory (%s)" % why(st2), bool(st2.get("oom")))
     for mult in a.mults:
         b = -(-int(b0 * mult) // 8) * 8  # up to a multiple of 8: at least mult x stock's batch
-        sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
+        # The uncapped reference first: bounded in time, where the tier run is not.
         ref = run_gen(a, "cap-ref-b%d" % b, w + ["--batch", str(b)], {})
+        sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
         al = sh.get("shim_alloc", {})
-        same = finished(sh) and finished(ref) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
+        same = shim_ok(sh) and shim_ok(ref) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
+        used = al.get("peak_tier_bytes", 0) > 0
         row("shim + tier, cap %s, batch %d (%.1fx)" % (a.cap, b, mult),
-            "finished, step p50 %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB" % (
-                step(sh), step(ref), al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30)
-            if finished(sh) else "FAILED (rc %s, oom %s)" % (sh.get("rc"), sh.get("oom_phase")), bool(finished(sh)))
+            "finished, step p50 %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB, deferred %d" % (
+                step(sh), step(ref), al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30,
+                al.get("tier_deferrals", 0)) + ("" if used else " (the tier held nothing: the cap did not act)")
+            if shim_ok(sh) else "FAILED (%s)" % why(sh), shim_ok(sh) and used)
         row("  tokens vs uncapped (batch %d)" % b, "identical" if same else "DIFFER or missing", bool(same))
 
 
@@ -115,7 +168,8 @@ def offpath(a):
     for i in range(2):
         d.append(run_gen(a, "off-default-%d" % i, w, {}))
         t.append(run_gen(a, "off-tier-%d" % i, w, tier_env(a)))
-    sd, stt = [step(r) for r in d], [step(r) for r in t]
+    sd = [step(r) if shim_ok(r) else None for r in d]
+    stt = [step(r) if shim_ok(r) else None for r in t]
     if None in sd or None in stt:
         row("off the path: decode step", "a run failed: %s / %s" % (sd, stt), False)
         return
@@ -179,11 +233,14 @@ def bigmodel(a):
     env = dict(tier_env(a, cap_s), PONYTAIL_TORCH_SDPA="flash", PONYTAIL_ATTN="off")
     sh = run_gen(a, "big-tier", BIG, env, timeout=1200)
     acc = run_accelerate(a, cap)
-    ok = finished(sh) and acc.get("tokens_per_s")
+    ok = shim_ok(sh) and sh["shim_alloc"].get("peak_tier_bytes", 0) > 0 and acc.get("tokens_per_s")
     ratio = sh["tokens_per_s"] / acc["tokens_per_s"] if ok else None
     row("bigmodel: cap %s, shim+tier tokens/s" % cap_s, "%s (accelerate %s): %s" % (
         sh.get("tokens_per_s"), acc.get("tokens_per_s"), "%.2fx" % ratio if ratio else "-"),
         bool(ratio and ratio >= 2.0))
+    if not ok:
+        row("  bigmodel: why no ratio", "shim: %s, tier peak %d bytes; accelerate: %s" % (
+            why(sh), sh["shim_alloc"].get("peak_tier_bytes", 0), acc.get("error", "no result")), False)
     same = ok and sh.get("token_ids_sha256") == acc.get("token_ids_sha256")
     row("bigmodel: tokens vs accelerate", "identical" if same else "DIFFER or missing", bool(same))
 
@@ -222,37 +279,50 @@ digest = hashlib.sha256(json.dumps(new, separators=(",", ":")).encode()).hexdige
 json.dump(dict(tokens_per_s=len(new) * len(new[0]) / dt, total_s=dt, token_ids_sha256=digest,
                offloaded=sorted(set(str(v) for v in dm.values()))), open(%(out)r, "w"))
 ''' % dict(ex=os.path.dirname(GEN), args=BIG, out=out, cap=cap)
+    left = time_left() - 20
+    if left < 30:
+        return {"error": "not run: no time left before --deadline"}
     with open(os.path.join(a.out, "big-accelerate.log"), "w") as log:
-        try:
-            env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED="1")  # flash, as the shim arm
-            env.pop("LD_PRELOAD", None)
-            subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, timeout=1800, env=env)
-        except subprocess.TimeoutExpired:
-            pass
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+        env.update(STOCK_ENV)  # flash, as the shim arm
+        rc = run_proc([sys.executable, "-c", code], env, log, min(1800, left))
     try:
         with open(out) as f:
             return json.load(f)
     except (OSError, ValueError):
-        return {}
+        return {"error": "rc %s, no result (big-accelerate.log)" % rc}
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shim", required=True)
     p.add_argument("--out", default=os.environ.get("OUT", "host-tier-out"))
-    p.add_argument("--stages", default="offpath,capacity,bigmodel")
+    p.add_argument("--stages", default="offpath", help="comma- or space-separated: " + ",".join(STAGES))
     p.add_argument("--tier", default="96G", help="PONYTAIL_HOST_TIER of the shim arms")
     p.add_argument("--cap", default="24G")
     p.add_argument("--stock-batch", type=int, default=120)
     p.add_argument("--new-tokens", type=int, default=2048)
-    p.add_argument("--mults", type=lambda v: [float(x) for x in v.split(",")], default=[1.5, 2.0],
-                   help="capacity: multiples of --stock-batch run under the shim with the tier")
+    p.add_argument("--mults", type=lambda v: [float(x) for x in v.split(",")], default=[1.5],
+                   help="capacity: multiples of --stock-batch run under the shim with the tier (2x in a "
+                        "call of its own: --mults 2 --no-stock --stock-batch N)")
     p.add_argument("--no-stock", action="store_true",
                    help="capacity: take --stock-batch as measured (an earlier call) and run no stock arm")
+    p.add_argument("--deadline", type=float, default=0, help="seconds for the whole check (0: none)")
     a = p.parse_args()
+    stages = [x for x in re.split(r"[,\s]+", a.stages) if x]
+    bad = [x for x in stages if x not in STAGES]
+    if bad or not stages:
+        p.error("--stages: unknown %s (stages: %s)" % (",".join(bad) or "(none)", ",".join(STAGES)))
+    DEADLINE[0] = a.deadline
     os.makedirs(a.out, exist_ok=True)
-    for st in a.stages.split(","):
-        {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel, "policy": policy}[st](a)
+
+    def on_term(signum, frame):  # check_all's limit: the table so far, then out
+        row("stopped by signal %d" % signum, "the rows above are what ran", False)
+        sys.exit(verdicts.finish(a.out))
+    signal.signal(signal.SIGTERM, on_term)
+    fns = {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel, "policy": policy}
+    for st in stages:
+        fns[st](a)
     return verdicts.finish(a.out)
 
 

@@ -3,7 +3,9 @@
 # CI cannot run on a GPU: generate.py is replaced by canned results. Capacity: stock's batch must
 # finish and the next must not; each multiple must finish under the tier with tokens identical
 # to its uncapped run; --no-stock runs no stock arm; --mults picks the multiples. Off the path:
-# the tier's step within the default's spread or 2%, tokens identical, no tier bytes.
+# the tier's step within the default's spread or 2%, tokens identical, no tier bytes. A shim run
+# that left no exit stats (the preload did not act) or a tier run whose tier held nothing fails;
+# stage names are checked before anything runs; a run past --deadline is not started.
 # Usage: test_host_tier_stages.sh HOST_TIER_PY
 set -euo pipefail
 script=$1
@@ -15,11 +17,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 spec = importlib.util.spec_from_file_location("host_tier", sys.argv[1])
 H = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(H)
+real_run_gen = H.run_gen
 
-def res(ok=True, digest="d", p50=10.0, tier=0):
+def res(ok=True, digest="d", p50=10.0, tier=0, procs=1):
     return dict(rc=0 if ok else 1, oom=not ok, oom_phase=None if ok else "prefill",
                 token_ids_sha256=digest if ok else None, decode_step_ms=dict(p50=p50),
-                shim_alloc=dict(peak_tier_bytes=tier, tier_moved_bytes=0))
+                shim_alloc=dict(peak_tier_bytes=tier, tier_moved_bytes=0), shim_procs=procs)
 
 def run(stage, table, **kw):
     """Runs stage with run_gen answering from table (tag -> result); the tags asked and fails."""
@@ -40,25 +43,47 @@ def run(stage, table, **kw):
 good = {"cap-stock-b120": res(), "cap-stock-b128": res(False), "cap-tier-b184": res(tier=1 << 30),
         "cap-ref-b184": res(), "cap-tier-b240": res(tier=2 << 30), "cap-ref-b240": res()}
 asked, fails = run(H.capacity, good)
-assert asked == ["cap-stock-b120", "cap-stock-b128", "cap-tier-b184", "cap-ref-b184", "cap-tier-b240",
-                 "cap-ref-b240"], asked
+assert asked == ["cap-stock-b120", "cap-stock-b128", "cap-ref-b184", "cap-tier-b184", "cap-ref-b240",
+                 "cap-tier-b240"], asked
 assert fails == [], fails
 # The next stock batch finishing means the base was wrong: a failed goal.
 _, fails = run(H.capacity, dict(good, **{"cap-stock-b128": res()}))
 assert any("must not fit" in f for f in fails), fails
 # Tokens that differ from the uncapped run, or a tier run that did not finish: failed goals.
-_, fails = run(H.capacity, dict(good, **{"cap-tier-b240": res(digest="x")}))
+_, fails = run(H.capacity, dict(good, **{"cap-tier-b240": res(digest="x", tier=2 << 30)}))
 assert fails == ["  tokens vs uncapped (batch 240)"], fails
 _, fails = run(H.capacity, dict(good, **{"cap-tier-b184": res(False)}))
 assert len(fails) == 2, fails
 # The second call: no stock arm, only the multiple asked for.
 asked, fails = run(H.capacity, good, mults=[2.0], no_stock=True)
-assert asked == ["cap-tier-b240", "cap-ref-b240"] and fails == [], (asked, fails)
+assert asked == ["cap-ref-b240", "cap-tier-b240"] and fails == [], (asked, fails)
+# The next stock batch failing but not by out-of-memory (a crash) proves nothing: failed.
+_, fails = run(H.capacity, dict(good, **{"cap-stock-b128": dict(res(False), oom=False, rc=-11)}))
+assert any("must not fit" in f for f in fails), fails
+# A tier run that held nothing on the host (the cap did not act), or a shim run without exit
+# stats (the preload did not load), fails even with identical tokens.
+_, fails = run(H.capacity, dict(good, **{"cap-tier-b184": res(tier=0)}))
+assert fails == ["shim + tier, cap 24G, batch 184 (1.5x)"], fails
+_, fails = run(H.capacity, dict(good, **{"cap-tier-b184": res(tier=1 << 30, procs=0)}))
+assert len(fails) == 2, fails
 # Off the path: within 2% passes, beyond the spread fails, tier bytes used fail.
 off = {"off-default-0": res(p50=10.0), "off-tier-0": res(p50=10.1), "off-default-1": res(p50=10.05),
        "off-tier-1": res(p50=10.1)}
 assert run(H.offpath, off)[1] == []
 assert len(run(H.offpath, dict(off, **{"off-tier-1": res(p50=11.0)}))[1]) == 1
 assert run(H.offpath, dict(off, **{"off-tier-0": res(p50=10.1, tier=1)}))[1] == ["off the path: tier bytes used"]
+assert run(H.offpath, dict(off, **{"off-default-1": res(p50=10.0, procs=0)}))[1] == [
+    "off the path: decode step"]
+# run_gen itself: no time left before --deadline starts nothing.
+H.DEADLINE[0], H.T0 = 10.0, H.time.time()
+r = real_run_gen(argparse.Namespace(out="/nonexistent"), "t", [], {})
+assert str(r["rc"]).startswith("not run") and not H.shim_ok(r), r
+# Unknown stage names are refused before anything runs.
+sys.argv = ["host_tier.py", "--shim", "x.so", "--stages", "offpath capacty", "--out", "/nonexistent"]
+try:
+    H.main()
+    raise AssertionError("unknown stage accepted")
+except SystemExit as e:
+    assert e.code == 2, e.code
 print("host_tier stages: ok")
 PY
