@@ -100,6 +100,7 @@ class BenchResult(unittest.TestCase):
         r = bench_result.result(b, "no token line\n")
         self.assertFalse(r["ok"])
         self.assertIn("Total num output tokens", r["error"])
+        self.assertNotIn("throughput", r)  # the report's throughput rows read out_tok_s
 
 
 class Report(unittest.TestCase):

@@ -35,8 +35,9 @@
 #               then throughput (256 prompts of 512 tokens, 128 new tokens, five passes; tok/s is the median of the last four)
 #   big-serve   `vllm serve` of the 1B model, as tiny-serve
 #   bench       `vllm bench throughput` (vLLM's own benchmark: random prompts, BENCH_IN 512 tokens in,
-#               BENCH_OUT 128 out, BENCH_N 512 prompts) on the 1B model, arms "stock shim stock shim";
-#               tests/gpu/serving/bench_result.py turns each run into the arm's result
+#               BENCH_OUT 128 out, BENCH_N 512 prompts after BENCH_WARMUP 64 warm-up prompts) on the
+#               1B model, arms "stock shim stock shim"; tests/gpu/serving/bench_result.py turns each
+#               run into the arm's result
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
 #   tier        capacity (issue 48 point 3, issue 49's tier): the 1B model at --gpu-util 0.85, arms
 #               "stock tier"; tier = the shim with PONYTAIL_HOST_TIER=$TIER_SIZE (32G) and
@@ -54,6 +55,8 @@
 #   sg-tier     as tier, for SGLang (--mem-fraction 0.85)
 # ARMS_<stage> overrides a stage's arms (e.g. ARMS_big="stock shim"). BUDGET_S (570) bounds the
 # call: an arm starts only with 60 s left and is cut at the budget (its result says NOT RUN).
+# Results ($RUNS, /tmp/serving-runs) are this call's: a warm machine's earlier ones are removed
+# at the start (KEEP_RUNS=1 keeps them, and the report then reads them too).
 # The shim: SHIM_PREBUILT (carried, e.g. build-gpu/shim/libponytail_shim.so) or built here;
 # the kernel test library for fa3: ATTN_TESTLIB (carried) or built with nvcc here.
 set -uo pipefail
@@ -69,6 +72,9 @@ R=${RUNS:-/tmp/serving-runs}
 STAGES=${STAGES:-"install models tiny-eager tiny-graph tiny-sleep tiny-serve"}
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-570}   # the whole call: an arm starts only with 60 s left, and ends by then
+# This call's results only: a machine kept warm between calls still holds the last call's runs,
+# which the report would read as this call's.
+[ -z "${KEEP_RUNS:-}" ] && rm -rf "$R"
 mkdir -p "$OUT" "$R" "$PIECES"
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -129,6 +135,8 @@ gpu_idle() {  # waits (<= 30 s) until the GPU holds under 1 GiB: the last arm's 
 # --preload to the server themselves).
 run_arm() {
   local name=$1 secs=$2 arm=$3; shift 3
+  rm -f "$R/$name.json"
+  gpu_idle  # before the time left is read: it can wait up to 30 s
   local left=$((BUDGET_S - (SECONDS - T0)))
   if [ "$left" -lt 60 ]; then
     echo "  $name: NOT RUN (${left} s left of BUDGET_S=$BUDGET_S)"
@@ -136,7 +144,6 @@ run_arm() {
     return
   fi
   [ "$secs" -gt "$left" ] && secs=$left
-  gpu_idle
   # SGLang JIT-builds its small kernels (nvcc) on first use into TVM_FFI_CACHE_DIR: an arm that
   # starts with that cache empty pays the builds in its start-up (the report marks it cold).
   if [ "${ENGINE:-vllm}" = sglang ] && [ -z "$(find "$TVM_FFI_CACHE_DIR" -name '*.so' 2>/dev/null | head -1)" ]; then
@@ -222,10 +229,16 @@ bench_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...: vLLM's own `vllm
   for arm in $arms; do
     i=$((i + 1))
     local n="$stage.$i.$arm"
+    rm -f "$R/$n.bench.json"
+    # --random-*-len, not --input-len: vLLM 0.26 gives the random dataset's own lengths (defaults
+    # 1024 / 128) precedence. A warm-up pass first (other seeds): the timed pass is then not the
+    # process's first generate.
     run_arm "$n" "$secs" "$arm" env PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
-      $PY -m vllm.entrypoints.cli.main bench throughput --model "$MODELS/$model" --input-len "${BENCH_IN:-512}" \
-      --output-len "${BENCH_OUT:-128}" --num-prompts "${BENCH_N:-512}" --output-json "$R/$n.bench.json" "$@"
-    $PY tests/gpu/serving/bench_result.py "$R/$n.bench.json" "$R/$n.log" "$R/$n.json"
+      $PY -m vllm.entrypoints.cli.main bench throughput --model "$MODELS/$model" --dataset-name random \
+      --random-input-len "${BENCH_IN:-512}" --random-output-len "${BENCH_OUT:-128}" \
+      --num-prompts "${BENCH_N:-512}" --num-warmups "${BENCH_WARMUP:-64}" --output-json "$R/$n.bench.json" "$@"
+    grep -q '"not_run": true' "$R/$n.json" 2>/dev/null ||  # skipped for time: NOT RUN, not a failure
+      $PY tests/gpu/serving/bench_result.py "$R/$n.bench.json" "$R/$n.log" "$R/$n.json"
   done
 }
 
