@@ -63,12 +63,13 @@ group() {
 # 115 s, attn 70, alloc-stress 31, ipc 21-23 each, attn-graph 16, sdpa-policy 91, sleep-wake 95;
 # families then took ~100 s a family (weights initialised on the CPU, a process per family and
 # arm), since cut to one process per arm, weights made on the GPU (estimate: ~300-450 s for 23).
-# sleep-wake: 95 s with one 10 GiB run; six now (each ~20-30 s: a target, a sleep of up to ~8 s, a wake).
+# sleep-wake: 95 s with one 10 GiB run; seven kinds now (each ~10-30 s: a target, a sleep of up to ~8 s, a
+# wake), torch_memory_saver and a prepared cycle: ~190-230 s estimated; its --deadline drops kinds first.
 est() {
   case $1 in
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 300 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;; families) echo 450 ;; host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }
 lim() {
@@ -162,7 +163,7 @@ run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, i
       TP_N="${TP_N:-128}" bash "$g/tp2.sh" ;;
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
-    sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" ;;
+    sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" --deadline $(( $2 - 15 )) ;;
     families) "$py" "$g/families.py" --shim "$shim" --ponytail "$pt" --out "$d" --budget $(( $2 - 30 )) ${FAMILIES:+--families "$FAMILIES"} ;;
     host-tier) "$py" "$g/host_tier.py" --shim "$shim" --out "$d" --stages "${HOST_TIER_STAGES:-offpath}" \
                  --deadline $(( $2 - 20 )) ${HOST_TIER_ARGS:-} ;;

@@ -17,6 +17,8 @@
 6. Bad requests against a live target: a second sleep, a wake while awake, a dead pid, a process
    without the shim: each must fail with exit 1 and the target must still pass its check.
 7. torch_memory_saver's pause/resume of the same bytes, if it is importable here (else said so).
+A failed wake kills its target (its held CUDA calls would never return) and the check goes on;
+--deadline S stops starting 10 GiB kinds when S seconds are nearly spent.
 Prints a table last; exit 1 when a goal that was measured failed.
 """
 import argparse
@@ -35,6 +37,7 @@ from verdicts import Verdicts
 HERE = os.path.dirname(os.path.abspath(__file__))
 verdicts = Verdicts("sleep_wake", 44, 28)
 row = verdicts.row
+T0 = time.time()
 
 
 def copy_bandwidth():
@@ -152,7 +155,15 @@ class Target:
             self.cmd("quit")
             self.p.wait(timeout=60)
         except Exception:
-            self.p.kill()
+            self.kill()
+
+    def kill(self):
+        """A target left asleep holds its CUDA calls (its frees at exit too): only a kill ends it."""
+        self.p.kill()
+        self.p.wait()
+
+    def alive(self):
+        return self.p.poll() is None
 
 
 def gbps(ans, key="seconds"):
@@ -185,12 +196,13 @@ def model_target(a, env, bw):
     t = Target(a, [] if a.no_static else ["--static"], env)
     if "error" in t.ready:
         row("target ready", t.ready["error"], False)
+        t.kill()
         return False
     before = nvml_proc(t.pid)
     rc, s, text = pt(a, "sleep", "--json", str(t.pid))
     if rc or not s or not s.get("ok"):
         row("sleep", text[-300:], False)
-        t.p.kill()
+        t.kill()
         return False
     time.sleep(0.5)
     after = nvml_proc(t.pid)
@@ -223,7 +235,7 @@ def model_target(a, env, bw):
     rc, w, text = pt(a, "wake", "--json", str(t.pid))
     if rc or not w or not w.get("ok"):
         row("wake", text[-300:], False)
-        t.p.kill()
+        t.kill()
         return False
     wrate = gbps(w)
     row("wake: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (w["seconds"], wrate,
@@ -247,19 +259,22 @@ def model_target(a, env, bw):
     row("process without the shim refused", "rc %d" % rc5, rc5 == 1 and "does not run under Ponytail" in text5)
     c = t.cmd("check")
     row("target still fine after refusals", c.get("tokens_same"), c.get("tokens_same") is True)
-    prepared_cycle(a, t, bw)
-    t.end()
+    if prepared_cycle(a, t, bw):
+        t.end()
+    else:
+        t.kill()
 
 
 def prepared_cycle(a, t, bw):
     """The issue's bandwidth goal for a sleep: `ponytail sleep --prepare` gets the host memory
-    while the target runs, then the sleep only drains and copies; wake; the same tokens."""
+    while the target runs, then the sleep only drains and copies; wake; the same tokens. False
+    when the target may be left asleep (kill it)."""
     if not prepare(a, t.pid, "prepare, target running:"):
-        return
+        return True
     rc, s, text = pt(a, "sleep", "--json", str(t.pid))
     if rc or not s or not s.get("ok"):
         row("prepared sleep", text[-200:], False)
-        return
+        return False
     rate = gbps(s)
     row("prepared sleep: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (s["seconds"], rate, gbps(s, "copy_s")))
     row("prepared sleep rate >= 70% of d2h", "%.2f of d2h" % (rate / bw["d2h"]), rate >= 0.7 * bw["d2h"])
@@ -268,11 +283,32 @@ def prepared_cycle(a, t, bw):
     rc, w, text = pt(a, "wake", "--json", str(t.pid))
     if rc or not w or not w.get("ok"):
         row("wake after the prepared sleep", text[-200:], False)
-        return
+        return False
     wrate = gbps(w)
     row("wake after the prepared sleep: of h2d", "%.2f of h2d" % (wrate / bw["h2d"]), wrate >= 0.7 * bw["h2d"])
     c = t.cmd("check")
     row("tokens identical after the prepared cycle", c.get("tokens_same"), c.get("tokens_same") is True)
+    return True
+
+
+def tms_compare():
+    """torch_memory_saver's pause/resume of 10 GiB (tms_pause.py), if it imports here."""
+    env_plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    try:
+        r = subprocess.run([sys.executable, os.path.join(HERE, "tms_pause.py"), "10"], capture_output=True,
+                           text=True, env=env_plain, timeout=120)
+    except subprocess.TimeoutExpired:
+        row("torch_memory_saver", "no answer in 120 s", None)
+        return
+    if r.returncode == 0 and r.stdout.strip():
+        m = json.loads(r.stdout.strip().splitlines()[-1])
+        row("torch_memory_saver 10 GiB: pause s (GB/s)", "%.3f (%.1f)" % (m["pause_s"], m["bytes"] / m["pause_s"] / 1e9))
+        row("torch_memory_saver 10 GiB: resume s (GB/s)", "%.3f (%.1f)" % (m["resume_s"], m["bytes"] / m["resume_s"] / 1e9))
+        row("torch_memory_saver pattern after resume", m["pattern_same"])
+    elif "No module named 'torch_memory_saver'" in r.stderr:
+        row("torch_memory_saver", "not installed here (carry its wheel: tests/gpu/README.md)")
+    else:
+        row("torch_memory_saver", "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:80])
 
 
 def main():
@@ -285,10 +321,17 @@ def main():
                                        "pinned:8,pinned:1",
                     help="the 10 GiB runs: KIND:THREADS[:reuse|:prepare],... (PONYTAIL_SLEEP_HOST, _THREADS; reuse: "
                          "PONYTAIL_SLEEP_REUSE=1, the second sleep timed; prepare: `ponytail sleep --prepare` first)")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds for the whole check: no 10 GiB kind starts with under 45 s left (0: none)")
     ap.add_argument("--kinds-only", action="store_true",
                     help="only the yardsticks, the 10 GiB runs, --discard and torch_memory_saver (no model target)")
     a = ap.parse_args()
     a.ponytail, a.shim = os.path.abspath(a.ponytail), os.path.abspath(a.shim)
+    for path, what in ((a.ponytail, "the ponytail CLI"), (a.shim, "the shim")):
+        if not os.access(path, os.R_OK | (os.X_OK if what == "the ponytail CLI" else 0)):
+            print("sleep_wake: FAIL: %s is not at %s (carry it)" % (what, path), flush=True)
+            return 1
+    left = lambda: a.deadline - (time.time() - T0) if a.deadline else float("inf")
     ctl = "/tmp/ponytail-sleep-check"
     env = dict(os.environ, LD_PRELOAD=a.shim, PONYTAIL_CONTROL_DIR=ctl, PYTHONUNBUFFERED="1")
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
@@ -301,23 +344,42 @@ def main():
         "%s / %s; %s / %s" % tuple("%.1f" % hb[k] if k in hb else "-" for k in
                                    ("populate1", "populate8", "register1", "register8")))
 
-    if not a.kinds_only and model_target(a, env, bw) is False:
-        return 1
+    if not a.kinds_only:
+        model_target(a, env, bw)  # a failure is its FAIL row; the rest still runs
+    # torch_memory_saver before the kinds: the comparison the issue asks for is not the part a
+    # deadline cuts.
+    tms_compare()
     # The same 10 GiB held by one tensor and nothing else: Ponytail's sleep and wake of just those
     # bytes (the figures to set beside torch_memory_saver's), in each kind of host memory
     # (PONYTAIL_SLEEP_HOST) got by one thread and by 8 (PONYTAIL_SLEEP_THREADS), then with the
     # host memory kept between sleeps (PONYTAIL_SLEEP_REUSE: the second sleep is timed) or got
     # ahead by `ponytail sleep --prepare` while the target runs, then --discard on the last target.
     kinds = [(k.split(":")[0], int(k.split(":")[1]), (k.split(":") + [""])[2]) for k in a.kinds.split(",")]
+    d = None
     for kind, nt, extra in kinds:
+        if left() < 45:
+            row("10 GiB kinds from %s:%d%s" % (kind, nt, ":" + extra if extra else ""), "not run: --deadline", None)
+            break
+        if d is not None:
+            d.end()
         reuse = int(extra == "reuse")
         d = Target(a, ["--hold-gib", "10"], dict(env, PONYTAIL_SLEEP_HOST=kind, PONYTAIL_SLEEP_THREADS=str(nt),
                                                   PONYTAIL_SLEEP_REUSE=str(reuse)))
         tag = "10 GiB alone, %s x%d%s:" % (kind, nt, {"reuse": ", reuse, 2nd sleep",
                                                        "prepare": ", prepared"}.get(extra, ""))
+        if "error" in d.ready:
+            row(tag + " target", d.ready["error"], False)
+            d.kill()
+            d = None
+            continue
         if reuse:  # a first cycle leaves the host memory kept
-            pt(a, "sleep", str(d.pid))
-            pt(a, "wake", str(d.pid))
+            rc1, _, t1 = pt(a, "sleep", str(d.pid))
+            rc2, _, t2 = pt(a, "wake", str(d.pid))
+            if rc1 or rc2:
+                row(tag + " first cycle", (t1 + " | " + t2)[-200:], False)
+                d.kill()
+                d = None
+                continue
         if extra == "prepare":  # the host memory got while the target runs
             prepare(a, d.pid, tag + " prepare")
         rc, s, text = pt(a, "sleep", "--json", str(d.pid))
@@ -329,41 +391,44 @@ def main():
                 row(tag + " sleep's bytes into kept memory", "%d of %d" % (s["reused_bytes"], s["bytes"]),
                     s["reused_bytes"] == s["bytes"])
             rc, w, text = pt(a, "wake", "--json", str(d.pid))
-            if rc == 0 and w:
+            if rc == 0 and w and w.get("ok"):
                 r = gbps(w)
                 _, stt, _ = pt(a, "sleep", "--status", "--json", str(d.pid))
                 row(tag + " wake s (GB/s, of h2d), freed after s", "%.3f (%.1f, %.2f), %s" % (
                     w["seconds"], r, r / bw["h2d"], (stt or {}).get("last_release_s", w.get("release_s", "-"))))
+            else:
+                row(tag + " wake", text[-200:], False)
+                d.kill()
+                d = None
+                continue
             c = d.cmd("verify")
             row(tag + " bytes intact after wake", c.get("intact"), c.get("intact") is True)
         else:
             row(tag + " sleep", text[-200:], False)
-        if (kind, nt, extra) == kinds[-1]:
-            break
-        d.end()
+    discard(a, d if d is not None and d.alive() else None, env)
+    return verdicts.finish(a.out)
+
+
+def discard(a, d, env):
+    """`ponytail sleep --discard` of 10 GiB (on the last kind's target, or a fresh one), wake, check."""
+    if d is None:
+        d = Target(a, ["--hold-gib", "10"], env)
+        if "error" in d.ready:
+            row("--discard 10 GiB: target", d.ready["error"], False)
+            d.kill()
+            return
     rc, s, text = pt(a, "sleep", "--discard", "--json", str(d.pid))
     ok = rc == 0 and s and s.get("ok")
     row("--discard 10 GiB: s", "%.3f" % s["seconds"] if ok else text[-200:], bool(ok) and s["seconds"] < 1.0)
     rc, w, text = pt(a, "wake", "--json", str(d.pid))
-    row("wake after --discard: s", "%.3f" % w["seconds"] if rc == 0 and w else text[-200:], rc == 0)
+    if not (rc == 0 and w and w.get("ok")):
+        row("wake after --discard", text[-200:], False)
+        d.kill()
+        return
+    row("wake after --discard: s", "%.3f" % w["seconds"], True)
     c = d.cmd("check")
     row("discarded memory usable after wake", c.get("checked"), c.get("checked") is True)
     d.end()
-
-    env_plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    r = subprocess.run([sys.executable, os.path.join(HERE, "tms_pause.py"), "10"], capture_output=True, text=True,
-                       env=env_plain)
-    if r.returncode == 0 and r.stdout.strip():
-        m = json.loads(r.stdout.strip().splitlines()[-1])
-        row("torch_memory_saver 10 GiB: pause s (GB/s)", "%.3f (%.1f)" % (m["pause_s"], m["bytes"] / m["pause_s"] / 1e9))
-        row("torch_memory_saver 10 GiB: resume s (GB/s)", "%.3f (%.1f)" % (m["resume_s"], m["bytes"] / m["resume_s"] / 1e9))
-        row("torch_memory_saver pattern after resume", m["pattern_same"])
-    elif "No module named 'torch_memory_saver'" in r.stderr:
-        row("torch_memory_saver", "not installed here (carry its wheel: tests/gpu/README.md)")
-    else:
-        row("torch_memory_saver", "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:80])
-
-    return verdicts.finish(a.out)
 
 
 if __name__ == "__main__":
