@@ -23,10 +23,14 @@ Arms:
 Tokens: "same" (identical to stock), else the shim's first-step logits against stock's, next to
 the spread arm's against stock's: within means max|shim - stock| <= 2 x max|spread - stock|
 (and the first differing token comes after the spread arm's, if it differs at all).
-Swapped share: the shim's swaps / (swaps + decode-path fallbacks) from its stats, decode steps
-only (the worker resets nothing; prefill launches are few and counted apart by the shim as
-prefill). Exit 1 when a family that runs stock fails under the shim, or changes tokens beyond
-the spread.
+Swapped share: the shim's decode swaps / max(decode swaps + decode fallbacks, one launch per
+attention layer per decode step); the prefill forwards' swaps and fallbacks are counted apart
+(`ponytail stats` before each generate and after its prefill forward, in the worker) and taken
+off; a share marked * could not be (no control socket). Exit 1 when a family's stock run fails,
+a family that runs stock fails under the shim or changes tokens beyond the spread (or differs
+with no spread arm to judge it), fewer than 90% of the judged families have >= 95% of decode
+attention swapped, or nothing was judged. Under --budget each arm starts only when an estimate
+from the stock arm's time fits; SIGTERM ends the check with the table of what ran.
 
 Slower: a family whose shim step p50, as the mean of its two batches' shim / stock ratios, exceeds
 stock's by more than the noise band (the largest |aa / stock - 1| over every family and batch of
@@ -44,6 +48,7 @@ logits beside it (.pt, removed once the family is compared). Weights are created
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -161,6 +166,7 @@ def worker_one(a, family, torch):
         B, P, N = a.batch, a.prompt, a.new_tokens
         ids = torch.randint(3, VOCAB, (B, P), generator=g)
         runs = {}
+        prefill = []  # the shim's counters over each generate's prefill forward (shim arm)
         for kind in ("equal", "padded"):
             mask = torch.ones(B, P, dtype=torch.long)
             if kind == "padded":  # left padding: row i loses i * P / (2B) tokens
@@ -169,9 +175,16 @@ def worker_one(a, family, torch):
             x, m = ids.clone(), mask
             x[m == 0] = 0
             stamps, logits = [], []
+            count_prefill = a.arm == "shim" and a.ponytail  # the shim's counters around each prefill
+            before_prefill = [None]
 
             class Stamp(LogitsProcessor):
                 def __call__(self, input_ids, scores):
+                    if count_prefill and not stamps:  # after the prefill forward, before the first stamp
+                        if torch.cuda.is_available():
+                            torch.cuda.synchronize()
+                        prefill.append(stats_delta(before_prefill[0], own_stats(a.ponytail))
+                                       if before_prefill[0] is not None else None)
                     stamps.append(time.perf_counter())
                     if len(logits) < a.logits_steps:
                         logits.append(scores.float().cpu())
@@ -180,6 +193,10 @@ def worker_one(a, family, torch):
             for rep in range(2):  # the first is the warm-up (allocations, autotuning, first launches)
                 stamps.clear()
                 logits.clear()
+                if count_prefill:
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+                    before_prefill[0] = own_stats(a.ponytail)
                 with torch.no_grad():
                     out = model.generate(input_ids=x.to(dev), attention_mask=m.to(dev), max_new_tokens=N,
                                          min_new_tokens=N, do_sample=False, pad_token_id=0,
@@ -193,6 +210,9 @@ def worker_one(a, family, torch):
             runs[kind] = dict(tokens=out[:, P:].tolist(), step_ms_p50=steps[len(steps) // 2] if steps else None,
                               logits=lpath, logits_absmax=float(lg[torch.isfinite(lg)].abs().max()))
         res["runs"] = runs
+        res["generates"] = 4  # two batch kinds, a warm-up and a timed generate each
+        if prefill:  # what the prefill forwards launched: the driver takes it from the family's counts
+            res["prefill"] = None if None in prefill else sum_deltas(prefill)
         res["ok"] = True
     except BaseException as e:
         import traceback
@@ -219,12 +239,25 @@ def run_arm(a, families, arm):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", ",".join(families), "--arm", arm,
            "--out", a.out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
            "--save-logits"] + (["--ponytail", os.path.abspath(a.ponytail)] if a.ponytail else [])
+    for fam in families:  # an earlier run's results are not this one's
+        for f in ("%s.%s.json" % (fam, arm), "%s.shim.snap.json" % fam):
+            if os.path.exists(os.path.join(a.out, f)):
+                os.remove(os.path.join(a.out, f))
+    timeout = a.timeout + 30 * (len(families) - 1)
+    if a.budget:
+        timeout = min(timeout, max(a.left() - 30, 1))
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                timeout=a.timeout + 30 * (len(families) - 1)).returncode
+            rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
             rc = "timeout"
     res = {}
     for fam in families:
@@ -311,6 +344,38 @@ def stats_delta(prev, cur):
                 internal_errors=cur.get("internal_errors", 0) - prev.get("internal_errors", 0))
 
 
+def sum_deltas(ds):
+    """stats_delta()s added up (the kernel counts and reasons the summaries read)."""
+    k = dict(swapped=0, fallbacks=0, fallback_reasons={})
+    for d in ds:
+        dk = d.get("kernels", {})
+        k["swapped"] += dk.get("swapped", 0)
+        k["fallbacks"] += dk.get("fallbacks", 0)
+        for r, n in (dk.get("fallback_reasons") or {}).items():
+            k["fallback_reasons"][r] = k["fallback_reasons"].get(r, 0) + n
+    return dict(kernels=k)
+
+
+def decode_counts(s, prefill, expected):
+    """The decode share of a family's shim summary s: its swaps and fallbacks less the prefill
+    forwards' (prefill: sum_deltas of them; None when they could not be counted apart, said in the
+    table), over at least `expected` launches (one per attention layer per decode step: an SDPA call
+    on torch's math path or in eager attention reaches no hook and would otherwise drop out of the
+    denominator). (swapped, fallbacks, reasons, share, prefill_apart)."""
+    sw, fb, reasons = s.get("swapped", 0), s.get("fallbacks", 0), dict(s.get("reasons") or {})
+    apart = prefill is not None
+    if apart:
+        pk = prefill.get("kernels", {})
+        sw, fb = max(sw - pk.get("swapped", 0), 0), max(fb - pk.get("fallbacks", 0), 0)
+        for r, n in (pk.get("fallback_reasons") or {}).items():
+            if r in reasons:
+                reasons[r] -= n
+                if reasons[r] <= 0:
+                    del reasons[r]
+    n = max(sw + fb, expected)
+    return sw, fb, reasons, (sw / n) if n else None, apart
+
+
 def own_stats(ponytail):
     """This process's shim stats now (`ponytail stats --json`, which finds its control socket as
     the shim placed it), or None."""
@@ -345,17 +410,24 @@ def first_diff(ta, tb):
     return None
 
 
-def compare(stock, other, spread):
-    """'same', 'within spread', or 'DIFFERS ...' for each batch kind, and whether it fails."""
+def compare(stock, other, spread, tokens_only=False):
+    """'same', 'within spread', or 'DIFFERS ...' for each batch kind, and whether it fails
+    (tokens_only: a stopped check compares no logits, which needs torch)."""
     out, fail = [], False
     for kind in ("equal", "padded"):
         s, o = stock["runs"][kind], other["runs"][kind]
         if s["tokens"] == o["tokens"]:
             out.append("%s same" % kind)
             continue
-        d = max_diff(s["logits"], o["logits"])
         sp = spread["runs"][kind] if spread and spread.get("ok") else None
-        dsp = max_diff(s["logits"], sp["logits"]) if sp else None
+        if tokens_only or not sp:
+            why = "check stopped" if tokens_only else "spread arm %s" % (
+                (spread or {}).get("error") or "not run")
+            out.append("%s differ, not judged (%s)" % (kind, why))
+            fail = True
+            continue
+        d = max_diff(s["logits"], o["logits"])
+        dsp = max_diff(s["logits"], sp["logits"])
         within = d is not None and dsp is not None and d <= 2 * dsp
         out.append("%s %s (logit diff %.3g vs spread %s)" % (kind, "within spread" if within else "DIFFERS",
                                                             d if d is not None else float("nan"),
@@ -364,16 +436,22 @@ def compare(stock, other, spread):
     return "; ".join(out), fail
 
 
-def not_run(a):
-    """An arm's result where --budget left no time for it."""
-    return dict(ok=False, error="not run: --budget %.0f s spent" % a.budget, budget=True)
+def not_run(a, why=None):
+    """An arm's result where --budget left no time for it (or the check was stopped)."""
+    return dict(ok=False, error=why or "not run: --budget %.0f s spent" % a.budget, budget=True)
 
 
-def run_shim(a, fams, r, left):
+def fits(a, secs):
+    """Whether an arm estimated at secs fits what --budget leaves (20 s kept for the table)."""
+    return not a.budget or a.left() > secs + 20
+
+
+def run_shim(a, fams, r):
     """The shim arm: every family in one process, each family's swaps and fallbacks the difference
     of the process's stats before and after it (`ponytail stats`); a family without both snapshots
     (no control socket, a crash) runs again in a process of its own, counted by its exit stats."""
-    if a.budget and left() < a.budget / 3:
+    est = 1.3 * a.stock_secs  # the shim arm: stock's time, its snapshots and a margin
+    if not fits(a, est):
         for f in fams:
             r[f]["shim"] = not_run(a)
         return
@@ -386,11 +464,12 @@ def run_shim(a, fams, r, left):
             if res[f].get("ok") and cur is not None:
                 res[f]["stats"] = summarize(stats_delta(prev, cur))
                 r[f]["shim"] = res[f]
-                prev = cur
             else:
                 alone.append(f)
+            if cur is not None:  # a failed family's launches are not the next one's
+                prev = cur
     for f in alone:
-        if a.budget and left() < a.budget / 3:
+        if not fits(a, 1.3 * a.stock_secs / len(fams) + 15):
             r[f]["shim"] = not_run(a)
             continue
         r[f]["shim"] = run_arm(a, [f], "shim")[f]
@@ -467,28 +546,59 @@ def main():
         p.error("unknown families: %s (--list names them)" % ", ".join(unknown))
     r = {f: {} for f in fams}
     # Stock of every family in one process, then the shim (run_shim), then stock again (the noise
-    # band), then the spread arm where the shim's tokens differ. Under a budget the shim stops
-    # while a third of it is left and stock 2 while a minute is (for what follows), and what did
-    # not run says so in the table instead of the call being killed.
+    # band), then the spread arm where the shim's tokens differ. Under a budget each arm starts
+    # only when its estimate (from the stock arm's time) fits what is left, and what did not run
+    # says so in the table; SIGTERM (check_all's limit) ends the check with the table of what ran.
     t0 = time.time()
-    left = lambda: a.budget - (time.time() - t0) if a.budget else float("inf")
-    for arm in ("stock", "shim", "aa"):
-        if arm not in arms:
-            continue
-        if arm == "shim":
-            run_shim(a, fams, r, left)
-        elif arm == "aa" and a.budget and left() < 60:
-            for f in fams:
-                r[f][arm] = not_run(a)
-        else:
-            for f, v in run_arm(a, fams, arm).items():
-                r[f][arm] = v
-    need = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok") and
-            any(r[f]["stock"]["runs"][k]["tokens"] != r[f]["shim"]["runs"][k]["tokens"] for k in ("equal", "padded"))]
-    if "spread" in arms and need and left() > 60:
-        for f, v in run_arm(a, need, "spread").items():
-            r[f]["spread"] = v
+    a.left = lambda: a.budget - (time.time() - t0) if a.budget else float("inf")
+    a.stock_secs = 0.0
+
+    class Stopped(Exception):
+        pass
+
+    def on_term(signum, frame):
+        raise Stopped()
+    signal.signal(signal.SIGTERM, on_term)
+    stopped = False
+    try:
+        for arm in ("stock", "shim", "aa"):
+            if arm not in arms:
+                continue
+            if arm == "shim":
+                run_shim(a, fams, r)
+            elif arm == "aa" and not fits(a, 1.2 * a.stock_secs):
+                for f in fams:
+                    r[f][arm] = not_run(a)
+            else:
+                ts = time.time()
+                for f, v in run_arm(a, fams, arm).items():
+                    r[f][arm] = v
+                if arm == "stock":
+                    a.stock_secs = time.time() - ts
+        need = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok") and
+                any(r[f]["stock"]["runs"][k]["tokens"] != r[f]["shim"]["runs"][k]["tokens"]
+                    for k in ("equal", "padded"))]
+        if "spread" in arms and need:
+            if fits(a, 1.3 * a.stock_secs * len(need) / len(fams) + 15):
+                for f, v in run_arm(a, need, "spread").items():
+                    r[f]["spread"] = v
+            else:
+                for f in need:
+                    r[f]["spread"] = not_run(a)
+    except Stopped:
+        stopped = True
+        for f in fams:
+            for arm in arms:
+                if arm not in r[f] and (arm != "spread"):
+                    r[f][arm] = not_run(a, "not run: the check was stopped (SIGTERM)")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return report(a, arms, fams, r, stopped)
+
+
+def report(a, arms, fams, r, stopped):
+    """The family table (families.txt, families.json) and the verdict; exit status."""
     band = noise_band(r)
+    expected = 4 * (a.new_tokens - 1) * LAYERS  # one attention call per layer per decode step
     rows, fails = [], []
     for fam in fams:
         st, sh, aa = r[fam].get("stock"), r[fam].get("shim"), r[fam].get("aa")
@@ -497,22 +607,24 @@ def main():
         if st and st.get("ok"):
             row["impl"] = st.get("attn_implementation")
             row["stock_ms"] = [st["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+        elif "stock" in arms and not (st or {}).get("budget"):
+            fails.append("%s: stock failed, nothing judged (%s)" % (fam, (st or {}).get("error")))
         if aa and aa.get("ok"):
             row["aa_ms"] = [aa["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
         if sh:
             s = sh.get("stats") or {}
-            n = s.get("swapped", 0) + s.get("fallbacks", 0)
-            row.update(swapped=s.get("swapped"), fallbacks=s.get("fallbacks"), reasons=s.get("reasons"), why=why_none(s),
-                       share=(s.get("swapped", 0) / n) if n else None, kernels=s.get("attn"),
-                       internal_errors=s.get("internal_errors"))
+            if sh.get("ok") and sh.get("stats") is not None:
+                sw, fb, reasons, share, apart = decode_counts(s, sh.get("prefill"), expected)
+                row.update(swapped=sw, fallbacks=fb, reasons=reasons, why=why_none(s), share=share,
+                           kernels=s.get("attn"), internal_errors=s.get("internal_errors"), prefill_apart=apart)
             if sh.get("ok"):
                 row["shim_ms"] = [sh["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
             if st and st.get("ok") and not sh.get("ok") and not sh.get("budget"):
                 fails.append("%s: runs stock, fails under the shim (%s)" % (fam, sh.get("error")))
             if st and st.get("ok") and sh.get("ok"):
-                row["tokens"], bad = compare(st, sh, r[fam].get("spread"))
+                row["tokens"], bad = compare(st, sh, r[fam].get("spread"), tokens_only=stopped)
                 if bad:
-                    fails.append("%s: tokens differ beyond torch's spread" % fam)
+                    fails.append("%s: tokens differ beyond torch's spread or not judged" % fam)
                 if slower(row.get("stock_ms"), row.get("shim_ms"), band):
                     row["slower"] = True
                     fails.append("%s: decode step slower under the shim than stock beyond the noise band" % fam)
@@ -523,36 +635,56 @@ def main():
             for run in (v.get("runs") or {}).values():
                 if run.get("logits") and os.path.exists(run["logits"]):
                     os.unlink(run["logits"])
+    for f in os.listdir(a.out):  # a stopped arm's logits too
+        if f.endswith(".logits.pt"):
+            os.unlink(os.path.join(a.out, f))
     for arm in ("shim", "aa"):
         skipped = [f for f in fams if r[f].get(arm, {}).get("budget")]
         if skipped:
-            fails.append("%s arm not run within --budget: %s" % (arm, ",".join(skipped)))
+            fails.append("%s arm not run (%s): %s" % (arm, r[skipped[0]][arm]["error"], ",".join(skipped)))
+    judged = [x for x in rows if x.get("share") is not None]
+    swapped = [x for x in judged if x["share"] >= 0.95]
+    if "shim" in arms:
+        # Issue 51's first goal: >= 90% of the families with >= 95% of decode attention swapped.
+        if not judged:
+            fails.append("no family ran both stock and under the shim with its counts: nothing judged")
+        elif len(swapped) < -(-9 * len(judged) // 10):
+            fails.append("%d of %d families with >= 95%% of decode attention swapped (goal: 90%%)"
+                         % (len(swapped), len(judged)))
+        if judged and not any(x.get("swapped") for x in judged):
+            fails.append("no decode attention launch swapped in any family")
     with open(os.path.join(a.out, "families.json"), "w") as f:
-        json.dump(dict(noise_band=band, rows=rows), f, indent=1)
+        json.dump(dict(noise_band=band, expected_decode_launches=expected, stopped=stopped, rows=rows), f, indent=1)
     lines = ["%-12s %-6s %-14s %8s %-26s %-12s %-12s %-12s %s" % (
         "family", "impl", "kernels", "swapped", "fallbacks", "ms stock", "ms shim", "ms stock 2", "tokens vs stock")]
     for row in rows:
         ms = lambda v: "/".join("%.2f" % x if x is not None else "-" for x in v) if v else "-"
         reasons = "; ".join("%s %d" % kv for kv in (row.get("reasons") or {}).items()) or row.get("why") or "-"
-        err = next(("%s: %s" % (k, v["error"][:60]) for k, v in row["arms"].items() if not v["ok"]), "")
+        err = next(("%s: %s" % (k, (v["error"] or "")[:60]) for k, v in row["arms"].items() if not v["ok"]), "")
         lines.append("%-12s %-6s %-14s %8s %-26s %-12s %-12s %-12s %s" % (
             row["family"], row.get("impl") or "-", kernel_kinds(row.get("kernels")),
-            "%.0f%%" % (100 * row["share"]) if row.get("share") is not None else "-", reasons[:26],
+            ("%.0f%%" % (100 * row["share"]) + ("" if row.get("prefill_apart") else "*"))
+            if row.get("share") is not None else "-", reasons[:26],
             ms(row.get("stock_ms")), ms(row.get("shim_ms")) + (" SLOWER" if row.get("slower") else ""),
             ms(row.get("aa_ms")), row.get("tokens") or err or "-"))
-    swapped = [r for r in rows if (r.get("share") or 0) >= 0.95]
     lines.append("")
     lines.append("step ms: equal/padded batch p50; stock 2 is stock again after the shim arms; noise band %s"
                  % ("%.1f%%" % (100 * band) if band is not None else "- (no aa arm: slower not judged)"))
-    lines.append("families with >= 95%% of decode attention swapped: %d of %d" % (len(swapped), len(rows)))
+    lines.append("swapped: decode launches swapped / max(decode launches that reached a hook, %d = one per "
+                 "attention layer per decode step); prefill forwards counted apart (* where they could not be)"
+                 % expected)
+    lines.append("families with >= 95%% of decode attention swapped: %d of %d judged (%d in the run)"
+                 % (len(swapped), len(judged), len(rows)))
     for row in rows:
         if row.get("why"):
             lines.append("  %s: nothing reached a hook: %s" % (row["family"], row["why"]))
+    if stopped:
+        lines.append("stopped by SIGTERM: arms not run are marked; token differences not judged")
     lines.append("family check: %s" % verdict(arms, fails))
     text = "\n".join(lines)
     with open(os.path.join(a.out, "families.txt"), "w") as f:
         f.write(text + "\n")
-    print(text)
+    print(text, flush=True)
     return 1 if fails else 0
 
 

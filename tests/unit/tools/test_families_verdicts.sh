@@ -2,7 +2,10 @@
 # The verdicts of tests/gpu/checks/families.py (issue 51's family table), which CI cannot run on a
 # GPU: the stock-against-stock noise band, "slower" as the mean of the two batches' shim/stock
 # ratios beyond it, the kernels column, and the token comparison of identical runs (no torch
-# needed there). Usage: test_families_verdicts.sh FAMILIES_PY
+# needed there); the decode share with the prefill forwards counted apart and a floor of one
+# launch per layer per decode step; the whole report's verdict: a run that judged nothing, a
+# stock failure, or fewer than 90% of families swapped fails; differing tokens without a spread
+# arm are not a pass. Usage: test_families_verdicts.sh FAMILIES_PY
 set -euo pipefail
 script=$1
 py=$(command -v python3 || true)
@@ -80,5 +83,57 @@ os.environ["LD_PRELOAD"] = ""  # dropped for the CLI either way
 assert F.own_stats(fake) == {"kernels": {"swapped": 7}}, F.own_stats(fake)
 assert F.own_stats("/bin/false") is None
 assert F.own_stats(os.path.join(d, "missing")) is None
+# Decode share: the prefill forwards' swaps and fallbacks come off; the denominator is at least
+# one launch per attention layer per decode step (math-path calls reach no hook).
+summ = dict(swapped=130, fallbacks=20, reasons={"seqlen_q > 16 (prefill)": 16, "head_dim": 4})
+pre = F.sum_deltas([dict(kernels=dict(swapped=2, fallbacks=8, fallback_reasons={"seqlen_q > 16 (prefill)": 8}))] * 2)
+sw, fb, reasons, share, apart = F.decode_counts(summ, pre, 100)
+assert (sw, fb, reasons, apart) == (126, 4, {"head_dim": 4}, True), (sw, fb, reasons)
+assert abs(share - 126 / 130) < 1e-12, share
+sw, fb, reasons, share, apart = F.decode_counts(dict(swapped=4, fallbacks=0), pre, 100)
+assert share == 0.0 and not reasons, (share, reasons)  # 4 swaps, all prefill: nothing of decode
+assert F.decode_counts(dict(swapped=50, fallbacks=0), None, 100)[3:] == (0.5, False)
+# The report: fake arms' results, a temporary --out.
+import argparse, glob
+def arm(tokens=((1, 2),), ms=10.0, stats=None, prefill=None, ok=True, error=None):
+    v = dict(ok=ok, error=error, attn_implementation="sdpa",
+             runs={k: dict(step_ms_p50=ms, tokens=[list(t) for t in tokens], logits=None) for k in ("equal", "padded")})
+    if stats is not None:
+        v["stats"] = stats
+    if prefill is not None:
+        v["prefill"] = prefill
+    return v
+A = argparse.Namespace(out=tempfile.mkdtemp(), new_tokens=4)  # expected = 4 * 3 * LAYERS
+exp = 4 * 3 * F.LAYERS
+good = dict(swapped=exp, fallbacks=0, reasons={}, attn=[], internal_errors=0)
+ARMS = ["stock", "shim", "aa"]
+def rep(r, arms=ARMS, stopped=False):
+    rc = F.report(A, arms, list(r), r, stopped)
+    text = open(os.path.join(A.out, "families.txt")).read()
+    return rc, text.splitlines()[-1]
+ok = {"llama": dict(stock=arm(), shim=arm(stats=good), aa=arm())}
+assert rep(ok) == (0, "family check: PASS"), rep(ok)
+# Nothing judged: the shim arm has no counts (its stats missing) -> FAIL, not PASS.
+rc, last = rep({"llama": dict(stock=arm(), shim=arm(), aa=arm())})
+assert rc == 1 and "nothing judged" in last, last
+# Stock failed: FAIL with the reason.
+rc, last = rep(dict(ok, gemma=dict(stock=arm(ok=False, error="boom"), shim=arm(stats=good), aa=arm())))
+assert rc == 1 and "gemma: stock failed" in last, last
+# 9 of 10 swapped meets 90%; 8 of 10 does not; no swap at all fails.
+none = dict(good, swapped=0, fallbacks=exp)
+r10 = {"f%d" % i: dict(stock=arm(), shim=arm(stats=good), aa=arm()) for i in range(9)}
+F.FAMILIES.update({k: F.FAMILIES["llama"] for k in list(r10) + ["f9"]})
+r10["f9"] = dict(stock=arm(), shim=arm(stats=none), aa=arm())
+assert rep(r10)[0] == 0, rep(r10)
+r10["f8"] = dict(stock=arm(), shim=arm(stats=none), aa=arm())
+rc, last = rep(r10)
+assert rc == 1 and "8 of 10 families" in last, last
+rc, last = rep({"llama": dict(stock=arm(), shim=arm(stats=none), aa=arm())})
+assert rc == 1 and "no decode attention launch swapped" in last, last
+# Tokens that differ with no spread arm: not judged, a failure; a stopped check says so.
+rc, last = rep({"llama": dict(stock=arm(), shim=arm(tokens=((1, 3),), stats=good), aa=arm())})
+assert rc == 1 and "not judged" in last, last
+rc, last = rep({"llama": dict(stock=arm(), shim=arm(tokens=((1, 3),), stats=good), aa=arm())}, stopped=True)
+assert rc == 1, last
 print("families verdicts: ok")
 PY
