@@ -32,7 +32,9 @@
 #               streaming and not), twice; VLLM_BATCH_INVARIANT=1 so that batch composition,
 #               which concurrent arrival makes differ from run to run, cannot change tokens
 #   big         the 1B model, default mode, arms "stock shim stock shim": 64 prompts' tokens,
-#               then throughput (256 prompts of 512 tokens, 128 new tokens, five passes; tok/s is the median of the last four)
+#               then throughput (BIG_TP prompts, 1024, of 512 tokens, 128 new tokens, five passes; tok/s is
+#               the median of the last four; 256 prompts gave ~1 s passes that moved 25-39k tok/s within
+#               one arm on 2026-12-07, bench/records/2026-12-07-serving-fourth-run.md)
 #   big-serve   `vllm serve` of the 1B model, as tiny-serve
 #   bench       `vllm bench throughput` (vLLM's own benchmark: random prompts, BENCH_IN 512 tokens in,
 #               BENCH_OUT 128 out, BENCH_N 512 prompts after BENCH_WARMUP 64 warm-up prompts) on the
@@ -254,7 +256,7 @@ for st in $STAGES; do
     tiny-sleep) shim_setup; offline_stage tiny-sleep tiny 150 "stock shim" --eager --sleep ;;
     tiny-psleep) shim_setup; offline_stage tiny-psleep tiny 240 "stock shim" --ponytail-sleep ;;
     tiny-serve) shim_setup; serve_stage tiny-serve tiny 240 "stock shim" ;;
-    big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput 256 ;;
+    big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim" --throughput "${BIG_TP:-1024}" ;;
     big-serve) shim_setup; serve_stage big-serve llama1b 300 "stock shim" ;;
     bench) shim_setup; bench_stage bench llama1b 240 "stock shim stock shim" ;;
     tier) shim_setup; offline_stage tier llama1b 300 "stock tier" --gpu-util 0.85 --throughput 256 ;;
@@ -276,7 +278,7 @@ for st in $STAGES; do
     sg-graph) shim_setup; ENGINE=sglang offline_stage sg-graph tiny 240 "stock shim" ;;
     sg-psleep) shim_setup; ENGINE=sglang offline_stage sg-psleep tiny 240 "stock shim" --ponytail-sleep ;;
     sg-serve) shim_setup; ENGINE=sglang serve_stage sg-serve tiny 240 "stock shim" ;;
-    sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim stock shim" --throughput 256 ;;
+    sg-big) shim_setup; ENGINE=sglang offline_stage sg-big llama1b 300 "stock shim stock shim" --throughput "${BIG_TP:-1024}" ;;
     sg-tier) shim_setup; ENGINE=sglang offline_stage sg-tier llama1b 300 "stock tier" --mem-fraction 0.85 --throughput 256 ;;
     *) echo "unknown stage $st" ;;
   esac
