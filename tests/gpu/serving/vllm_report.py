@@ -44,6 +44,8 @@ def load(path):
 # The arms under the shim: `shim` is the default shim; `tier` adds PONYTAIL_HOST_TIER with
 # PONYTAIL_HOST_TIER_INFO (the engine sizes its KV cache past the device: the capacity arm).
 SHIM_ARMS = ("shim", "tier")
+# An arm whose warm-up after graph capture took longer than this started cold (workload.parse_log).
+COLD_WARMUP_S = 5
 
 
 def arms(runs):
@@ -63,7 +65,8 @@ def arms(runs):
                     text = f.read()
                 for k, v in parse_log(text).items():
                     r.setdefault(k, v)
-                r["cold_compile"] = "Compiling a graph for" in text
+                r["cold_compile"] = "Compiling a graph for" in text or \
+                    (r.get("warmup_after_capture_s") or 0) > COLD_WARMUP_S
         if os.path.exists(os.path.join(runs, name + ".cold")):  # SGLang: its JIT cache was empty
             r["cold_compile"] = True
         out.setdefault(stage, []).append((n, arm, r, name))
@@ -168,7 +171,9 @@ def main():
             cmp = compare_tokens(ref, r) if ref is not None and r is not ref else None
             notes = []
             if r.get("cold_compile"):
-                notes.append("cold compile")
+                wu = r.get("warmup_after_capture_s")
+                notes.append("cold compile" if not wu or wu <= COLD_WARMUP_S
+                             else "cold (%d s warm-up after capture)" % wu)
             if r.get("psleep"):  # the shim's own sleep of the engine core (--ponytail-sleep)
                 ps = r["psleep"]
                 notes.append("ponytail sleep: %.0f MiB of the pool (%.0f copied) in %s s; " % (
