@@ -15,7 +15,8 @@ What is measured (host clock, time.perf_counter):
     processor, i.e. the period of one decode step (forward of one token for
     the whole batch plus HF's per-step host work). No extra sync is added:
     HF's greedy loop already waits for the device every step when it checks
-    whether all sequences finished.
+    whether all sequences finished. decode_profile_ms: the mean step of each
+    128 consecutive steps, in order (also in a run cut short by SIGTERM).
   * total_s: the whole generate() call, ended with a device synchronize;
     tokens_per_s = batch * new_tokens / total_s. main_thread_cpu_s and
     process_cpu_s: CPU time over the same call (time spent preempted is in
@@ -323,6 +324,14 @@ def percentile(sorted_values, q):
     return sorted_values[k]
 
 
+def step_profile(stamps, block=128):
+    """Mean decode step (ms) of each run of `block` consecutive steps, in order: where a run slows
+    as it goes (a KV cache growing past the device into host memory) and, for a run cut short,
+    the step time it had reached."""
+    d = [(b - a) * 1000.0 for a, b in zip(stamps, stamps[1:])]
+    return [round(sum(d[i:i + block]) / len(d[i:i + block]), 3) for i in range(0, len(d), block)]
+
+
 class Interrupted(Exception):
     """Raised in the main thread by SIGTERM so the result JSON is still written."""
 
@@ -497,6 +506,7 @@ def run(args, s, extra, st):
         prefill_s=(stamps[0] - start) if stamps else None,
         decode_step_ms=dict(p50=percentile(steps, 0.50), p99=percentile(steps, 0.99),
                             mean=(sum(steps) / len(steps)) if steps else None, count=len(steps)),
+        decode_profile_ms=step_profile(stamps),
         tokens_per_s=s["batch"] * n / total if total > 0 else None,
         total_s=total,
         # CPU time of the measured call: the main thread's (the Python loop, and CUDA's spin
@@ -575,6 +585,7 @@ def ended_early(st, e, oom):
         decode_steps_done=len(stamps),
         decode_step_ms=dict(p50=percentile(steps, 0.50), p99=percentile(steps, 0.99),
                             mean=(sum(steps) / len(steps)) if steps else None, count=len(steps)),
+        decode_profile_ms=step_profile(stamps),
         peak_allocated_bytes=pa,
         peak_reserved_bytes=pr,
         nvml_peak_used_bytes=st.sampler.nvml_peak if st.sampler is not None else None,

@@ -52,6 +52,7 @@ class Generate(unittest.TestCase):
         r = load(self.path("a.json"))
         self.assertFalse(r["oom"])
         self.assertEqual(r["decode_step_ms"]["count"], 5)  # 6 tokens: 5 periods between them
+        self.assertEqual(len(r["decode_profile_ms"]), 1)  # one block of up to 128 steps
         self.assertLessEqual(r["decode_step_ms"]["p50"], r["decode_step_ms"]["p99"])
         self.assertEqual(len(r["token_ids"]), 3)
         self.assertEqual(len(r["token_ids"][0]), 6)
@@ -154,6 +155,10 @@ class Generate(unittest.TestCase):
         r = load(self.path("s.json"))
         self.assertTrue(r["interrupted"])
         self.assertFalse(r["oom"])
+        # The step time it had reached, block by block (10 ms steps, ~100 of them in 1 s).
+        self.assertGreaterEqual(len(r["decode_profile_ms"]), 1)
+        self.assertGreaterEqual(r["decode_profile_ms"][0], 9.0)
+        self.assertEqual(r["decode_steps_done"] - 1, r["decode_step_ms"]["count"])
         self.assertIn("interrupted (SIGTERM)", err)
 
     def lockstep_pair(self, env0, env1, n=8):

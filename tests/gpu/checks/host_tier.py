@@ -122,7 +122,12 @@ def shim_ok(r):
 
 
 def why(r):
-    return "rc %s, oom %s, shim stats from %s process(es)" % (r.get("rc"), r.get("oom_phase"), r.get("shim_procs"))
+    """A failed run in a line: its exit, out-of-memory phase, shim processes, and for a run cut
+    short the steps it made and the step time it had reached (decode_profile_ms' last block)."""
+    prof = r.get("decode_profile_ms") or []
+    cut = ", %d steps done, last 128 at %.1f ms a step" % (r.get("decode_steps_done") or 0, prof[-1]) if prof else ""
+    return "rc %s, oom %s, shim stats from %s process(es)%s" % (r.get("rc"), r.get("oom_phase"),
+                                                             r.get("shim_procs"), cut)
 
 
 def tier_env(a, limit=None):
@@ -155,9 +160,10 @@ def capacity(a):
         same = shim_ok(sh) and shim_ok(ref) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
         used = al.get("peak_tier_bytes", 0) > 0
         row("shim + tier, cap %s, batch %d (%.1fx)" % (a.cap, b, mult),
-            "finished, step p50 %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB, deferred %d" % (
-                step(sh), step(ref), al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30,
-                al.get("tier_deferrals", 0)) + ("" if used else " (the tier held nothing: the cap did not act)")
+            "finished, step p50 %s ms, last 128 steps %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB, "
+            "deferred %d" % (step(sh), (sh.get("decode_profile_ms") or ["-"])[-1], step(ref),
+                             al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30,
+                             al.get("tier_deferrals", 0)) + ("" if used else " (the tier held nothing: the cap did not act)")
             if shim_ok(sh) else "FAILED (%s)" % why(sh), shim_ok(sh) and used)
         row("  tokens vs uncapped (batch %d)" % b, "identical" if same else "DIFFER or missing", bool(same))
 
