@@ -15,7 +15,7 @@
 #   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
 #   sleep      sleep-wake: `ponytail sleep` / `ponytail wake` of a running model (issue 50)   (~4 min)
 #   families   families: 23 transformers families, stock vs shim, the family table (issue 51)
-#              (~40 s + 18 s a family: the 23 in two calls, FAMILIES="llama,phi3,..." picks them)
+#              (~50 s + 32 s a family: the 23 in two calls, FAMILIES="llama,phi3,..." picks them)
 #   host-tier  host-tier: PONYTAIL_HOST_TIER's goals (issue 49), HOST_TIER_STAGES (default offpath;
 #              capacity and bigmodel each need a call of their own; HOST_TIER_ARGS adds arguments:
 #              capacity's first call runs 1.5x, "--mults 2 --no-stock --stock-batch N" its second)
@@ -70,9 +70,10 @@ est() {
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
     compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;;
-    families)  # ~18 s a family over the four arms (stock of 3 families took ~45 s on 2026-12-07)
+    families)  # ~8 s a family an arm, four arms, plus each arm's start (2026-12-07: stock 29 s for
+      # two families, 50 s for three; the shim 18 s for two); the aa arm takes what is left
       local n=23; [ -n "${FAMILIES:-}" ] && n=$(tr ',' '\n' <<<"$FAMILIES" | grep -c .)
-      echo $(( 40 + 18 * n )) ;;
+      echo $(( 50 + 32 * n )) ;;
     host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }

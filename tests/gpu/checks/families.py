@@ -145,6 +145,7 @@ def worker_one(a, family, torch):
     out_json = os.path.join(a.out, "%s.%s.json" % (family, a.arm))
     res = dict(family=family, arm=a.arm, ok=False, preload=os.environ.get("LD_PRELOAD", ""))
     model = None
+    t_family = time.time()  # the family's whole time in the worker: where an arm's time goes
     try:
         torch.manual_seed(0)
         cfg = build_config(family)
@@ -183,8 +184,9 @@ def worker_one(a, family, torch):
                     if count_prefill and not stamps:  # after the prefill forward, before the first stamp
                         if torch.cuda.is_available():
                             torch.cuda.synchronize()
-                        prefill.append(stats_delta(before_prefill[0], own_stats(a.ponytail))
-                                       if before_prefill[0] is not None else None)
+                        cur = own_stats(a.ponytail)
+                        prefill.append(stats_delta(before_prefill[0], cur)
+                                       if before_prefill[0] is not None and cur is not None else None)
                     stamps.append(time.perf_counter())
                     if len(logits) < a.logits_steps:
                         logits.append(scores.float().cpu())
@@ -222,6 +224,7 @@ def worker_one(a, family, torch):
     del model
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+    res["family_s"] = round(time.time() - t_family, 2)
     with open(out_json, "w") as f:
         json.dump(res, f)
     return res["ok"]
@@ -239,10 +242,11 @@ def run_arm(a, families, arm):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", ",".join(families), "--arm", arm,
            "--out", a.out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
            "--save-logits"] + (["--ponytail", os.path.abspath(a.ponytail)] if a.ponytail else [])
-    for fam in families:  # an earlier run's results are not this one's
-        for f in ("%s.%s.json" % (fam, arm), "%s.shim.snap.json" % fam):
-            if os.path.exists(os.path.join(a.out, f)):
-                os.remove(os.path.join(a.out, f))
+    stale = ["%s.%s.json" % (fam, arm) for fam in families] + ["%s.shim.snap.json" % fam for fam in families]
+    stale += ["_start.shim.snap.json", tag + ".stats.json"] if arm == "shim" else []
+    for f in stale:  # an earlier run's results are not this one's
+        if os.path.exists(os.path.join(a.out, f)):
+            os.remove(os.path.join(a.out, f))
     timeout = a.timeout + 30 * (len(families) - 1)
     if a.budget:
         timeout = min(timeout, max(a.left() - 30, 1))
@@ -446,6 +450,14 @@ def fits(a, secs):
     return not a.budget or a.left() > secs + 20
 
 
+def fit_count(a, per_fam, n):
+    """How many of n families an arm can take in what --budget leaves, at 1.2x stock's time a
+    family and a process's start-up (20 s) on top: n without a budget."""
+    if not a.budget:
+        return n
+    return max(0, min(n, int((a.left() - 20 - 20) / (1.2 * per_fam)) if per_fam > 0 else n))
+
+
 def run_shim(a, fams, r):
     """The shim arm: every family in one process, each family's swaps and fallbacks the difference
     of the process's stats before and after it (`ponytail stats`); a family without both snapshots
@@ -561,30 +573,37 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     stopped = False
     try:
-        for arm in ("stock", "shim", "aa"):
-            if arm not in arms:
-                continue
-            if arm == "shim":
-                run_shim(a, fams, r)
-            elif arm == "aa" and not fits(a, 1.2 * a.stock_secs):
-                for f in fams:
-                    r[f][arm] = not_run(a)
-            else:
-                ts = time.time()
-                for f, v in run_arm(a, fams, arm).items():
-                    r[f][arm] = v
-                if arm == "stock":
-                    a.stock_secs = time.time() - ts
+        # stock, the shim, then the spread arm (it decides the token verdicts of the families
+        # whose tokens differ), then stock again (the noise band) on as many families as the
+        # time left allows, at least three: the band is the run's, read from those.
+        if "stock" in arms:
+            ts = time.time()
+            for f, v in run_arm(a, fams, "stock").items():
+                r[f]["stock"] = v
+            a.stock_secs = time.time() - ts
+        per_fam = a.stock_secs / len(fams)
+        if "shim" in arms:
+            run_shim(a, fams, r)
         need = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok") and
                 any(r[f]["stock"]["runs"][k]["tokens"] != r[f]["shim"]["runs"][k]["tokens"]
                     for k in ("equal", "padded"))]
         if "spread" in arms and need:
-            if fits(a, 1.3 * a.stock_secs * len(need) / len(fams) + 15):
-                for f, v in run_arm(a, need, "spread").items():
+            k = fit_count(a, per_fam, len(need))
+            if k:
+                for f, v in run_arm(a, need[:k], "spread").items():
                     r[f]["spread"] = v
-            else:
-                for f in need:
-                    r[f]["spread"] = not_run(a)
+            for f in need[k:]:
+                r[f]["spread"] = not_run(a)
+        if "aa" in arms:
+            judged = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok")]
+            k = fit_count(a, per_fam, len(judged))
+            if k < min(3, len(judged)):
+                k = 0
+            if k:
+                for f, v in run_arm(a, judged[:k], "aa").items():
+                    r[f]["aa"] = v
+            for f in fams:
+                r[f].setdefault("aa", not_run(a))
     except Stopped:
         stopped = True
         for f in fams:
@@ -613,6 +632,8 @@ def report(a, arms, fams, r, stopped):
             row["aa_ms"] = [aa["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
         if sh:
             s = sh.get("stats") or {}
+            if sh.get("ok") and sh.get("stats") is None:
+                fails.append("%s: the shim arm left no counts (no exit stats or snapshots): not judged" % fam)
             if sh.get("ok") and sh.get("stats") is not None:
                 sw, fb, reasons, share, apart = decode_counts(s, sh.get("prefill"), expected)
                 row.update(swapped=sw, fallbacks=fb, reasons=reasons, why=why_none(s), share=share,
@@ -638,10 +659,12 @@ def report(a, arms, fams, r, stopped):
     for f in os.listdir(a.out):  # a stopped arm's logits too
         if f.endswith(".logits.pt"):
             os.unlink(os.path.join(a.out, f))
-    for arm in ("shim", "aa"):
-        skipped = [f for f in fams if r[f].get(arm, {}).get("budget")]
-        if skipped:
-            fails.append("%s arm not run (%s): %s" % (arm, r[skipped[0]][arm]["error"], ",".join(skipped)))
+    skipped = [f for f in fams if r[f].get("shim", {}).get("budget")]
+    if skipped:
+        fails.append("shim arm not run (%s): %s" % (r[skipped[0]]["shim"]["error"], ",".join(skipped)))
+    if "aa" in arms and band is None:  # the band needs stock again on at least one family
+        fails.append("aa arm not run (%s): the noise band, and so 'slower', not judged"
+                     % next((v["aa"].get("error") for v in r.values() if v.get("aa")), "no result"))
     judged = [x for x in rows if x.get("share") is not None]
     swapped = [x for x in judged if x["share"] >= 0.95]
     if "shim" in arms:
@@ -668,8 +691,10 @@ def report(a, arms, fams, r, stopped):
             ms(row.get("stock_ms")), ms(row.get("shim_ms")) + (" SLOWER" if row.get("slower") else ""),
             ms(row.get("aa_ms")), row.get("tokens") or err or "-"))
     lines.append("")
+    n_aa = sum(1 for v in r.values() if (v.get("aa") or {}).get("ok"))
     lines.append("step ms: equal/padded batch p50; stock 2 is stock again after the shim arms; noise band %s"
-                 % ("%.1f%%" % (100 * band) if band is not None else "- (no aa arm: slower not judged)"))
+                 % ("%.1f%% (from %d of %d families)" % (100 * band, n_aa, len(fams)) if band is not None
+                    else "- (no aa arm: slower not judged)"))
     lines.append("swapped: decode launches swapped / max(decode launches that reached a hook, %d = one per "
                  "attention layer per decode step); prefill forwards counted apart (* where they could not be)"
                  % expected)

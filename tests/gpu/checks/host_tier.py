@@ -308,6 +308,8 @@ json.dump(dict(tokens_per_s=len(new) * len(new[0]) / dt, total_s=dt, token_ids_s
     left = time_left() - 20
     if left < 30:
         return {"error": "not run: no time left before --deadline"}
+    if os.path.exists(out):  # a reused --out: not this run's
+        os.remove(out)
     with open(os.path.join(a.out, "big-accelerate.log"), "w") as log:
         env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
         env.update(STOCK_ENV)  # flash, as the shim arm
@@ -342,13 +344,19 @@ def main():
     DEADLINE[0] = a.deadline
     os.makedirs(a.out, exist_ok=True)
 
-    def on_term(signum, frame):  # check_all's limit: the table so far, then out
-        row("stopped by signal %d" % signum, "the rows above are what ran", False)
-        sys.exit(verdicts.finish(a.out))
+    class Stopped(Exception):
+        pass
+
+    def on_term(signum, frame):  # check_all's limit: unwind to the table (no printing in here)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Stopped()
     signal.signal(signal.SIGTERM, on_term)
     fns = {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel, "policy": policy}
-    for st in stages:
-        fns[st](a)
+    try:
+        for st in stages:
+            fns[st](a)
+    except Stopped:
+        row("stopped by SIGTERM", "the rows above are what ran", False)
     return verdicts.finish(a.out)
 
 

@@ -147,7 +147,8 @@ run_arm() {
     echo "{\"ok\": false, \"error\": \"not run: out of time\", \"not_run\": true}" >"$R/$name.json"
     return
   fi
-  [ "$secs" -gt "$left" ] && secs=$left
+  local clipped=0
+  [ "$secs" -gt "$left" ] && secs=$left clipped=1
   # SGLang JIT-builds its small kernels (nvcc) on first use into TVM_FFI_CACHE_DIR: an arm that
   # starts with that cache empty pays the builds in its start-up (the report marks it cold).
   if [ "${ENGINE:-vllm}" = sglang ] && [ -z "$(find "$TVM_FFI_CACHE_DIR" -name '*.so' 2>/dev/null | head -1)" ]; then
@@ -167,6 +168,12 @@ run_arm() {
   kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null
   kill -KILL -- -"$pid" 2>/dev/null
   echo "  $name: rc $rc in $((SECONDS - t)) s$( [ $((SECONDS - t)) -ge "$secs" ] && echo ' (killed at its limit)')"
+  if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier)$ ]] && [ ! -s "$R/$name.json" ] && [ "$clipped" = 1 ] &&
+     [ $((SECONDS - t)) -ge "$secs" ]; then
+    # Cut by BUDGET_S, not by its own limit: the call ran out of time, the arm did not fail.
+    echo "{\"ok\": false, \"error\": \"not run: cut at BUDGET_S after $((SECONDS - t)) s\", \"not_run\": true}" \
+      >"$R/$name.json"
+  fi
   if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier)$ ]] && [ ! -s "$R/$name.json" ]; then
     # The arm died before writing its result (killed, crashed, or the engine killed its own
     # parent): a row that says so, so that the report fails instead of listing nothing.

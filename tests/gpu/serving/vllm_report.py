@@ -65,7 +65,7 @@ def arms(runs):
                     text = f.read()
                 for k, v in parse_log(text).items():
                     r.setdefault(k, v)
-                r["cold_compile"] = "Compiling a graph for" in text or \
+                r["cold_compile"] = r.get("cold_compile") or "Compiling a graph for" in text or \
                     (r.get("warmup_after_capture_s") or 0) > COLD_WARMUP_S
         if os.path.exists(os.path.join(runs, name + ".cold")):  # SGLang: its JIT cache was empty
             r["cold_compile"] = True

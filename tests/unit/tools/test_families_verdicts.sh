@@ -113,6 +113,13 @@ def rep(r, arms=ARMS, stopped=False):
     return rc, text.splitlines()[-1]
 ok = {"llama": dict(stock=arm(), shim=arm(stats=good), aa=arm())}
 assert rep(ok) == (0, "family check: PASS"), rep(ok)
+# The noise band from some families (the aa arm cut to what the budget left) still judges;
+# from none, 'slower' is not judged: a failure.
+part = dict(ok, qwen2=dict(stock=arm(), shim=arm(stats=good), aa=dict(ok=False, error="not run", budget=True)))
+F.FAMILIES["qwen2"] = F.FAMILIES["llama"]
+assert rep(part) == (0, "family check: PASS"), rep(part)
+rc, last = rep({"llama": dict(stock=arm(), shim=arm(stats=good), aa=dict(ok=False, error="not run", budget=True))})
+assert rc == 1 and "aa arm not run" in last, last
 # Nothing judged: the shim arm has no counts (its stats missing) -> FAIL, not PASS.
 rc, last = rep({"llama": dict(stock=arm(), shim=arm(), aa=arm())})
 assert rc == 1 and "nothing judged" in last, last
