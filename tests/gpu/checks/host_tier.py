@@ -2,8 +2,9 @@
 """Issue 49's goals for the host tier (PONYTAIL_HOST_TIER), on the GPU, one process at a time.
 
   host_tier.py --shim build-gpu/shim/libponytail_shim.so --out DIR [--stages offpath,policy,capacity,bigmodel]
-      [--mults 1.5] [--no-stock] [--deadline S]
-      (capacity over two calls: --mults 1.5 (the default), then --mults 2 --no-stock --stock-batch N)
+      [--mults 1.5] [--no-stock] [--deadline S] [--refs-only | --ref-digests B:SHA,...]
+      (capacity over calls: --mults 1.5 (the default), then --mults 2 --no-stock --stock-batch N,
+      whose uncapped reference may need a call of its own: --refs-only, then --ref-digests)
 
 capacity  Under a 24 GiB cap, workload W with prompt 2048 + 2048 new tokens (the capacity notes'
           workload, bench/records/2026-11-29-stress-and-capacity-24gib.md): stock
@@ -153,15 +154,27 @@ def capacity(a):
             else "failed, not by out-of-memory (%s)" % why(st2), bool(st2.get("oom")))
     for mult in a.mults:
         b = -(-int(b0 * mult) // 8) * 8  # up to a multiple of 8: at least mult x stock's batch
-        # The uncapped reference first: bounded in time, where the tier run is not.
-        ref = run_gen(a, "cap-ref-b%d" % b, w + ["--batch", str(b)], {})
+        # The uncapped reference first: bounded in time, where the tier run is not. A batch whose
+        # reference and tier run do not fit one call together (2x: estimated ~450 s for the tier
+        # run alone) takes its reference from an earlier call (--ref-digests) or runs only it
+        # (--refs-only).
+        if b in a.ref_digests:
+            ref = {"rc": 0, "token_ids_sha256": a.ref_digests[b], "shim_procs": 1, "given": True}
+            row("  uncapped reference, batch %d" % b, "digest from --ref-digests (an earlier call)")
+        else:
+            ref = run_gen(a, "cap-ref-b%d" % b, w + ["--batch", str(b)], {})
+            row("  uncapped reference, batch %d" % b, "digest %s, step p50 %s ms" % (
+                ref.get("token_ids_sha256"), step(ref)) if shim_ok(ref) else "FAILED (%s)" % why(ref),
+                True if a.refs_only and shim_ok(ref) else None if shim_ok(ref) else False)
+        if a.refs_only:
+            continue
         sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
         al = sh.get("shim_alloc", {})
-        same = shim_ok(sh) and shim_ok(ref) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
+        same = shim_ok(sh) and (ref.get("given") or shim_ok(ref)) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
         used = al.get("peak_tier_bytes", 0) > 0
         row("shim + tier, cap %s, batch %d (%.1fx)" % (a.cap, b, mult),
             "finished, step p50 %s ms, last 128 steps %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB, "
-            "deferred %d" % (step(sh), (sh.get("decode_profile_ms") or ["-"])[-1], step(ref),
+            "deferred %d" % (step(sh), (sh.get("decode_profile_ms") or ["-"])[-1], step(ref) or "-",
                              al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30,
                              al.get("tier_deferrals", 0)) + ("" if used else " (the tier held nothing: the cap did not act)")
             if shim_ok(sh) else "FAILED (%s)" % why(sh), shim_ok(sh) and used)
@@ -336,6 +349,11 @@ def main():
     p.add_argument("--no-stock", action="store_true",
                    help="capacity: take --stock-batch as measured (an earlier call) and run no stock arm")
     p.add_argument("--deadline", type=float, default=0, help="seconds for the whole check (0: none)")
+    p.add_argument("--ref-digests", default="", type=lambda v: {int(x.split(":")[0]): x.split(":")[1]
+                                                                for x in v.split(",") if x},
+                   help="capacity: BATCH:SHA256,... the uncapped runs' token digests from an earlier call")
+    p.add_argument("--refs-only", action="store_true",
+                   help="capacity: run only the uncapped references (their digests for --ref-digests)")
     a = p.parse_args()
     stages = [x for x in re.split(r"[,\s]+", a.stages) if x]
     bad = [x for x in stages if x not in STAGES]

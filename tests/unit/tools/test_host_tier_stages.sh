@@ -34,7 +34,7 @@ def run(stage, table, **kw):
     H.verdicts = H.Verdicts("host_tier")
     H.row = H.verdicts.row
     a = argparse.Namespace(stock_batch=120, cap="24G", tier="96G", new_tokens=2048, mults=[1.5, 2.0],
-                           no_stock=False, out=None)
+                           no_stock=False, out=None, ref_digests={}, refs_only=False)
     for k, v in kw.items():
         setattr(a, k, v)
     stage(a)
@@ -57,6 +57,14 @@ assert len(fails) == 2, fails
 # The second call: no stock arm, only the multiple asked for.
 asked, fails = run(H.capacity, good, mults=[2.0], no_stock=True)
 assert asked == ["cap-ref-b240", "cap-tier-b240"] and fails == [], (asked, fails)
+# A batch too long for one call: the references alone (their digests), then the tier run against
+# a digest given from that earlier call: the same verdicts, no reference run.
+asked, fails = run(H.capacity, good, mults=[2.0], no_stock=True, refs_only=True)
+assert asked == ["cap-ref-b240"] and fails == [], (asked, fails)
+asked, fails = run(H.capacity, good, mults=[2.0], no_stock=True, ref_digests={240: "d"})
+assert asked == ["cap-tier-b240"] and fails == [], (asked, fails)
+_, fails = run(H.capacity, good, mults=[2.0], no_stock=True, ref_digests={240: "other"})
+assert fails == ["  tokens vs uncapped (batch 240)"], fails
 # The next stock batch failing but not by out-of-memory (a crash) proves nothing: failed.
 _, fails = run(H.capacity, dict(good, **{"cap-stock-b128": dict(res(False), oom=False, rc=-11)}))
 assert any("must not fit" in f for f in fails), fails
