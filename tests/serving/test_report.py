@@ -215,6 +215,10 @@ class Report(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("cold (17 s warm-up after capture)", out)
         self.assertIn("start-up shim/stock 1.050 (init_s, warm arms)", out)
+        # two warm stock arms: start-up's own spread beside the ratio
+        rc, out = self.runs({"t.1.stock": self.arm(REF_TOKENS, init_s=10.0), "t.2.shim": self.arm(REF_TOKENS, init_s=10.5),
+                             "t.3.stock": self.arm(REF_TOKENS, init_s=11.0)})
+        self.assertIn("(init_s, warm arms, stock-vs-stock 0.095)", out)
 
     def test_bench_arms(self):
         # `vllm bench throughput` arms: a throughput pass each, no tokens, no start-up or KV figures

@@ -247,6 +247,10 @@ def main():
             if len(st) > 1 and all(tps(r) for r in st):
                 v = [tps(r) for r in st]
                 spread = (max(v) - min(v)) / med(v)
+            # start-up's own stock-vs-stock spread over the warm stock arms (the goal is <= 1.05x)
+            iv = [r.get(key) for r in warm_st if r.get(key)]
+            if len(iv) > 1 and warm == "warm arms":
+                warm += ", stock-vs-stock %.3f" % ((max(iv) - min(iv)) / med(iv))
             w("%-11s summary: start-up %s/stock %s (%s, %s), KV tokens %s vs %s, NVML peak %s vs %s MiB, "
               "tok/s %s/stock %s%s" % (
                   stage, side, fmt(i_sh / i_st if i_st and i_sh else None, "%.3f"), key, warm, fmt(kv_sh, "%d"),
