@@ -622,7 +622,8 @@ def report(a, arms, fams, r, stopped):
     for fam in fams:
         st, sh, aa = r[fam].get("stock"), r[fam].get("shim"), r[fam].get("aa")
         row = dict(family=fam, what=FAMILIES[fam][5], arms={k: dict(ok=v.get("ok"), error=v.get("error"),
-                                                                     secs=v.get("secs")) for k, v in r[fam].items()})
+                                                                     secs=v.get("secs"), family_s=v.get("family_s"))
+                                                           for k, v in r[fam].items()})
         if st and st.get("ok"):
             row["impl"] = st.get("attn_implementation")
             row["stock_ms"] = [st["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
