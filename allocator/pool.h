@@ -311,7 +311,6 @@ int pt_pool_drain(struct pt_pool *pool);
 int pt_pool_tier_promote(struct pt_pool *pool, uint64_t max_bytes, uint64_t *moved);
 /* tier_bytes now, without the lock (relaxed). */
 uint64_t pt_pool_tier_bytes(const struct pt_pool *pool);
-uint64_t pt_pool_tier_deferrals(const struct pt_pool *pool); /* stats' tier_deferrals (relaxed) */
 uint64_t pt_pool_tier_room(const struct pt_pool *pool); /* tier size left */
 /* Whether pt_pool_tier_promote would move something now: room on the
  * device (the driver's free memory and the pool's own free device memory,

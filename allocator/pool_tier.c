@@ -324,10 +324,6 @@ bool pt_pool_tier_movable(struct pt_pool *p) {
 
 uint64_t pt_pool_tier_bytes(const struct pt_pool *p) { return __atomic_load_n(&p->st.tier_bytes, __ATOMIC_RELAXED); }
 
-uint64_t pt_pool_tier_deferrals(const struct pt_pool *p) {
-  return __atomic_load_n(&p->st.tier_deferrals, __ATOMIC_RELAXED);
-}
-
 uint64_t pt_pool_tier_room(const struct pt_pool *p) {
   uint64_t t = pt_pool_tier_bytes(p);
   return t < p->tier_limit ? p->tier_limit - t : 0;

@@ -48,10 +48,11 @@ logits beside it (.pt, removed once the family is compared). Weights are created
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
+
+from procs import Stopped, raise_on_sigterm, run_proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -129,14 +130,12 @@ def worker(a):
     snap = a.arm == "shim" and "," in a.family and a.ponytail  # several families in one shim process
     if snap:  # the baseline (no pool yet, so usually no socket: nothing counted then)
         with open(os.path.join(a.out, "_start.shim.snap.json"), "w") as f:
-            json.dump(own_stats(a.ponytail), f)
+            json.dump(synced_stats(torch, a.ponytail), f)
     for fam in a.family.split(","):
         ok &= worker_one(a, fam, torch)
         if snap:  # the shim's counters after this family, for the driver's per-family deltas
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
             with open(os.path.join(a.out, "%s.shim.snap.json" % fam), "w") as f:
-                json.dump(own_stats(a.ponytail), f)
+                json.dump(synced_stats(torch, a.ponytail), f)
     return 0 if ok else 1
 
 
@@ -182,9 +181,7 @@ def worker_one(a, family, torch):
             class Stamp(LogitsProcessor):
                 def __call__(self, input_ids, scores):
                     if count_prefill and not stamps:  # after the prefill forward, before the first stamp
-                        if torch.cuda.is_available():
-                            torch.cuda.synchronize()
-                        cur = own_stats(a.ponytail)
+                        cur = synced_stats(torch, a.ponytail)
                         prefill.append(stats_delta(before_prefill[0], cur)
                                        if before_prefill[0] is not None and cur is not None else None)
                     stamps.append(time.perf_counter())
@@ -196,9 +193,7 @@ def worker_one(a, family, torch):
                 stamps.clear()
                 logits.clear()
                 if count_prefill:
-                    if torch.cuda.is_available():
-                        torch.cuda.synchronize()
-                    before_prefill[0] = own_stats(a.ponytail)
+                    before_prefill[0] = synced_stats(torch, a.ponytail)
                 with torch.no_grad():
                     out = model.generate(input_ids=x.to(dev), attention_mask=m.to(dev), max_new_tokens=N,
                                          min_new_tokens=N, do_sample=False, pad_token_id=0,
@@ -212,7 +207,6 @@ def worker_one(a, family, torch):
             runs[kind] = dict(tokens=out[:, P:].tolist(), step_ms_p50=steps[len(steps) // 2] if steps else None,
                               logits=lpath, logits_absmax=float(lg[torch.isfinite(lg)].abs().max()))
         res["runs"] = runs
-        res["generates"] = 4  # two batch kinds, a warm-up and a timed generate each
         if prefill:  # what the prefill forwards launched: the driver takes it from the family's counts
             res["prefill"] = None if None in prefill else sum_deltas(prefill)
         res["ok"] = True
@@ -252,17 +246,7 @@ def run_arm(a, families, arm):
         timeout = min(timeout, max(a.left() - 30, 1))
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
-        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            rc = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.terminate()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            rc = "timeout"
+        rc = run_proc(cmd, env, log, timeout, grace=10)
     res = {}
     for fam in families:
         try:
@@ -378,6 +362,13 @@ def decode_counts(s, prefill, expected):
                     del reasons[r]
     n = max(sw + fb, expected)
     return sw, fb, reasons, (sw / n) if n else None, apart
+
+
+def synced_stats(torch, ponytail):
+    """own_stats() once the device has finished what was launched: the counts of work done."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return own_stats(ponytail)
 
 
 def own_stats(ponytail):
@@ -557,20 +548,13 @@ def main():
     if unknown:
         p.error("unknown families: %s (--list names them)" % ", ".join(unknown))
     r = {f: {} for f in fams}
-    # Stock of every family in one process, then the shim (run_shim), then stock again (the noise
-    # band), then the spread arm where the shim's tokens differ. Under a budget each arm starts
-    # only when its estimate (from the stock arm's time) fits what is left, and what did not run
-    # says so in the table; SIGTERM (check_all's limit) ends the check with the table of what ran.
+    # Under a budget each arm starts only when its estimate (from the stock arm's time) fits what
+    # is left, and what did not run says so in the table; SIGTERM (check_all's limit) ends the
+    # check with the table of what ran.
     t0 = time.time()
     a.left = lambda: a.budget - (time.time() - t0) if a.budget else float("inf")
     a.stock_secs = 0.0
-
-    class Stopped(Exception):
-        pass
-
-    def on_term(signum, frame):
-        raise Stopped()
-    signal.signal(signal.SIGTERM, on_term)
+    raise_on_sigterm()
     stopped = False
     try:
         # stock, the shim, then the spread arm (it decides the token verdicts of the families
@@ -610,7 +594,6 @@ def main():
             for arm in arms:
                 if arm not in r[f] and (arm != "spread"):
                     r[f][arm] = not_run(a, "not run: the check was stopped (SIGTERM)")
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return report(a, arms, fams, r, stopped)
 
 
@@ -635,7 +618,7 @@ def report(a, arms, fams, r, stopped):
             s = sh.get("stats") or {}
             if sh.get("ok") and sh.get("stats") is None:
                 fails.append("%s: the shim arm left no counts (no exit stats or snapshots): not judged" % fam)
-            if sh.get("ok") and sh.get("stats") is not None:
+            elif sh.get("ok"):
                 sw, fb, reasons, share, apart = decode_counts(s, sh.get("prefill"), expected)
                 row.update(swapped=sw, fallbacks=fb, reasons=reasons, why=why_none(s), share=share,
                            kernels=s.get("attn"), internal_errors=s.get("internal_errors"), prefill_apart=apart)
@@ -653,11 +636,7 @@ def report(a, arms, fams, r, stopped):
             if s.get("internal_errors"):
                 fails.append("%s: %d shim internal errors" % (fam, s["internal_errors"]))
         rows.append(row)
-        for v in r[fam].values():  # the logits files are only for the comparison above
-            for run in (v.get("runs") or {}).values():
-                if run.get("logits") and os.path.exists(run["logits"]):
-                    os.unlink(run["logits"])
-    for f in os.listdir(a.out):  # a stopped arm's logits too
+    for f in os.listdir(a.out):  # the logits files are only for the comparisons above (a stopped arm's too)
         if f.endswith(".logits.pt"):
             os.unlink(os.path.join(a.out, f))
     skipped = [f for f in fams if r[f].get("shim", {}).get("budget")]

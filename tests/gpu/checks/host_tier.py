@@ -37,12 +37,11 @@ import glob
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 
 import shim_exit_stats
+from procs import Stopped, raise_on_sigterm, run_proc
 from verdicts import Verdicts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,7 +51,6 @@ verdicts = Verdicts("host_tier", 46, 0)
 row = verdicts.row
 T0 = time.time()
 DEADLINE = [0.0]  # --deadline (0: none)
-STAGES = ("offpath", "policy", "capacity", "bigmodel")
 # Stock as the capacity notes ran it (bench/records/2026-11-29-stress-and-capacity-24gib.md):
 # torch's flash path, the caching allocator's defaults.
 STOCK_ENV = {"TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"}
@@ -62,20 +60,12 @@ def time_left():
     return DEADLINE[0] - (time.time() - T0) if DEADLINE[0] else float("inf")
 
 
-def run_proc(cmd, env, log, timeout):
-    """cmd until it exits or timeout s: then SIGTERM (generate.py writes what it has and the shim
-    its exit stats), SIGKILL 15 s later. The return code, or "timeout"."""
-    p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.terminate()
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        return "timeout"
+def plain_env(extra=None):
+    """This process's environment without the preload and PYTORCH_CUDA_ALLOC_CONF (the caller's
+    would override PONYTAIL_TORCH_ALLOC and stock's default), plus extra."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+    env.update(extra or {})
+    return env
 
 
 def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
@@ -86,9 +76,7 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     left = time_left() - 20
     if left < 30:
         return {"rc": "not run: no time left before --deadline", "shim_alloc": {}, "shim_procs": 0}
-    # The caller's PYTORCH_CUDA_ALLOC_CONF would override PONYTAIL_TORCH_ALLOC and stock's default.
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
-    env.update(stock_env or {})
+    env = plain_env(stock_env)
     for f in glob.glob(os.path.join(a.out, tag + ".stats.*")):  # a reused --out: not this run's
         os.remove(f)
     if shim_env is not None:
@@ -97,7 +85,8 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     cmd = [sys.executable, GEN, "--json", out, "--warmup"] + gen_args
     t0 = time.time()
     with open(os.path.join(a.out, tag + ".log"), "w") as log:
-        rc = run_proc(cmd, env, log, min(timeout, left))
+        # SIGTERM first: generate.py writes what it has, the shim its exit stats.
+        rc = run_proc(cmd, env, log, min(timeout, left), grace=15)
     try:
         with open(out) as f:
             r = json.load(f)
@@ -324,9 +313,8 @@ json.dump(dict(tokens_per_s=len(new) * len(new[0]) / dt, total_s=dt, token_ids_s
     if os.path.exists(out):  # a reused --out: not this run's
         os.remove(out)
     with open(os.path.join(a.out, "big-accelerate.log"), "w") as log:
-        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
-        env.update(STOCK_ENV)  # flash, as the shim arm
-        rc = run_proc([sys.executable, "-c", code], env, log, min(1800, left))
+        rc = run_proc([sys.executable, "-c", code], plain_env(STOCK_ENV), log, min(1800, left),  # flash, as the shim arm
+                      grace=15)
     try:
         with open(out) as f:
             return json.load(f)
@@ -338,7 +326,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shim", required=True)
     p.add_argument("--out", default=os.environ.get("OUT", "host-tier-out"))
-    p.add_argument("--stages", default="offpath", help="comma- or space-separated: " + ",".join(STAGES))
+    stage_fns = {"offpath": offpath, "policy": policy, "capacity": capacity, "bigmodel": bigmodel}
+    p.add_argument("--stages", default="offpath", help="comma- or space-separated: " + ",".join(stage_fns))
     p.add_argument("--tier", default="96G", help="PONYTAIL_HOST_TIER of the shim arms")
     p.add_argument("--cap", default="24G")
     p.add_argument("--stock-batch", type=int, default=120)
@@ -356,23 +345,15 @@ def main():
                    help="capacity: run only the uncapped references (their digests for --ref-digests)")
     a = p.parse_args()
     stages = [x for x in re.split(r"[,\s]+", a.stages) if x]
-    bad = [x for x in stages if x not in STAGES]
+    bad = [x for x in stages if x not in stage_fns]
     if bad or not stages:
-        p.error("--stages: unknown %s (stages: %s)" % (",".join(bad) or "(none)", ",".join(STAGES)))
+        p.error("--stages: unknown %s (stages: %s)" % (",".join(bad) or "(none)", ",".join(stage_fns)))
     DEADLINE[0] = a.deadline
     os.makedirs(a.out, exist_ok=True)
-
-    class Stopped(Exception):
-        pass
-
-    def on_term(signum, frame):  # check_all's limit: unwind to the table (no printing in here)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Stopped()
-    signal.signal(signal.SIGTERM, on_term)
-    fns = {"capacity": capacity, "offpath": offpath, "bigmodel": bigmodel, "policy": policy}
+    raise_on_sigterm()  # check_all's limit: unwind to the table
     try:
         for st in stages:
-            fns[st](a)
+            stage_fns[st](a)
     except Stopped:
         row("stopped by SIGTERM", "the rows above are what ran", False)
     return verdicts.finish(a.out)

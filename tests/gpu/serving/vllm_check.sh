@@ -76,9 +76,7 @@ R=${RUNS:-/tmp/serving-runs}
 STAGES=${STAGES:-"install models tiny-eager tiny-graph tiny-sleep tiny-serve"}
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-570}   # the whole call: an arm starts only with 60 s left, and ends by then
-# This call's results only: a machine kept warm between calls still holds the last call's runs,
-# which the report would read as this call's.
-[ -z "${KEEP_RUNS:-}" ] && rm -rf "$R"
+[ -z "${KEEP_RUNS:-}" ] && rm -rf "$R"  # this call's results only (header: RUNS)
 mkdir -p "$OUT" "$R" "$PIECES"
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -168,16 +166,15 @@ run_arm() {
   kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null
   kill -KILL -- -"$pid" 2>/dev/null
   echo "  $name: rc $rc in $((SECONDS - t)) s$( [ $((SECONDS - t)) -ge "$secs" ] && echo ' (killed at its limit)')"
-  if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier)$ ]] && [ ! -s "$R/$name.json" ] && [ "$clipped" = 1 ] &&
-     [ $((SECONDS - t)) -ge "$secs" ]; then
-    # Cut by BUDGET_S, not by its own limit: the call ran out of time, the arm did not fail.
-    echo "{\"ok\": false, \"error\": \"not run: cut at BUDGET_S after $((SECONDS - t)) s\", \"not_run\": true}" \
-      >"$R/$name.json"
-  fi
   if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier)$ ]] && [ ! -s "$R/$name.json" ]; then
-    # The arm died before writing its result (killed, crashed, or the engine killed its own
-    # parent): a row that says so, so that the report fails instead of listing nothing.
-    $PY - "$R/$name.json" "$R/$name.log" "$rc" <<'PYEOF'
+    if [ "$clipped" = 1 ] && [ $((SECONDS - t)) -ge "$secs" ]; then
+      # Cut by BUDGET_S, not by its own limit: the call ran out of time, the arm did not fail.
+      echo "{\"ok\": false, \"error\": \"not run: cut at BUDGET_S after $((SECONDS - t)) s\", \"not_run\": true}" \
+        >"$R/$name.json"
+    else
+      # The arm died before writing its result (killed, crashed, or the engine killed its own
+      # parent): a row that says so, so that the report fails instead of listing nothing.
+      $PY - "$R/$name.json" "$R/$name.log" "$rc" <<'PYEOF'
 import json, sys
 out, log, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 try:
@@ -188,6 +185,7 @@ err = [l for l in lines if "Error" in l or "error:" in l][-2:] or lines[-1:]
 json.dump({"ok": False, "rc": rc, "error": "exited rc %d without a result: %s" % (rc, " | ".join(err)[:300])},
           open(out, "w"))
 PYEOF
+    fi
   fi
   tail -n 3 "$R/$name.log" | sed 's/^/    | /'
 }

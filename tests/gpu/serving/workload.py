@@ -78,16 +78,16 @@ def parse_log(text):
     # The warm-up after graph capture (vLLM's sampler and kernel warm-up, Triton's JIT): seconds
     # from the capture's line to the engine's init line. On 2026-12-07 the first two arms of a
     # call paid ~17 s there, later ones ~1 s: a start-up that paid it is cold, like a compile.
+    lines = text.splitlines()
     stamps = {}
-    for key, pat in (("cap", r"Graph capturing finished"), ("init", r"init engine \(profile")):
-        for ln in text.splitlines():
-            if re.search(pat, ln):
-                m = re.search(r"(\d\d):(\d\d):(\d\d)", ln)
-                if m:
-                    stamps[key] = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+    for ln in lines:
+        key = "cap" if "Graph capturing finished" in ln else "init" if "init engine (profile" in ln else None
+        m = key and re.search(r"(\d\d):(\d\d):(\d\d)", ln)
+        if m:
+            stamps[key] = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
     if "cap" in stamps and "init" in stamps:
         out["warmup_after_capture_s"] = (stamps["init"] - stamps["cap"]) % 86400
-    errs = [ln for ln in text.splitlines()
+    errs = [ln for ln in lines
             if re.search(r"Error|Traceback|Segmentation|core dumped|CUDA error|ponytail\[\d+\]: (error|warn)", ln)]
     if errs:
         out["error_lines"] = errs[-8:]

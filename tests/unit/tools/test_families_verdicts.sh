@@ -11,7 +11,8 @@ script=$1
 py=$(command -v python3 || true)
 [ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
 "$py" - "$script" <<'PY'
-import importlib.util, sys
+import importlib.util, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))  # its helpers beside it (procs.py)
 spec = importlib.util.spec_from_file_location("families", sys.argv[1])
 F = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(F)
