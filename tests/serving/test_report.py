@@ -228,6 +228,68 @@ class Report(unittest.TestCase):
                              "bench.3.stock": b(30000), "bench.4.shim": b(31500)})
         self.assertEqual(rc, 0, out)
         self.assertIn("tok/s shim/stock 1.050", out)
+        self.assertIn("start-up shim/stock - ", out)  # no start-up figure anywhere: none made up
+        # The bench's start-up is the engine core's "init engine ... took" line of each log (it
+        # reports no constructor or readiness time); a cold arm stays out of the ratio.
+        def log(secs, cold=False):
+            return ("(EngineCore pid=1) INFO 12-07 16:53:36 [model_runner.py:747] Graph capturing finished in 4 "
+                    "secs, took 0.43 GiB\n(EngineCore pid=1) INFO 12-07 %s [core.py:340] init engine (profile, "
+                    "create kv cache, warmup model) took %.2f s (compilation: 3.55 s)\n"
+                    % ("16:54:00" if cold else "16:53:37", secs))
+        rc, out = self.runs({"bench.1.stock": b(30000), "bench.2.shim": b(31500),
+                             "bench.3.stock": b(30000), "bench.4.shim": b(31500)},
+                            logs={"bench.1.stock": log(53.39, cold=True), "bench.2.shim": log(35.80, cold=True),
+                                  "bench.3.stock": log(10.92), "bench.4.shim": log(12.18)})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("start-up shim/stock 1.115 (init_engine_s, warm arms)", out)
+
+    def test_startup_phases_and_caches(self):
+        # The startup stage: stock, shim and off (loaded, switched off) arms; each kind's warm
+        # medians by phase and its ratio to stock; the caches that grew after each arm.
+        def log(load, cap_at, init_at, engine):
+            return ("(EngineCore pid=1) INFO 12-07 16:53:26 [model_runner.py:305] Model loading took 1.59 GiB and "
+                    "%.2f seconds\n(EngineCore pid=1) INFO 12-07 16:53:30 [monitor.py:53] torch.compile took 3.55 s "
+                    "in total\n(EngineCore pid=1) INFO 12-07 %s [model_runner.py:747] Graph capturing finished in "
+                    "4 secs, took 0.43 GiB\n(EngineCore pid=1) INFO 12-07 %s [core.py:340] init engine (profile, "
+                    "create kv cache, warmup model) took %.2f s (compilation: 3.55 s)\n" % (load, cap_at, init_at, engine))
+        arms = {"startup.1.stock": self.arm(REF_TOKENS, init_s=40.0), "startup.2.shim": self.arm(REF_TOKENS, init_s=38.0),
+                "startup.3.off": self.arm(REF_TOKENS, init_s=20.0), "startup.4.stock": self.arm(REF_TOKENS, init_s=20.0),
+                "startup.5.shim": self.arm(REF_TOKENS, init_s=22.0), "startup.6.off": self.arm(REF_TOKENS, init_s=20.5),
+                "startup.7.stock": self.arm(REF_TOKENS, init_s=21.0)}
+        logs = {"startup.1.stock": log(2.5, "16:53:36", "16:54:00", 40.0), "startup.2.shim": log(2.6, "16:53:36", "16:54:00", 38.0),
+                "startup.3.off": log(2.5, "16:53:36", "16:53:37", 10.9), "startup.4.stock": log(2.4, "16:53:36", "16:53:37", 10.9),
+                "startup.5.shim": log(2.7, "16:53:36", "16:53:38", 12.2), "startup.6.off": log(2.5, "16:53:36", "16:53:37", 11.0),
+                "startup.7.stock": log(2.5, "16:53:36", "16:53:37", 11.1)}
+        d = tempfile.mkdtemp(prefix="serving-report-")
+        caches = {"startup.0": "100 1 /c/vllm\n", "startup.1.stock": "100 1 /c/vllm\n%d 40 /c/triton\n" % (5 << 20),
+                  "startup.2.shim": "%d 3 /c/vllm\n%d 40 /c/triton\n" % (2 << 20, 5 << 20)}
+        for n, text in caches.items():
+            with open(os.path.join(d, n + ".caches"), "w") as f:
+                f.write(text)
+        for name, r in arms.items():
+            with open(os.path.join(d, name + ".json"), "w") as f:
+                json.dump(r, f)
+        for name, text in logs.items():
+            with open(os.path.join(d, name + ".log"), "w") as f:
+                f.write(text)
+        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        out = p.stdout
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("summary: start-up shim/stock 1.073 (init_s, warm arms, stock-vs-stock 0.049)", out)
+        self.assertIn("  stock  2 warm + 1 cold: 20.50  11.00  2.45  3.55  4.00  1.00  (spread 0.049)", out)
+        self.assertIn("  shim   1 warm + 1 cold: 22.00  12.20  2.70  3.55  4.00  2.00  (shim/stock 1.073)", out)
+        self.assertIn("  off    2 warm: 20.25  10.95  2.50  3.55  4.00  1.00  (off/stock 0.988)  (spread 0.025)", out)
+        self.assertIn("caches after startup.1.stock: /c/triton +5.0 MiB +40 files", out)
+        self.assertIn("caches after startup.2.shim: /c/vllm +2.0 MiB +2 files", out)
+        # an off arm that fails where stock runs is a failure, as a shim arm's
+        arms["startup.3.off"] = dict(ok=False, error="boom")
+        with open(os.path.join(d, "startup.3.off.json"), "w") as f:
+            json.dump(arms["startup.3.off"], f)
+        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("startup.3.off: ran stock, failed under the shim", p.stdout)
 
     def test_failures(self):
         rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})

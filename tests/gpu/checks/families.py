@@ -20,9 +20,11 @@ Arms:
           backend-to-backend difference, the yardstick for a shim arm whose tokens differ
           (its kernel is not stock's, so bitwise equality is not the bar there); run only for
           a family whose shim tokens differ from stock's
-Tokens: "same" (identical to stock), else the shim's first-step logits against stock's, next to
-the spread arm's against stock's: within means max|shim - stock| <= 2 x max|spread - stock|
-(and the first differing token comes after the spread arm's, if it differs at all).
+Tokens: "same" (identical to stock), else the shim's logits of the first --logits-steps steps
+against stock's, next to the spread arm's against stock's: within means max|shim - stock| <=
+2 x max|spread - stock|, each row compared only over the steps both runs took from the same
+inputs (up to and including the step where its tokens part: later logits continue other
+sequences: gemma's padded row that parted at step 1 read 5.75 over steps 2-3 on 2026-12-07).
 Swapped share: the shim's decode swaps / max(decode swaps + decode fallbacks, one launch per
 attention layer per decode step); the prefill forwards' swaps and fallbacks are counted apart
 (`ponytail stats` before each generate and after its prefill forward, in the worker) and taken
@@ -383,13 +385,31 @@ def own_stats(ponytail):
         return None
 
 
-def max_diff(a, b):
+def common_steps(ta, tb, steps):
+    """Per row, how many of the first `steps` logits steps two greedy runs took from the same
+    inputs: every step up to and including the first where their tokens part (that step's
+    logits chose differently; the later ones continue other sequences and compare nothing)."""
+    out = []
+    for x, y in zip(ta, tb):
+        fd = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), None)
+        out.append(steps if fd is None else min(fd + 1, steps))
+    return out
+
+
+def max_diff(a, b, rows_steps=None):
+    """max |a - b| over the saved logits ([steps, rows, vocab]) of two runs, each row over its
+    first rows_steps[row] steps (all without it); None when a file is missing or shapes differ."""
     import torch
     if not a or not b or not os.path.exists(a) or not os.path.exists(b):
         return None
     ta, tb = torch.load(a), torch.load(b)
     if ta.shape != tb.shape:
         return None
+    if rows_steps is not None:
+        keep = torch.zeros(ta.shape[:2], dtype=torch.bool)
+        for row, k in enumerate(rows_steps[: ta.shape[1]]):
+            keep[:k, row] = True
+        ta, tb = ta[keep], tb[keep]
     # -inf where generate masks a token (min_new_tokens masks EOS): equal there, not NaN.
     fa, fb = torch.isfinite(ta), torch.isfinite(tb)
     if bool(((fa != fb) | (~fa & ~fb & (ta != tb))).any()):
@@ -398,16 +418,11 @@ def max_diff(a, b):
     return float((ta[both] - tb[both]).abs().max()) if bool(both.any()) else 0.0
 
 
-def first_diff(ta, tb):
-    for i, (x, y) in enumerate(zip(ta, tb)):
-        if x != y:
-            return next(j for j, (u, v) in enumerate(zip(x, y)) if u != v) if len(x) == len(y) else 0
-    return None
-
-
-def compare(stock, other, spread, tokens_only=False):
+def compare(stock, other, spread, tokens_only=False, steps=4):
     """'same', 'within spread', or 'DIFFERS ...' for each batch kind, and whether it fails
-    (tokens_only: a stopped check compares no logits, which needs torch)."""
+    (tokens_only: a stopped check compares no logits, which needs torch). Logits are compared
+    only where both runs had the same inputs (common_steps): after a row's tokens part, its
+    later logits belong to other sequences, whose difference is of the whole logit scale."""
     out, fail = [], False
     for kind in ("equal", "padded"):
         s, o = stock["runs"][kind], other["runs"][kind]
@@ -421,8 +436,8 @@ def compare(stock, other, spread, tokens_only=False):
             out.append("%s differ, not judged (%s)" % (kind, why))
             fail = True
             continue
-        d = max_diff(s["logits"], o["logits"])
-        dsp = max_diff(s["logits"], sp["logits"])
+        d = max_diff(s["logits"], o["logits"], common_steps(s["tokens"], o["tokens"], steps))
+        dsp = max_diff(s["logits"], sp["logits"], common_steps(s["tokens"], sp["tokens"], steps))
         within = d is not None and dsp is not None and d <= 2 * dsp
         out.append("%s %s (logit diff %.3g vs spread %s)" % (kind, "within spread" if within else "DIFFERS",
                                                             d if d is not None else float("nan"),
@@ -547,6 +562,12 @@ def main():
     unknown = [f for f in fams if f not in FAMILIES]
     if unknown:
         p.error("unknown families: %s (--list names them)" % ", ".join(unknown))
+    if a.ponytail and not os.access(a.ponytail, os.X_OK):
+        # Without the CLI no snapshot can be read: the shim arm falls back to a process per family
+        # (its exit stats), and prefill launches are not counted apart (the share gets its *).
+        print("families: no ponytail CLI at %s (carry build-gpu/tools/ponytail): prefill not counted "
+              "apart, one shim process per family" % a.ponytail, flush=True)
+        a.ponytail = None
     r = {f: {} for f in fams}
     # Under a budget each arm starts only when its estimate (from the stock arm's time) fits what
     # is left, and what did not run says so in the table; SIGTERM (check_all's limit) ends the
@@ -627,7 +648,8 @@ def report(a, arms, fams, r, stopped):
             if st and st.get("ok") and not sh.get("ok") and not sh.get("budget"):
                 fails.append("%s: runs stock, fails under the shim (%s)" % (fam, sh.get("error")))
             if st and st.get("ok") and sh.get("ok"):
-                row["tokens"], bad = compare(st, sh, r[fam].get("spread"), tokens_only=stopped)
+                row["tokens"], bad = compare(st, sh, r[fam].get("spread"), tokens_only=stopped,
+                                             steps=a.logits_steps)
                 if bad:
                     fails.append("%s: tokens differ beyond torch's spread or not judged" % fam)
                 if slower(row.get("stock_ms"), row.get("shim_ms"), band):

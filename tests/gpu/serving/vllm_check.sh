@@ -42,6 +42,13 @@
 #               BENCH_OUT 128 out, BENCH_N 512 prompts after BENCH_WARMUP 64 warm-up prompts) on the
 #               1B model, arms "stock shim stock shim"; tests/gpu/serving/bench_result.py turns each
 #               run into the arm's result
+#   startup     start-up alone, where the shim's time goes (issue 48's <= 1.05x; warm pairs read 1.006,
+#               1.060 and 1.115 on 2026-12-07): the 1B model, default mode, 4 prompts of 4 tokens,
+#               arms "stock shim off stock shim off stock shim" (off: the shim loaded with
+#               PONYTAIL_ENABLE=0, what loading alone costs); after each arm the size of every cache
+#               directory the engine may fill (CACHE_DIRS), so that the first arm of each kind that
+#               starts cold names the cache it missed; the report gives each kind's medians of
+#               the start-up phases vLLM logs
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
 #   tier        capacity (issue 48 point 3, issue 49's tier): the 1B model at --gpu-util 0.85, arms
 #               "stock tier"; tier = the shim with PONYTAIL_HOST_TIER=$TIER_SIZE (32G) and
@@ -156,6 +163,8 @@ run_arm() {
   if [ "$arm" = shim ] || [ "$arm" = tier ]; then
     shim_vars "$name" "$arm"
     envs=(LD_PRELOAD="$shim" "${SHIM_VARS[@]}")
+  elif [ "$arm" = off ]; then  # loaded, switched off: what loading the library alone costs
+    envs=(LD_PRELOAD="$shim" PONYTAIL_ENABLE=0)
   fi
   local t=$SECONDS
   env "${envs[@]}" setsid "$@" >"$R/$name.log" 2>&1 &
@@ -166,7 +175,7 @@ run_arm() {
   kill "$killer" 2>/dev/null; wait "$killer" 2>/dev/null
   kill -KILL -- -"$pid" 2>/dev/null
   echo "  $name: rc $rc in $((SECONDS - t)) s$( [ $((SECONDS - t)) -ge "$secs" ] && echo ' (killed at its limit)')"
-  if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier)$ ]] && [ ! -s "$R/$name.json" ]; then
+  if [[ "$name" =~ \.[0-9]+\.(stock|shim|tier|off)$ ]] && [ ! -s "$R/$name.json" ]; then
     if [ "$clipped" = 1 ] && [ $((SECONDS - t)) -ge "$secs" ]; then
       # Cut by BUDGET_S, not by its own limit: the call ran out of time, the arm did not fail.
       echo "{\"ok\": false, \"error\": \"not run: cut at BUDGET_S after $((SECONDS - t)) s\", \"not_run\": true}" \
@@ -188,6 +197,23 @@ PYEOF
     fi
   fi
   tail -n 3 "$R/$name.log" | sed 's/^/    | /'
+  if [ -n "${CACHE_SNAP:-}" ]; then cache_snap "$R/$name.caches"; fi
+}
+
+# The directories an engine's start-up may fill (compiled graphs, Triton kernels, the driver's
+# JIT cache, FlashInfer's and SGLang's JIT builds). cache_snap FILE: one line per directory one
+# level below each, "bytes files path", for the report's "grew after this arm".
+CACHE_DIRS=${CACHE_DIRS:-"$HOME/.cache $HOME/.triton $HOME/.nv /tmp/torchinductor_$(id -un) $TVM_FFI_CACHE_DIR"}
+cache_snap() {
+  local f=$1 top d
+  : >"$f"
+  for top in $CACHE_DIRS; do
+    [ -d "$top" ] || continue
+    for d in "$top"/*/; do
+      [ -d "$d" ] || continue
+      echo "$(du -s --apparent-size -B1 "$d" 2>/dev/null | cut -f1) $(find "$d" -type f 2>/dev/null | wc -l) ${d%/}" >>"$f"
+    done
+  done
 }
 
 # The capacity arm (`tier`): the shim with a host tier that cudaMemGetInfo reports, so the engine
@@ -266,6 +292,8 @@ for st in $STAGES; do
     big) shim_setup; offline_stage big llama1b 300 "stock shim stock shim stock shim" --throughput "${BIG_TP:-1024}" ;;
     big-serve) shim_setup; serve_stage big-serve llama1b 300 "stock shim" ;;
     bench) shim_setup; bench_stage bench llama1b 240 "stock shim stock shim" ;;
+    startup) shim_setup; cache_snap "$R/startup.0.caches"
+      CACHE_SNAP=1 offline_stage startup llama1b 150 "stock shim off stock shim off stock shim" --prompts 4 --max-tokens 4 ;;
     tier) shim_setup; offline_stage tier llama1b 300 "stock tier" --gpu-util 0.85 --throughput 256 ;;
     fa3)
       lib=${ATTN_TESTLIB:-}

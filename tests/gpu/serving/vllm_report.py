@@ -44,6 +44,9 @@ def load(path):
 # The arms under the shim: `shim` is the default shim; `tier` adds PONYTAIL_HOST_TIER with
 # PONYTAIL_HOST_TIER_INFO (the engine sizes its KV cache past the device: the capacity arm).
 SHIM_ARMS = ("shim", "tier")
+# Every arm with the library preloaded (`off`: loaded with PONYTAIL_ENABLE=0): each must run
+# where stock runs, with stock's tokens.
+LOADED_ARMS = SHIM_ARMS + ("off",)
 # An arm whose warm-up after graph capture took longer than this started cold (workload.parse_log).
 COLD_WARMUP_S = 5
 
@@ -52,7 +55,7 @@ def arms(runs):
     """{stage: [(n, arm, result, name)]} in run order."""
     out = {}
     for p in sorted(glob.glob(os.path.join(runs, "*.json"))):
-        m = re.match(r"(.+)\.(\d+)\.(stock|shim|tier)\.json$", os.path.basename(p))
+        m = re.match(r"(.+)\.(\d+)\.(stock|shim|tier|off)\.json$", os.path.basename(p))
         if not m:
             continue
         stage, n, arm = m.group(1), int(m.group(2)), m.group(3)
@@ -154,6 +157,69 @@ def kv_tokens(r):
     return None
 
 
+# The start-up phases vLLM logs (workload.LOG_PATTERNS, parse_log), in the order they run.
+PHASES = (("init_s", "LLM()"), ("init_engine_s", "engine init"), ("model_load_s", "load"),
+          ("compile_s", "compile"), ("graph_capture_s", "capture"), ("warmup_after_capture_s", "after capture"))
+
+
+def startup_phases(rs):
+    """Lines: per arm kind, the medians over its warm arms of each start-up phase, and the ratio
+    of each kind's LLM() time to stock's (how a shim arm's start-up splits; `off` isolates what
+    loading the library costs)."""
+    kinds = []
+    for _, arm, _, _ in rs:
+        if arm not in kinds:
+            kinds.append(arm)
+    out = ["  start-up phases, s (median of warm arms; cold arms apart): " + "  ".join(
+        "%s" % label for _, label in PHASES)]
+    base = None
+    for kind in kinds:
+        warm = [r for _, arm, r, _ in rs if arm == kind and r.get("ok") and not r.get("cold_compile")]
+        cold = [r for _, arm, r, _ in rs if arm == kind and r.get("ok") and r.get("cold_compile")]
+        m = {k: med([r.get(k) for r in warm]) for k, _ in PHASES}
+        if kind == "stock":
+            base = m["init_s"] or m["init_engine_s"]
+        mine = m["init_s"] or m["init_engine_s"]
+        spread = [r.get("init_s") or r.get("init_engine_s") for r in warm]
+        spread = [x for x in spread if x]
+        out.append("  %-6s %d warm%s: %s%s%s" % (
+            kind, len(warm), " + %d cold" % len(cold) if cold else "",
+            "  ".join(fmt(m[k], "%.2f") for k, _ in PHASES),
+            "  (%s/stock %.3f)" % (kind, mine / base) if base and mine and kind != "stock" else "",
+            "  (spread %.3f)" % ((max(spread) - min(spread)) / med(spread)) if len(spread) > 1 else ""))
+    return out
+
+
+def cache_growth(runs, rs):
+    """Lines: after each arm, the cache directories that grew (the arm's .caches snapshot against
+    the one before it): a first arm of a kind that starts cold names the cache it filled."""
+    def snap(path):
+        d = {}
+        try:
+            with open(path) as f:
+                for ln in f:
+                    parts = ln.split(None, 2)
+                    if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+                        d[parts[2].strip()] = (int(parts[0]), int(parts[1]))
+        except OSError:
+            return None
+        return d
+    stage = rs[0][3].split(".")[0]
+    prev = snap(os.path.join(runs, stage + ".0.caches"))
+    out = []
+    for _, _, r, name in rs:
+        cur = snap(os.path.join(runs, name + ".caches"))
+        if cur is None:
+            continue
+        if prev is not None:
+            grew = sorted(((b - prev.get(p, (0, 0))[0], f - prev.get(p, (0, 0))[1], p)
+                           for p, (b, f) in cur.items() if (b, f) != prev.get(p, (0, 0))), reverse=True)
+            out.append("  caches after %-14s %s" % (name + ":", "; ".join(
+                "%s %+.1f MiB %+d files" % (p, b / 2**20, f) for b, f, p in grew[:4]) or "none grew"))
+        prev = cur
+    return out
+
+
 def main():
     runs = sys.argv[1]
     stages = arms(runs)
@@ -207,14 +273,14 @@ def main():
                 fmt(r.get("ready_s")), fmt(kv_tokens(r), "%d"), fmt(r.get("nvml_peak_mib"), "%d"),
                 fmt(tok_s, "%.0f"), compare_text(cmp) if cmp else ("ref" if r is ref else "-"),
                 "; ".join(notes)))
-            if arm in SHIM_ARMS and ref is not None and not r.get("ok") and not r.get("not_run"):
+            if arm in LOADED_ARMS and ref is not None and not r.get("ok") and not r.get("not_run"):
                 fails.append("%s: ran stock, failed under the shim" % name)
             elif not r.get("ok") and not r.get("not_run"):
                 # A stock failure (or a shim arm with no stock run to stand on) leaves nothing
                 # compared: the check has not done its job, so it cannot pass.
                 fails.append("%s: failed (%s)" % (name, "stock: nothing to compare" if arm == "stock"
                                                   else "no working stock arm to compare with"))
-            if arm in SHIM_ARMS and cmp and cmp["differ"]:
+            if arm in LOADED_ARMS and cmp and cmp["differ"]:
                 fails.append("%s: %d of %d token sequences differ from stock (not at a near tie: first "
                              "differences [seq, pos, margin] %s)" % (name, cmp["differ"], cmp["n"],
                                                                      cmp["first_diffs"][:4]))
@@ -227,7 +293,9 @@ def main():
             warm_sh = [r for r in sh if not r.get("cold_compile")]
             warm = "warm arms" if warm_st and warm_sh else "a cold arm included: not comparable"
             warm_st, warm_sh = warm_st or st, warm_sh or sh
-            key = "init_s" if st[0].get("init_s") is not None else "ready_s"
+            # the LLM() constructor (offline arms), the server's readiness (serve arms), else the
+            # engine core's own "init engine ... took" line (`vllm bench`, which reports neither)
+            key = next((k for k in ("init_s", "ready_s") if st[0].get(k) is not None), "init_engine_s")
             i_st, i_sh = med([r.get(key) for r in warm_st]), med([r.get(key) for r in warm_sh])
             kv_st, kv_sh = med([kv_tokens(r) for r in st]), med([kv_tokens(r) for r in sh])
             nv_st, nv_sh = med([r.get("nvml_peak_mib") for r in st]), med([r.get("nvml_peak_mib") for r in sh])
@@ -257,6 +325,12 @@ def main():
                   fmt(kv_st, "%d"), fmt(nv_sh, "%d"), fmt(nv_st, "%d"),
                   side, fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
                   passes + ("" if spread is None else " (stock-vs-stock spread %.3f)" % spread)))
+    for stage, rs in stages.items():  # start-up split by phase where a stage asks (the off arm, caches)
+        caches = cache_growth(runs, rs)
+        if caches or any(arm == "off" for _, arm, _, _ in rs):
+            w("%s:" % stage)
+            for ln in startup_phases(rs) + caches:
+                w(ln)
     w("tokens: sequences identical to stock's / all; '+k ties': sequences that part at a near tie "
       "(the other token within %.2f nats at the first difference; stock does so against itself)" % TIE)
     # what the shim saw, per shim arm

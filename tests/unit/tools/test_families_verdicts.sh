@@ -43,6 +43,29 @@ assert F.verdict(["stock", "shim"], ["x: slower"]) == "FAIL: x: slower"
 # Identical tokens compare "same" in both batches without reading logits.
 text, bad = F.compare(run(1, 1), run(1, 1), None)
 assert text == "equal same; padded same" and not bad, text
+# Logits compare only where both runs had the same inputs: each row up to and including the step
+# where its tokens part (a flip at step 1 of row 1 leaves steps 0-1 of it), all steps of a row
+# that never parts, capped at the steps saved.
+assert F.common_steps([[5, 6, 7, 8], [5, 6, 7, 8]], [[5, 6, 7, 8], [5, 9, 7, 8]], 4) == [4, 2]
+assert F.common_steps([[5, 6], [1, 2]], [[4, 6], [1, 2]], 4) == [1, 4]
+assert F.common_steps([[1] * 9], [[1] * 8 + [2]], 4) == [4]  # parts after the saved steps
+# compare() hands those steps to max_diff for both the shim and the spread arm, and judges
+# within spread at <= 2x the spread's difference.
+seen = []
+def fake_max_diff(a, b, rows_steps=None):
+    seen.append((a, b, rows_steps))
+    return {"sh": 0.05, "sp": 0.03}[b]
+real_max_diff, F.max_diff = F.max_diff, fake_max_diff
+def lrun(tokens, tag):
+    return dict(ok=True, runs={k: dict(step_ms_p50=1, tokens=tokens, logits=tag) for k in ("equal", "padded")})
+text, bad = F.compare(lrun([[1, 2, 3], [4, 5, 6]], "st"), lrun([[1, 2, 3], [4, 7, 6]], "sh"),
+                      lrun([[1, 2, 9], [4, 5, 6]], "sp"), steps=3)
+assert not bad and text.startswith("equal within spread (logit diff 0.05 vs spread 0.03)"), text
+assert seen[0] == ("st", "sh", [3, 2]) and seen[1] == ("st", "sp", [3, 3]), seen
+F.max_diff = lambda a, b, rows_steps=None: {"sh": 0.07, "sp": 0.03}[b]
+text, bad = F.compare(lrun([[1, 2]], "st"), lrun([[1, 3]], "sh"), lrun([[1, 2]], "sp"), steps=2)
+assert bad and "DIFFERS" in text, text
+F.max_diff = real_max_diff
 # One shim process for every family: each family's figures are the difference of the stats
 # snapshots around it (`ponytail stats --json`); a kernel absent before counts from zero.
 FL = "_ZN13pytorch_flash24flash_fwd_splitkv_kernelI23Flash"
@@ -104,7 +127,7 @@ def arm(tokens=((1, 2),), ms=10.0, stats=None, prefill=None, ok=True, error=None
     if prefill is not None:
         v["prefill"] = prefill
     return v
-A = argparse.Namespace(out=tempfile.mkdtemp(), new_tokens=4)  # expected = 4 * 3 * LAYERS
+A = argparse.Namespace(out=tempfile.mkdtemp(), new_tokens=4, logits_steps=4)  # expected = 4 * 3 * LAYERS
 exp = 4 * 3 * F.LAYERS
 good = dict(swapped=exp, fallbacks=0, reasons={}, attn=[], internal_errors=0)
 ARMS = ["stock", "shim", "aa"]
