@@ -723,6 +723,16 @@ def masked_correctness(c):
     masked_case(c, 8, 4100, 4, 8, 128, torch.bfloat16, right=True)
     masked_case(c, 8, 32768, 2, 8, 128, torch.float16, graph=True)
     masked_case(c, 1, 32768, 4, 4, 256, torch.bfloat16)
+    # head_dim 256 (Gemma) with several padded rows, short and long: on 2026-12-07 a Gemma-shaped
+    # model's padded batch (B 4, ~520 keys, 8 heads, no grouping) parted from stock at its first
+    # decode step under the shim, where only B = 1 had been checked at d = 256.
+    for dtype in (torch.bfloat16, torch.float16):
+        for B in (4, 8):
+            for S in (17, 520, 4100):
+                for G in (1, 4):
+                    masked_case(c, B, S, 8 if G == 1 else 2, G, 256, dtype)
+    masked_case(c, 4, 520, 8, 1, 256, torch.bfloat16, per_head=True)
+    masked_case(c, 4, 520, 8, 1, 256, torch.bfloat16, graph=True)
     for cm in (1, CLUSTER_MAX):  # workspace merge, then cluster merge
         masked_case(c, 2, 4100, 2, 8, 128, torch.bfloat16, cluster_max=cm, pad_frac=0.9)
         masked_case(c, 1, 1000, 4, 4, 64, torch.float16, cluster_max=cm, pad_frac=0.9)
