@@ -291,6 +291,24 @@ class Report(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout)
         self.assertIn("startup.3.off: ran stock, failed under the shim", p.stdout)
 
+    def test_startup_shim_first_and_gone_cache(self):
+        # ARMS_startup may begin with a shim arm: its ratio still comes from the stock arms after
+        # it; a cache directory that disappears between snapshots is said so, not dropped.
+        d = tempfile.mkdtemp(prefix="serving-report-")
+        for name, init in (("startup.1.shim", 21.0), ("startup.2.stock", 20.0), ("startup.3.off", 20.0)):
+            with open(os.path.join(d, name + ".json"), "w") as f:
+                json.dump(self.arm(REF_TOKENS, init_s=init), f)
+        for name, text in (("startup.0", "10 1 /c/a\n10 1 /c/b\n"), ("startup.1.shim", "10 1 /c/a\n"),
+                           ("startup.2.stock", "10 1 /c/a\n")):
+            with open(os.path.join(d, name + ".caches"), "w") as f:
+                f.write(text)
+        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        self.assertIn("(shim/stock 1.050)", p.stdout)
+        self.assertIn("(off/stock 1.000)", p.stdout)
+        self.assertIn("caches after startup.1.shim: none changed; gone: /c/b", p.stdout)
+        self.assertIn("caches after startup.2.stock: none changed", p.stdout)
+
     def test_failures(self):
         rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})
         self.assertEqual(rc, 1)

@@ -731,6 +731,8 @@ def masked_correctness(c):
             for S in (17, 520, 4100):
                 for G in (1, 4):
                     masked_case(c, B, S, 8 if G == 1 else 2, G, 256, dtype)
+    masked_case(c, 4, 520, 4, 2, 256, torch.bfloat16)  # gemma2 / gemma3_text: 8 heads on 4 KV heads
+    masked_case(c, 4, 520, 4, 2, 256, torch.float16)
     masked_case(c, 4, 520, 8, 1, 256, torch.bfloat16, per_head=True)
     masked_case(c, 4, 520, 8, 1, 256, torch.bfloat16, graph=True)
     for cm in (1, CLUSTER_MAX):  # workspace merge, then cluster merge
@@ -758,6 +760,7 @@ def correctness(lib):
     # row per KV head, Gemma's 8 heads) too.
     for dtype in (torch.bfloat16, torch.float16):
         c.case(4, 520, 8, 1, 256, dtype)
+        c.case(4, 520, 4, 2, 256, dtype)
         c.case(1, 4100, 2, 8, 256, dtype)
         c.case(8, 1000, 4, 4, 256, dtype, layout="fa")
         c.case(2, 32768, 1, 16, 256, dtype)

@@ -237,7 +237,7 @@ def run_arm(a, families, arm):
                    PONYTAIL_LOG_FILE=os.path.join(a.out, tag + ".shim.log"))
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--family", ",".join(families), "--arm", arm,
            "--out", a.out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
-           "--save-logits"] + (["--ponytail", os.path.abspath(a.ponytail)] if a.ponytail else [])
+           "--logits-steps", str(a.logits_steps), "--save-logits"] + (["--ponytail", os.path.abspath(a.ponytail)] if a.ponytail else [])
     stale = ["%s.%s.json" % (fam, arm) for fam in families] + ["%s.shim.snap.json" % fam for fam in families]
     stale += ["_start.shim.snap.json", tag + ".stats.json"] if arm == "shim" else []
     for f in stale:  # an earlier run's results are not this one's
@@ -406,8 +406,10 @@ def max_diff(a, b, rows_steps=None):
     if ta.shape != tb.shape:
         return None
     if rows_steps is not None:
+        if len(rows_steps) != ta.shape[1]:  # one count per row of the batch, or nothing compared
+            return None
         keep = torch.zeros(ta.shape[:2], dtype=torch.bool)
-        for row, k in enumerate(rows_steps[: ta.shape[1]]):
+        for row, k in enumerate(rows_steps):
             keep[:k, row] = True
         ta, tb = ta[keep], tb[keep]
     # -inf where generate masks a token (min_new_tokens masks EOS): equal there, not NaN.
@@ -562,7 +564,7 @@ def main():
     unknown = [f for f in fams if f not in FAMILIES]
     if unknown:
         p.error("unknown families: %s (--list names them)" % ", ".join(unknown))
-    if a.ponytail and not os.access(a.ponytail, os.X_OK):
+    if a.ponytail and not (os.path.isfile(a.ponytail) and os.access(a.ponytail, os.X_OK)):
         # Without the CLI no snapshot can be read: the shim arm falls back to a process per family
         # (its exit stats), and prefill launches are not counted apart (the share gets its *).
         print("families: no ponytail CLI at %s (carry build-gpu/tools/ponytail): prefill not counted "

@@ -200,19 +200,24 @@ PYEOF
   if [ -n "${CACHE_SNAP:-}" ]; then cache_snap "$R/$name.caches"; fi
 }
 
-# The directories an engine's start-up may fill (compiled graphs, Triton kernels, the driver's
-# JIT cache, FlashInfer's and SGLang's JIT builds). cache_snap FILE: one line per directory one
-# level below each, "bytes files path", for the report's "grew after this arm".
-CACHE_DIRS=${CACHE_DIRS:-"$HOME/.cache $HOME/.triton $HOME/.nv /tmp/torchinductor_$(id -un) $TVM_FFI_CACHE_DIR"}
+# The directories an engine's start-up may fill (vLLM's compile cache under VLLM_CACHE_ROOT, with
+# the inductor and Triton caches it keeps there, torch's and Triton's own, the driver's JIT cache,
+# FlashInfer's and SGLang's JIT builds), each as DIR or DIR:DEPTH (the levels listed below it; 1 by
+# default). cache_snap FILE: one line per directory listed, "bytes files path", for the report's
+# "grew after this arm".
+CACHE_DIRS=${CACHE_DIRS:-"$VLLM_CACHE_ROOT:3 ${HOME:-/root}/.cache ${HOME:-/root}/.triton ${HOME:-/root}/.nv /tmp/torchinductor_$(id -un) $TVM_FFI_CACHE_DIR"}
 cache_snap() {
-  local f=$1 top d
+  local f=$1 top depth d b n
   : >"$f"
   for top in $CACHE_DIRS; do
+    depth=1
+    case $top in *:[0-9]) depth=${top##*:}; top=${top%:*} ;; esac
     [ -d "$top" ] || continue
-    for d in "$top"/*/; do
-      [ -d "$d" ] || continue
-      echo "$(du -s --apparent-size -B1 "$d" 2>/dev/null | cut -f1) $(find "$d" -type f 2>/dev/null | wc -l) ${d%/}" >>"$f"
-    done
+    while IFS= read -r d; do
+      b=$(du -s --apparent-size -B1 "$d" 2>/dev/null | cut -f1)
+      n=$(find "$d" -type f 2>/dev/null | wc -l)
+      echo "${b:-0} ${n:-0} $d" >>"$f"
+    done < <(find "$top" -mindepth 1 -maxdepth "$depth" -type d 2>/dev/null | sort)
   done
 }
 
@@ -249,8 +254,9 @@ serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
   [ "${ENGINE:-vllm}" = sglang ] && site=$SGSITE
   for arm in $arms; do
     i=$((i + 1))
-    local pre=(); [ "$arm" = shim ] || [ "$arm" = tier ] && pre=(--preload "$shim")
+    local pre=(); [ "$arm" = shim ] || [ "$arm" = tier ] || [ "$arm" = off ] && pre=(--preload "$shim")
     shim_vars "$stage.$i.$arm" "$arm"  # the server passes them on; without --preload they do nothing
+    [ "$arm" = off ] && SHIM_VARS=(PONYTAIL_ENABLE=0)  # loaded, switched off
     run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
       VLLM_BATCH_INVARIANT=1 "${SHIM_VARS[@]}" \
       $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \

@@ -164,35 +164,34 @@ PHASES = (("init_s", "LLM()"), ("init_engine_s", "engine init"), ("model_load_s"
 
 def startup_phases(rs):
     """Lines: per arm kind, the medians over its warm arms of each start-up phase, and the ratio
-    of each kind's LLM() time to stock's (how a shim arm's start-up splits; `off` isolates what
-    loading the library costs)."""
+    of each kind's start-up to stock's (how a shim arm's start-up splits; `off` isolates what
+    loading the library costs). The start-up is one figure for the whole stage: LLM()'s time
+    where the arms have it, else the engine core's init line."""
     kinds = []
     for _, arm, _, _ in rs:
         if arm not in kinds:
             kinds.append(arm)
+    key = "init_s" if any(r.get("init_s") for _, _, r, _ in rs) else "init_engine_s"
+    warm = {k: [r for _, arm, r, _ in rs if arm == k and r.get("ok") and not r.get("cold_compile")] for k in kinds}
+    base = med([r.get(key) for r in warm.get("stock", [])])
     out = ["  start-up phases, s (median of warm arms; cold arms apart): " + "  ".join(
-        "%s" % label for _, label in PHASES)]
-    base = None
+        label for _, label in PHASES) + "; ratios and spreads of %s" % key]
     for kind in kinds:
-        warm = [r for _, arm, r, _ in rs if arm == kind and r.get("ok") and not r.get("cold_compile")]
         cold = [r for _, arm, r, _ in rs if arm == kind and r.get("ok") and r.get("cold_compile")]
-        m = {k: med([r.get(k) for r in warm]) for k, _ in PHASES}
-        if kind == "stock":
-            base = m["init_s"] or m["init_engine_s"]
-        mine = m["init_s"] or m["init_engine_s"]
-        spread = [r.get("init_s") or r.get("init_engine_s") for r in warm]
-        spread = [x for x in spread if x]
+        m = {k: med([r.get(k) for r in warm[kind]]) for k, _ in PHASES}
+        v = [r.get(key) for r in warm[kind] if r.get(key)]
         out.append("  %-6s %d warm%s: %s%s%s" % (
-            kind, len(warm), " + %d cold" % len(cold) if cold else "",
+            kind, len(warm[kind]), " + %d cold" % len(cold) if cold else "",
             "  ".join(fmt(m[k], "%.2f") for k, _ in PHASES),
-            "  (%s/stock %.3f)" % (kind, mine / base) if base and mine and kind != "stock" else "",
-            "  (spread %.3f)" % ((max(spread) - min(spread)) / med(spread)) if len(spread) > 1 else ""))
+            "  (%s/stock %.3f)" % (kind, m[key] / base) if base and m[key] and kind != "stock" else "",
+            "  (spread %.3f)" % ((max(v) - min(v)) / med(v)) if len(v) > 1 else ""))
     return out
 
 
-def cache_growth(runs, rs):
-    """Lines: after each arm, the cache directories that grew (the arm's .caches snapshot against
-    the one before it): a first arm of a kind that starts cold names the cache it filled."""
+def cache_growth(runs, stage, rs):
+    """Lines: after each arm, the cache directories that changed (the arm's .caches snapshot
+    against the one before it): a first arm of a kind that starts cold names the cache it
+    filled. A directory the snapshot lost (gone, or unreadable) is said so."""
     def snap(path):
         d = {}
         try:
@@ -204,7 +203,6 @@ def cache_growth(runs, rs):
         except OSError:
             return None
         return d
-    stage = rs[0][3].split(".")[0]
     prev = snap(os.path.join(runs, stage + ".0.caches"))
     out = []
     for _, _, r, name in rs:
@@ -212,10 +210,13 @@ def cache_growth(runs, rs):
         if cur is None:
             continue
         if prev is not None:
-            grew = sorted(((b - prev.get(p, (0, 0))[0], f - prev.get(p, (0, 0))[1], p)
-                           for p, (b, f) in cur.items() if (b, f) != prev.get(p, (0, 0))), reverse=True)
-            out.append("  caches after %-14s %s" % (name + ":", "; ".join(
-                "%s %+.1f MiB %+d files" % (p, b / 2**20, f) for b, f, p in grew[:4]) or "none grew"))
+            moved = sorted(((b - prev.get(p, (0, 0))[0], f - prev.get(p, (0, 0))[1], p)
+                            for p, (b, f) in cur.items() if (b, f) != prev.get(p, (0, 0))),
+                           key=lambda x: -abs(x[0]))
+            gone = sorted(p for p in prev if p not in cur)
+            out.append("  caches after %-14s %s%s" % (name + ":", "; ".join(
+                "%s %+.1f MiB %+d files" % (p, b / 2**20, f) for b, f, p in moved[:4]) or "none changed",
+                ("; gone: " + ", ".join(gone[:3])) if gone else ""))
         prev = cur
     return out
 
@@ -326,7 +327,7 @@ def main():
                   side, fmt(t_sh / t_st if t_st and t_sh else None, "%.3f"),
                   passes + ("" if spread is None else " (stock-vs-stock spread %.3f)" % spread)))
     for stage, rs in stages.items():  # start-up split by phase where a stage asks (the off arm, caches)
-        caches = cache_growth(runs, rs)
+        caches = cache_growth(runs, stage, rs)
         if caches or any(arm == "off" for _, arm, _, _ in rs):
             w("%s:" % stage)
             for ln in startup_phases(rs) + caches:

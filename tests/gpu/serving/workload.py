@@ -58,7 +58,7 @@ LOG_PATTERNS = {
     "kv_cache_tokens": (r"GPU KV cache size: ([\d,]+) tokens", lambda s: int(s.replace(",", ""))),
     "kv_cache_gib": (r"Available KV cache memory: ([\d.]+) GiB", float),
     "model_load_gib": (r"Model loading took ([\d.]+) GiB", float),
-    "model_load_s": (r"Model loading took [\d.]+ GiB and ([\d.]+) seconds", float),
+    "model_load_s": (r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds", float),
     "init_engine_s": (r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+)", float),
     "compile_s": (r"torch\.compile took ([\d.]+) s in total", float),
     "graph_capture_s": (r"Graph capturing finished in ([\d.]+) secs", float),
