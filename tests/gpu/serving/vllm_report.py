@@ -205,7 +205,7 @@ def cache_growth(runs, stage, rs):
         return d
     prev = snap(os.path.join(runs, stage + ".0.caches"))
     out = []
-    for _, _, r, name in rs:
+    for _, _, _, name in rs:
         cur = snap(os.path.join(runs, name + ".caches"))
         if cur is None:
             continue
