@@ -215,7 +215,8 @@ def cache_growth(runs, stage, rs):
                            key=lambda x: -abs(x[0]))
             gone = sorted(p for p in prev if p not in cur)
             out.append("  caches after %-14s %s%s" % (name + ":", "; ".join(
-                "%s %+.1f MiB %+d files" % (p, b / 2**20, f) for b, f, p in moved[:4]) or "none changed",
+                "%s %s %+d files" % (p, ("%+.1f MiB" % (b / 2**20)) if abs(b) >= 2**20 else "%+.1f KiB" % (b / 1024), f)
+                for b, f, p in moved[:4]) or "none changed",
                 ("; gone: " + ", ".join(gone[:3])) if gone else ""))
         prev = cur
     return out
