@@ -56,8 +56,11 @@ DEADLINE = [0.0]  # --deadline (0: none)
 STOCK_ENV = {"TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"}
 
 
-def time_left():
-    return DEADLINE[0] - (time.time() - T0) if DEADLINE[0] else float("inf")
+def child_limit():
+    """Seconds a child run may take before --deadline, 20 s kept for the table; None when fewer
+    than 30 would be left (the run is then not started)."""
+    left = (DEADLINE[0] - (time.time() - T0) if DEADLINE[0] else float("inf")) - 20
+    return left if left >= 30 else None
 
 
 def plain_env(extra=None):
@@ -73,8 +76,8 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     shim_env; its JSON plus the shim's summed exit stats ("alloc") under "shim_alloc" and the
     number of shim processes that wrote stats under "shim_procs" (0: the preload did not act)."""
     out = os.path.join(a.out, tag + ".json")
-    left = time_left() - 20
-    if left < 30:
+    left = child_limit()
+    if left is None:
         return {"rc": "not run: no time left before --deadline", "shim_alloc": {}, "shim_procs": 0}
     env = plain_env(stock_env)
     for f in glob.glob(os.path.join(a.out, tag + ".stats.*")):  # a reused --out: not this run's
@@ -307,8 +310,8 @@ json.dump(dict(tokens_per_s=len(new) * len(new[0]) / dt, total_s=dt, token_ids_s
                decode_step_ms=dict(p50=steps[len(steps) // 2] if steps else None),
                offloaded=sorted(set(str(v) for v in dm.values()))), open(%(out)r, "w"))
 ''' % dict(ex=os.path.dirname(GEN), args=BIG, out=out, cap=cap)
-    left = time_left() - 20
-    if left < 30:
+    left = child_limit()
+    if left is None:
         return {"error": "not run: no time left before --deadline"}
     if os.path.exists(out):  # a reused --out: not this run's
         os.remove(out)
