@@ -104,8 +104,13 @@ class BenchResult(unittest.TestCase):
 
 
 class Report(unittest.TestCase):
-    def runs(self, arms, stats=None, logs=None):
+    def runs(self, arms, stats=None, logs=None, caches=None):
+        """vllm_report.py over a folder of arm results, their logs, shim stats and cache snapshots
+        (NAME.caches, the startup stage's); (exit status, output)."""
         d = tempfile.mkdtemp(prefix="serving-report-")
+        for name, text in (caches or {}).items():
+            with open(os.path.join(d, name + ".caches"), "w") as f:
+                f.write(text)
         for name, r in arms.items():
             with open(os.path.join(d, name + ".json"), "w") as f:
                 json.dump(r, f)
@@ -260,22 +265,10 @@ class Report(unittest.TestCase):
                 "startup.3.off": log(2.5, "16:53:36", "16:53:37", 10.9), "startup.4.stock": log(2.4, "16:53:36", "16:53:37", 10.9),
                 "startup.5.shim": log(2.7, "16:53:36", "16:53:38", 12.2), "startup.6.off": log(2.5, "16:53:36", "16:53:37", 11.0),
                 "startup.7.stock": log(2.5, "16:53:36", "16:53:37", 11.1)}
-        d = tempfile.mkdtemp(prefix="serving-report-")
         caches = {"startup.0": "100 1 /c/vllm\n", "startup.1.stock": "100 1 /c/vllm\n%d 40 /c/triton\n" % (5 << 20),
                   "startup.2.shim": "%d 3 /c/vllm\n%d 40 /c/triton\n" % (2 << 20, 5 << 20)}
-        for n, text in caches.items():
-            with open(os.path.join(d, n + ".caches"), "w") as f:
-                f.write(text)
-        for name, r in arms.items():
-            with open(os.path.join(d, name + ".json"), "w") as f:
-                json.dump(r, f)
-        for name, text in logs.items():
-            with open(os.path.join(d, name + ".log"), "w") as f:
-                f.write(text)
-        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-        out = p.stdout
-        self.assertEqual(p.returncode, 0, out)
+        rc, out = self.runs(arms, logs=logs, caches=caches)
+        self.assertEqual(rc, 0, out)
         self.assertIn("summary: start-up shim/stock 1.073 (init_s, warm arms, stock-vs-stock 0.049)", out)
         self.assertIn("  stock  2 warm + 1 cold: 20.50  11.00  2.45  3.55  4.00  1.00  (spread 0.049)", out)
         self.assertIn("  shim   1 warm + 1 cold: 22.00  12.20  2.70  3.55  4.00  2.00  (shim/stock 1.073)", out)
@@ -284,30 +277,21 @@ class Report(unittest.TestCase):
         self.assertIn("caches after startup.2.shim: /c/vllm +2.0 MiB +2 files", out)
         # an off arm that fails where stock runs is a failure, as a shim arm's
         arms["startup.3.off"] = dict(ok=False, error="boom")
-        with open(os.path.join(d, "startup.3.off.json"), "w") as f:
-            json.dump(arms["startup.3.off"], f)
-        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-        self.assertEqual(p.returncode, 1, p.stdout)
-        self.assertIn("startup.3.off: ran stock, failed under the shim", p.stdout)
+        rc, out = self.runs(arms, logs=logs, caches=caches)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("startup.3.off: ran stock, failed under the shim", out)
 
     def test_startup_shim_first_and_gone_cache(self):
         # ARMS_startup may begin with a shim arm: its ratio still comes from the stock arms after
         # it; a cache directory that disappears between snapshots is said so, not dropped.
-        d = tempfile.mkdtemp(prefix="serving-report-")
-        for name, init in (("startup.1.shim", 21.0), ("startup.2.stock", 20.0), ("startup.3.off", 20.0)):
-            with open(os.path.join(d, name + ".json"), "w") as f:
-                json.dump(self.arm(REF_TOKENS, init_s=init), f)
-        for name, text in (("startup.0", "10 1 /c/a\n10 1 /c/b\n"), ("startup.1.shim", "10 1 /c/a\n"),
-                           ("startup.2.stock", "10 1 /c/a\n")):
-            with open(os.path.join(d, name + ".caches"), "w") as f:
-                f.write(text)
-        p = subprocess.run([sys.executable, os.path.join(SERVING, "vllm_report.py"), d],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-        self.assertIn("(shim/stock 1.050)", p.stdout)
-        self.assertIn("(off/stock 1.000)", p.stdout)
-        self.assertIn("caches after startup.1.shim: none changed; gone: /c/b", p.stdout)
-        self.assertIn("caches after startup.2.stock: none changed", p.stdout)
+        rc, out = self.runs({name: self.arm(REF_TOKENS, init_s=init) for name, init in (
+            ("startup.1.shim", 21.0), ("startup.2.stock", 20.0), ("startup.3.off", 20.0))},
+            caches={"startup.0": "10 1 /c/a\n10 1 /c/b\n", "startup.1.shim": "10 1 /c/a\n",
+                    "startup.2.stock": "10 1 /c/a\n"})
+        self.assertIn("(shim/stock 1.050)", out)
+        self.assertIn("(off/stock 1.000)", out)
+        self.assertIn("caches after startup.1.shim: none changed; gone: /c/b", out)
+        self.assertIn("caches after startup.2.stock: none changed", out)
 
     def test_failures(self):
         rc, out = self.runs({"s.1.stock": self.arm(REF_TOKENS), "s.2.shim": dict(ok=False, error="boom")})
