@@ -160,11 +160,9 @@ run_arm() {
     touch "$R/$name.cold"
   fi
   local envs=()
-  if [ "$arm" = shim ] || [ "$arm" = tier ]; then
+  if [ "$arm" = shim ] || [ "$arm" = tier ] || [ "$arm" = off ]; then
     shim_vars "$name" "$arm"
     envs=(LD_PRELOAD="$shim" "${SHIM_VARS[@]}")
-  elif [ "$arm" = off ]; then  # loaded, switched off: what loading the library alone costs
-    envs=(LD_PRELOAD="$shim" PONYTAIL_ENABLE=0)
   fi
   local t=$SECONDS
   env "${envs[@]}" setsid "$@" >"$R/$name.log" 2>&1 &
@@ -228,11 +226,14 @@ tier_env=(PONYTAIL_HOST_TIER="${TIER_SIZE:-32G}" PONYTAIL_HOST_TIER_INFO=1)
 
 # shim_vars NAME ARM: SHIM_VARS = the shim's settings for arm NAME: JSON stats in $R, rewritten
 # every 2 s (SGLang SIGKILLs its scheduler and vLLM's offline engine core ends with _exit: neither
-# writes exit stats), the info log in $R, and for a tier arm the host tier.
+# writes exit stats), the info log in $R, and for a tier arm the host tier; for an off arm only
+# PONYTAIL_ENABLE=0.
 shim_vars() {
   SHIM_VARS=(PONYTAIL_STATS=json PONYTAIL_STATS_FILE="$R/$1.stats-%p.json" PONYTAIL_STATS_EVERY=2
              PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$R/$1.shim-%p.log")
   if [ "$2" = tier ]; then SHIM_VARS+=("${tier_env[@]}"); fi
+  # off: loaded, switched off (what loading the library alone costs); it writes no stats or log
+  if [ "$2" = off ]; then SHIM_VARS=(PONYTAIL_ENABLE=0); fi
 }
 
 arms_of() { local v="ARMS_${1//-/_}"; echo "${!v:-$2}"; }
@@ -256,7 +257,6 @@ serve_stage() {  # STAGE MODEL SECS DEFAULT_ARMS EXTRA_ARGS...
     i=$((i + 1))
     local pre=(); [ "$arm" = shim ] || [ "$arm" = tier ] || [ "$arm" = off ] && pre=(--preload "$shim")
     shim_vars "$stage.$i.$arm" "$arm"  # the server passes them on; without --preload they do nothing
-    [ "$arm" = off ] && SHIM_VARS=(PONYTAIL_ENABLE=0)  # loaded, switched off
     run_arm "$stage.$i.$arm" "$secs" plain env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
       VLLM_BATCH_INVARIANT=1 "${SHIM_VARS[@]}" \
       $PY tests/gpu/serving/vllm_serve.py --model "$MODELS/$model" --out "$R/$stage.$i.$arm.json" \
