@@ -70,10 +70,11 @@ est() {
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
     compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;;
-    families)  # ~8 s a family an arm, four arms, plus each arm's start (2026-12-07: stock 29 s for
-      # two families, 50 s for three; the shim 18 s for two); the aa arm takes what is left
+    families)  # what must run before families.py's own --budget takes over: stock (4.5-11.5 s a
+      # family on 2026-12-07), the shim (~3 s) and the spread arm (1-3 s, only where tokens differ),
+      # ~10 s to start each; the aa arm takes only what is left, so it is not counted here
       local n=23; [ -n "${FAMILIES:-}" ] && n=$(tr ',' '\n' <<<"$FAMILIES" | grep -c .)
-      echo $(( 50 + 32 * n )) ;;
+      echo $(( 40 + 13 * n )) ;;
     host-tier) echo 240 ;; *) echo 60 ;;
   esac
 }
