@@ -731,6 +731,8 @@ def masked_correctness(c):
             for S in (17, 520, 4100):
                 for G in (1, 4):
                     masked_case(c, B, S, 8 if G == 1 else 2, G, 256, dtype)
+    for S in (513, 514, 543):  # the family check's Gemma exactly: row b padded by 64 b keys of 512 + steps
+        masked_case(c, 4, S, 8, 1, 256, torch.bfloat16, pad_frac=192 / S)
     masked_case(c, 4, 520, 4, 2, 256, torch.bfloat16)  # gemma2 / gemma3_text: 8 heads on 4 KV heads
     masked_case(c, 4, 520, 4, 2, 256, torch.float16)
     masked_case(c, 4, 520, 8, 1, 256, torch.bfloat16, per_head=True)

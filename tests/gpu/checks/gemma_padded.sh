@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Is Gemma's padded batch under the shim a kernel or hook error, or a near tie? (issue 51; on
+# 2026-12-07 one row of a Gemma-shaped model's left-padded batch parted from stock at its first
+# decode step: head_dim 256 on the masked kernel). Two answers, each short:
+#  1. the kernel alone: attn_check.py's head_dim 256 cases (masked, several padded rows, the
+#     family check's exact geometry) against fp32 with poisoned outputs;
+#  2. the hook in the model: the family check's gemma shim arm under PONYTAIL_ATTN=verify (each
+#     swapped launch also runs torch's kernel and compares on the GPU): verified and failures.
+# Needs build-gpu/serving/libattn_test.so (ATTN_PREBUILT=... ATTN_LIB_OUT=... ATTN_STAGES=none
+# bash tests/gpu/checks/attn.sh), the shim (SHIM, default build-gpu/shim/libponytail_shim.so)
+# and build-gpu/tools/ponytail. Writes $OUT/attn_d256.txt and $OUT/gemma_verify/.
+set -u
+cd "$(dirname "$0")/../../.."
+out=${OUT:-gpu-out}; mkdir -p "$out/gemma_verify"
+shim=${SHIM:-build-gpu/shim/libponytail_shim.so}
+timeout -k 5 "${ATTN_LIMIT_S:-150}" python3 tests/gpu/checks/attn_check.py --lib build-gpu/serving/libattn_test.so \
+  --head-dims 256 correctness >"$out/attn_d256.txt" 2>&1
+echo "gemma_padded: kernel cases rc $?"
+grep -E "^correctness:|FAIL" "$out/attn_d256.txt" | head -20
+PONYTAIL_ATTN=verify timeout -k 5 "${VERIFY_LIMIT_S:-120}" python3 tests/gpu/checks/families.py --shim "$shim" \
+  --ponytail build-gpu/tools/ponytail --out "$out/gemma_verify" --families gemma --arms shim >"$out/gemma_verify.log" 2>&1
+echo "gemma_padded: verify arm rc $?"
+python3 - "$out/gemma_verify" <<'PY'
+import glob, json, sys
+n = 0
+for p in glob.glob(sys.argv[1] + "/*.stats*.json"):
+    try:
+        d = json.load(open(p))
+    except ValueError:
+        continue
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k in ("verified", "verify_failures", "swapped"):
+                    yield k, v
+                else:
+                    yield from walk(v)
+    print("gemma_padded: %s: %s" % (p.rsplit("/", 1)[-1], ", ".join("%s %s" % kv for kv in walk(d))))
+    n += 1
+if not n:
+    print("gemma_padded: no stats JSON from the verify arm")
+PY
