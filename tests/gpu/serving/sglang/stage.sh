@@ -69,7 +69,8 @@ if [ "${PRUNE:-1}" = 1 ]; then
   for w in "$out"/dl/flashinfer_python-*.whl "$out"/dl/apache_tvm_ffi-*.whl; do
     python3 -m zipfile -e "$w" "$full"; done
   { "$PY312" -m venv "$venv" && "$venv/bin/pip" install -q filelock packaging typing_extensions; } \
-    || { echo "sglang stage: no Python 3.12 venv from PY312=$PY312 (name one: PY312=/path/to/python3.12)"; exit 1; }
+    || { echo "sglang stage: no Python 3.12 venv from PY312=$PY312 (name one: PY312=/path/to/python3.12)"
+         rm -rf "$full" "$venv"; exit 1; }
   PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH" "$venv/bin/python" "$here/flashinfer_aot.py" "$site" "$full"
   rm -rf "$full" "$venv"
   rm -f "$site/xgrammar/lib/libxgrammar.a"
