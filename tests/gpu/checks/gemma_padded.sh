@@ -15,28 +15,41 @@ out=${OUT:-gpu-out}; mkdir -p "$out/gemma_verify"
 shim=${SHIM:-build-gpu/shim/libponytail_shim.so}
 timeout -k 5 "${ATTN_LIMIT_S:-150}" python3 tests/gpu/checks/attn_check.py --lib build-gpu/serving/libattn_test.so \
   --head-dims 256 correctness >"$out/attn_d256.txt" 2>&1
-echo "gemma_padded: kernel cases rc $?"
+krc=$?
+echo "gemma_padded: kernel cases rc $krc"
 grep -E "^correctness:|FAIL" "$out/attn_d256.txt" | head -20
 PONYTAIL_ATTN=verify timeout -k 5 "${VERIFY_LIMIT_S:-120}" python3 tests/gpu/checks/families.py --shim "$shim" \
   --ponytail build-gpu/tools/ponytail --out "$out/gemma_verify" --families gemma --arms shim >"$out/gemma_verify.log" 2>&1
 echo "gemma_padded: verify arm rc $?"
 python3 - "$out/gemma_verify" <<'PY'
 import glob, json, sys
-n = 0
+n, bad = 0, 0
 for p in glob.glob(sys.argv[1] + "/*.stats*.json"):
     try:
         d = json.load(open(p))
     except ValueError:
         continue
-    def walk(o):
+    def find(o, key):  # the first dict under o that holds key
         if isinstance(o, dict):
-            for k, v in o.items():
-                if k in ("verified", "verify_failures", "swapped"):
-                    yield k, v
-                else:
-                    yield from walk(v)
-    print("gemma_padded: %s: %s" % (p.rsplit("/", 1)[-1], ", ".join("%s %s" % kv for kv in walk(d))))
+            if key in o:
+                return o
+            for v in o.values():
+                r = find(v, key)
+                if r is not None:
+                    return r
+        return None
+    h = find(d, "verify_failures") or {}
+    k = find(d, "fallback_reasons") or {}
+    print("gemma_padded: %s: verified %s, verify failures %s; swapped %s, fallbacks %s %s" % (
+        p.rsplit("/", 1)[-1], h.get("verified"), h.get("verify_failures"), k.get("swapped"),
+        k.get("fallbacks"), json.dumps(k.get("fallback_reasons", {}))))
     n += 1
+    bad += (h.get("verify_failures") or 0) > 0 or not h.get("verified")
 if not n:
     print("gemma_padded: no stats JSON from the verify arm")
+sys.exit(1 if bad or not n else 0)
 PY
+vrc=$?
+# The verdict: the kernel's cases all pass, and the model's swapped launches all verified.
+if [ $krc -eq 0 ] && [ $vrc -eq 0 ]; then echo "gemma_padded: PASS"; else
+  echo "gemma_padded: FAIL (kernel cases rc $krc; verify: $([ $vrc -eq 0 ] && echo ok || echo 'failures, none verified or no stats'))"; exit 1; fi
