@@ -21,33 +21,17 @@ grep -E "^correctness:|FAIL" "$out/attn_d256.txt" | head -20
 PONYTAIL_ATTN=verify timeout -k 5 "${VERIFY_LIMIT_S:-120}" python3 tests/gpu/checks/families.py --shim "$shim" \
   --ponytail build-gpu/tools/ponytail --out "$out/gemma_verify" --families gemma --arms shim >"$out/gemma_verify.log" 2>&1
 echo "gemma_padded: verify arm rc $?"
+# The stats as every check reads them (shim_exit_stats.py); families.py names the arm's file
+# gemma.shim.stats.json.
 python3 - "$out/gemma_verify" <<'PY'
-import glob, json, sys
-n, bad = 0, 0
-for p in glob.glob(sys.argv[1] + "/*.stats*.json"):
-    try:
-        d = json.load(open(p))
-    except ValueError:
-        continue
-    def find(o, key):  # the first dict under o that holds key
-        if isinstance(o, dict):
-            if key in o:
-                return o
-            for v in o.values():
-                r = find(v, key)
-                if r is not None:
-                    return r
-        return None
-    h = find(d, "verify_failures") or {}
-    k = find(d, "fallback_reasons") or {}
-    print("gemma_padded: %s: verified %s, verify failures %s; swapped %s, fallbacks %s %s" % (
-        p.rsplit("/", 1)[-1], h.get("verified"), h.get("verify_failures"), k.get("swapped"),
-        k.get("fallbacks"), json.dumps(k.get("fallback_reasons", {}))))
-    n += 1
-    bad += (h.get("verify_failures") or 0) > 0 or not h.get("verified")
-if not n:
-    print("gemma_padded: no stats JSON from the verify arm")
-sys.exit(1 if bad or not n else 0)
+import json, sys
+sys.path.insert(0, "tests/gpu/checks")
+import shim_exit_stats
+stats = shim_exit_stats.read(sys.argv[1], "gemma.shim")
+k = shim_exit_stats.kernel_sums(stats)
+print("gemma_padded: %d stats file(s): verified %d, verify failures %d; swapped %d, fallbacks %s" % (
+    len(stats), k["verified"], k["verify_failures"], k["swapped"], json.dumps(k["fallback_reasons"])))
+sys.exit(0 if stats and k["verified"] and not k["verify_failures"] else 1)
 PY
 vrc=$?
 # The verdict: the kernel's cases all pass, and the model's swapped launches all verified.

@@ -41,9 +41,14 @@ def alloc_sums(stats):
 
 def kernel_sums(stats):
     """Attention launches swapped and fallback reasons over the processes, the largest pool peak
-    in MiB and the internal errors."""
-    got = {"swapped": 0, "fallback_reasons": {}, "pool_peak_physical_mib": 0.0, "internal_errors": 0}
+    in MiB, the internal errors and, under PONYTAIL_ATTN=verify, the launches verified and the
+    verify failures."""
+    got = {"swapped": 0, "fallback_reasons": {}, "pool_peak_physical_mib": 0.0, "internal_errors": 0,
+           "verified": 0, "verify_failures": 0}
     for j in stats:
+        h = j.get("hooks") or {}
+        got["verified"] += h.get("verified") or 0
+        got["verify_failures"] += h.get("verify_failures") or 0
         k = j.get("kernels") or {}
         for r, n in (k.get("fallback_reasons") or {}).items():
             got["fallback_reasons"][r] = got["fallback_reasons"].get(r, 0) + n

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/checks/shim_exit_stats.py, the one reader of the shim's exit stats that the GPU checks
-# share (compat_matrix.py, host_tier.py): the file names env() sets are the ones read() finds,
+# share (compat_matrix.py, host_tier.py, gemma_padded.sh): the file names env() sets are the ones read() finds,
 # another run's files and a half-written file are left out, peaks are the largest of the
 # processes and counts their sum. Usage: test_shim_exit_stats.sh SHIM_EXIT_STATS_PY
 set -euo pipefail
@@ -19,9 +19,10 @@ def put(path, obj):
         f.write(obj if isinstance(obj, str) else json.dumps(obj))
 one = {"alloc": {"peak_physical_bytes": 3 << 20, "grows": 2, "tier_bytes": 0, "lazy": True},
        "kernels": {"fallback_reasons": {"head_dim": 2}, "hooked": [{"swapped": 5}, {"swapped": 1}]},
-       "internal_errors": 1}
+       "internal_errors": 1, "hooks": {"verified": 6, "verify_failures": 1}}
 two = {"alloc": {"peak_physical_bytes": 7 << 20, "grows": 3},
-       "kernels": {"fallback_reasons": {"head_dim": 1, "mask": 4}, "top": [{"swapped": 4}]}}
+       "kernels": {"fallback_reasons": {"head_dim": 1, "mask": 4}, "top": [{"swapped": 4}]},
+       "hooks": {"verified": 4, "verify_failures": 0}}
 put(e["PONYTAIL_STATS_FILE"].replace("%p", "101"), one)
 put(e["PONYTAIL_STATS_FILE"].replace("%p", "102"), two)
 put(e["PONYTAIL_STATS_FILE"].replace("%p", "103"), '{"alloc": {"gro')          # killed while writing
@@ -33,6 +34,7 @@ assert a == {"peak_physical_bytes": 7 << 20, "grows": 5, "tier_bytes": 0}, a
 k = S.kernel_sums(got)
 assert k["swapped"] == 10 and k["fallback_reasons"] == {"head_dim": 3, "mask": 4}, k
 assert k["pool_peak_physical_mib"] == 7.0 and k["internal_errors"] == 1, k
+assert k["verified"] == 10 and k["verify_failures"] == 1, k
 assert S.read(d, "stock") == [] and S.alloc_sums([]) == {}
 print("shim_exit_stats: ok")
 PY
