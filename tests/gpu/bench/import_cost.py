@@ -50,7 +50,7 @@ def main():
     t = {k: [] for k in arms}
     for i in range(a.runs):  # interleaved, the order rotated, so drift falls on every arm alike
         names = list(arms)
-        names = names[i % 3:] + names[:i % 3]
+        names = names[i % len(names):] + names[:i % len(names)]
         for k in names:
             t[k].append(one(a.python, a.stmt, arms[k]))
     # CPU time (the child's user + system) is the steadier figure on a shared machine: what the
