@@ -59,12 +59,22 @@ real_max_diff, F.max_diff = F.max_diff, fake_max_diff
 def lrun(tokens, tag):
     return dict(ok=True, runs={k: dict(step_ms_p50=1, tokens=tokens, logits=tag) for k in ("equal", "padded")})
 text, bad = F.compare(lrun([[1, 2, 3], [4, 5, 6]], "st"), lrun([[1, 2, 3], [4, 7, 6]], "sh"),
-                      lrun([[1, 2, 9], [4, 5, 6]], "sp"), steps=3)
+                      {"spread": lrun([[1, 2, 9], [4, 5, 6]], "sp")}, steps=3)
 assert not bad and text.startswith("equal within spread (logit diff 0.05 vs spread 0.03)"), text
 assert seen[0] == ("st", "sh", [3, 2]) and seen[1] == ("st", "sp", [3, 3]), seen
-F.max_diff = lambda a, b, rows_steps=None: {"sh": 0.07, "sp": 0.03}[b]
-text, bad = F.compare(lrun([[1, 2]], "st"), lrun([[1, 3]], "sh"), lrun([[1, 2]], "sp"), steps=2)
+F.max_diff = lambda a, b, rows_steps=None: {"sh": 0.07, "sp": 0.03, "m": 0.04}[b]
+text, bad = F.compare(lrun([[1, 2]], "st"), lrun([[1, 3]], "sh"), {"spread": lrun([[1, 2]], "sp")}, steps=2)
 assert bad and "DIFFERS" in text, text
+# Two spread arms: the bar is the larger one's (math 0.04: 0.07 <= 0.08), each named in the text;
+# a spread arm that failed is no yardstick, and none left is "not judged", a failure.
+text, bad = F.compare(lrun([[1, 2]], "st"), lrun([[1, 3]], "sh"),
+                      {"spread": lrun([[1, 2]], "sp"), "math": lrun([[1, 2]], "m")}, steps=2)
+assert not bad and text.startswith("equal within spread (logit diff 0.07 vs spread 0.03, math 0.04)"), text
+text, bad = F.compare(lrun([[1, 2]], "st"), lrun([[1, 3]], "sh"),
+                      {"spread": lrun([[1, 2]], "sp"), "math": dict(ok=False, error="boom")}, steps=2)
+assert bad and "vs spread 0.03)" in text, text
+text, bad = F.compare(lrun([[1, 2]], "st"), lrun([[1, 3]], "sh"), {"spread": dict(ok=False, error="boom")}, steps=2)
+assert bad and "not judged (spread arm boom)" in text, text
 F.max_diff = real_max_diff
 # One shim process for every family: each family's figures are the difference of the stats
 # snapshots around it (`ponytail stats --json`); a kernel absent before counts from zero.
@@ -118,7 +128,7 @@ sw, fb, reasons, share, apart = F.decode_counts(dict(swapped=4, fallbacks=0), pr
 assert share == 0.0 and not reasons, (share, reasons)  # 4 swaps, all prefill: nothing of decode
 assert F.decode_counts(dict(swapped=50, fallbacks=0), None, 100)[3:] == (0.5, False)
 # The report: fake arms' results, a temporary --out.
-import argparse, glob
+import argparse, glob, json
 def arm(tokens=((1, 2),), ms=10.0, stats=None, prefill=None, ok=True, error=None):
     v = dict(ok=ok, error=error, attn_implementation="sdpa",
              runs={k: dict(step_ms_p50=ms, tokens=[list(t) for t in tokens], logits=None) for k in ("equal", "padded")})
@@ -166,5 +176,48 @@ rc, last = rep({"llama": dict(stock=arm(), shim=arm(tokens=((1, 3),), stats=good
 assert rc == 1 and "not judged" in last, last
 rc, last = rep({"llama": dict(stock=arm(), shim=arm(tokens=((1, 3),), stats=good), aa=arm())}, stopped=True)
 assert rc == 1, last
+# Arm kinds: a confirm arm runs its kind again; the verify arm preloads the shim in verify mode,
+# stock-like arms preload nothing.
+assert F.arm_kind("shim.c2") == "shim" and F.arm_kind("math") == "math"
+A.shim = "/x/libponytail_shim.so"
+os.environ["LD_PRELOAD"] = "/elsewhere.so"
+e = F.arm_env(A, "verify", "t")
+assert e["LD_PRELOAD"] == A.shim and e["PONYTAIL_ATTN"] == "verify" and e["PONYTAIL_STATS"] == "json", e
+assert e["PONYTAIL_STATS_FILE"] == os.path.join(A.out, "t.stats.json")
+assert F.arm_env(A, "shim.c1", "t")["LD_PRELOAD"] == A.shim and "PONYTAIL_ATTN" not in F.arm_env(A, "shim", "t")
+assert "LD_PRELOAD" not in F.arm_env(A, "math", "t") and "LD_PRELOAD" not in F.arm_env(A, "stock.c2", "t")
+# The verify arm: launches out of tolerance fail the family whatever its tokens; all within
+# tolerance is a note beside the token verdict; an arm that verified nothing says so.
+def with_verify(v, ok=True):
+    return {"llama": dict(stock=arm(), shim=arm(stats=good), aa=arm(), verify=dict(ok=ok, verify=v, error=None if ok else "rc 1"))}
+rc, last = rep(with_verify(dict(verified=48, verify_failures=0, swapped=48)))
+assert rc == 0, last
+row = json.load(open(os.path.join(A.out, "families.json")))["rows"][0]
+assert row["tokens"].endswith("verify: 48 of 48 launches within tolerance"), row["tokens"]
+rc, last = rep(with_verify(dict(verified=48, verify_failures=3, swapped=48)))
+assert rc == 1 and "llama: 3 of 48 swapped launches out of tolerance" in last, last
+rep(with_verify(dict(verified=0, verify_failures=0, swapped=0)))
+assert "verify arm verified nothing" in json.load(open(os.path.join(A.out, "families.json")))["rows"][0]["tokens"]
+rep(with_verify(None, ok=False))
+assert "verify arm rc 1" in json.load(open(os.path.join(A.out, "families.json")))["rows"][0]["tokens"]
+# Slower: the first pair reads 40% slower (band 2%); two more pairs decide. Confirmed slower
+# fails; not confirmed is no failure and says so; without the pairs the first reading stands.
+flagged = {"llama": dict(stock=arm(ms=10.0), shim=arm(ms=14.0, stats=good), aa=arm(ms=10.0))}
+assert F.flagged_slower(flagged, 0.02) == ["llama"] and F.flagged_slower(flagged, 0.5) == []
+def conf(stock_ms, shim_ms, ok=True):
+    arms = {x: arm(ms=stock_ms if x.startswith("stock") else shim_ms) for x in F.CONFIRM}
+    if not ok:
+        arms["shim.c2"] = dict(ok=False, error="rc 1")
+    return dict(ok=True, arms=arms)
+assert F.confirm_ms(conf(10.0, 10.1)) == ([10.0] * 4, [10.1] * 4)
+assert F.confirm_ms(conf(10.0, 10.1, ok=False)) is None and F.confirm_ms(None) is None
+rc, last = rep({"llama": dict(flagged["llama"], confirm=conf(10.0, 10.1))})
+assert rc == 0, last
+text = open(os.path.join(A.out, "families.txt")).read()
+assert "slower?" in text and "the first reading not confirmed" in text, text
+rc, last = rep({"llama": dict(flagged["llama"], confirm=conf(10.0, 13.0))})
+assert rc == 1 and "confirmed by two more pairs" in last, last
+rc, last = rep(flagged)
+assert rc == 1 and "llama: decode step slower" in last and "confirmed" not in last, last
 print("families verdicts: ok")
 PY
