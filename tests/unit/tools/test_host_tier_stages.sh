@@ -5,7 +5,10 @@
 # to its uncapped run; --no-stock runs no stock arm; --mults picks the multiples. Off the path:
 # the tier's step within the default's spread or 2%, tokens identical, no tier bytes. A shim run
 # that left no exit stats (the preload did not act) or a tier run whose tier held nothing fails;
-# stage names are checked before anything runs; a run past --deadline is not started.
+# stage names are checked before anything runs; a run past --deadline is not started. Policy:
+# every arm twice in alternating order after one uncounted warm-up run, point 2's verdict per
+# policy (>= 10% saved at <= 1.02x the default's step, undecided inside a wider own spread), and
+# tokens that change with the shim's allocator policy fail.
 # Usage: test_host_tier_stages.sh HOST_TIER_PY
 set -euo pipefail
 script=$1
@@ -29,12 +32,16 @@ def run(stage, table, **kw):
     asked = []
     def fake(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
         asked.append(tag)
+        if tag == "warm-machine":  # the uncounted first run: the default shim, nothing judged
+            assert shim_env == {}, shim_env
+            return res(p50=99.0)
         return dict(table[tag])
     H.run_gen = fake
+    H.WARMED[0] = False
     H.verdicts = H.Verdicts("host_tier")
     H.row = H.verdicts.row
     a = argparse.Namespace(stock_batch=120, cap="24G", tier="96G", new_tokens=2048, mults=[1.5, 2.0],
-                           no_stock=False, out=None, ref_digests={}, refs_only=False)
+                           no_stock=False, out=None, ref_digests={}, refs_only=False, policy_rounds=2)
     for k, v in kw.items():
         setattr(a, k, v)
     stage(a)
@@ -77,11 +84,42 @@ assert len(fails) == 2, fails
 # Off the path: within 2% passes, beyond the spread fails, tier bytes used fail.
 off = {"off-default-0": res(p50=10.0), "off-tier-0": res(p50=10.1), "off-default-1": res(p50=10.05),
        "off-tier-1": res(p50=10.1)}
-assert run(H.offpath, off)[1] == []
+asked, fails = run(H.offpath, off)
+assert fails == [] and asked[0] == "warm-machine" and asked.count("warm-machine") == 1, (asked, fails)
 assert len(run(H.offpath, dict(off, **{"off-tier-1": res(p50=11.0)}))[1]) == 1
 assert run(H.offpath, dict(off, **{"off-tier-0": res(p50=10.1, tier=1)}))[1] == ["off the path: tier bytes used"]
 assert run(H.offpath, dict(off, **{"off-default-1": res(p50=10.0, procs=0)}))[1] == [
     "off the path: decode step"]
+# Policy (point 2): every arm --policy-rounds times, odd rounds reversed; the default's own spread
+# is the band; a policy meets point 2 at >= 10% saved with a step <= 1.02x the default's, and a
+# ratio over 1.02 but inside a band wider than 2% is undecided, not a failure either way.
+assert H.policy_order(2) == ["stock", "stock expandable", "shim default", "shim expandable", "shim async",
+                             "shim async", "shim expandable", "shim default", "stock expandable", "stock"]
+assert H.policy_verdict(0.129, 1.01, 0.02).startswith("meets point 2")
+assert H.policy_verdict(0.05, 0.9, 0.02) == "saves under 10%"
+assert H.policy_verdict(0.158, 1.04, 0.02) == "step over 1.02x"
+assert H.policy_verdict(0.158, 1.04, 0.08).startswith("undecided")
+assert H.policy_verdict(None, 1.0, 0.02) == "not measured"
+def pol(stock=8340, exp=7266, steps=None, digest="d"):
+    steps = steps or {}
+    t = {}
+    for name, mib in (("stock", stock), ("stock-expandable", exp), ("shim-default", stock),
+                      ("shim-expandable", exp), ("shim-async", 7024)):
+        for i in range(2):
+            r = res(p50=steps.get(name, [10.0, 10.0])[i], digest=("s" if name.startswith("stock") else digest))
+            r["peak_reserved_bytes"] = mib << 20
+            t["policy-%s-%d" % (name, i)] = r
+    return t
+asked, fails = run(H.policy, pol(), policy_rounds=2)
+assert fails == [] and asked[0] == "warm-machine" and len(asked) == 11, (asked, fails)
+assert "policy-shim-async-1" in asked and "policy-stock-1" in asked
+# Tokens that change with the shim's allocator policy fail; stock and the shim may differ.
+_, fails = run(H.policy, dict(pol(), **{"policy-shim-async-1": dict(pol()["policy-shim-async-1"], token_ids_sha256="x")}),
+               policy_rounds=2)
+assert fails == ["policy: tokens of the shim runs"], fails
+_, fails = run(H.policy, dict(pol(), **{"policy-stock-1": dict(pol()["policy-stock-1"], token_ids_sha256="x")}),
+               policy_rounds=2)
+assert fails == [], fails  # stock on cuDNN differs between its own processes: shown, not judged
 # run_gen itself: no time left before --deadline starts nothing.
 H.DEADLINE[0], H.T0 = 10.0, H.time.time()
 r = real_run_gen(argparse.Namespace(out="/nonexistent"), "t", [], {})
