@@ -72,7 +72,8 @@ est() {
     compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;;
     families)  # what must run before families.py's own --budget takes over: stock (4.5-11.5 s a
       # family on 2026-12-07), the shim (~3 s) and the spread arm (1-3 s, only where tokens differ),
-      # ~10 s to start each; the aa arm takes only what is left, so it is not counted here
+      # ~10 s to start each; the aa, math, verify and confirm arms take only what is left, so
+      # they are not counted here (the 23 took 278 s in all on 2026-12-07)
       local n=23; [ -n "${FAMILIES:-}" ] && n=$(tr ',' '\n' <<<"$FAMILIES" | grep -c .)
       echo $(( 40 + 13 * n )) ;;
     host-tier) echo 240 ;; *) echo 60 ;;
