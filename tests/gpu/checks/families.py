@@ -23,9 +23,10 @@ Arms:
   math    stock with every fused SDPA backend off (torch's math path): a second backend
           difference, for the families whose decode spread leaves on stock's own kernel (MLA's
           decode is mem-efficient stock and with flash and cuDNN off alike); run where spread is
-  verify  the shim under PONYTAIL_ATTN=verify, one process per family: torch's kernel runs and
-          Ponytail's is compared with it launch by launch on the GPU; run where spread is. Any
-          launch out of tolerance fails the family (its kernel is wrong, whatever the tokens say)
+  verify  the shim under PONYTAIL_ATTN=verify (one process, counted per family like the shim
+          arm): torch's kernel runs and Ponytail's is compared with it launch by launch on the
+          GPU; run where spread is. Any launch out of tolerance fails the family (its kernel is
+          wrong, whatever the tokens say)
   confirm stock, shim, stock, shim again for each family judged slower, one process per arm:
           "slower" stands only when these two pairs' mean ratio exceeds the band too
 Tokens: "same" (identical to stock), else the shim's logits of the first --logits-steps steps
@@ -67,7 +68,6 @@ import subprocess
 import sys
 import time
 
-import shim_exit_stats
 from procs import Stopped, raise_on_sigterm, run_proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -150,14 +150,15 @@ def worker(a):
     if arm_kind(a.arm) == "math":
         torch.backends.cuda.enable_mem_efficient_sdp(False)
     ok = True
-    snap = a.arm == "shim" and "," in a.family and a.ponytail  # several families in one shim process
+    # Several families in one shim (or verify) process: the stats before and after each.
+    snap = a.arm in ("shim", "verify") and "," in a.family and a.ponytail
     if snap:  # the baseline (no pool yet, so usually no socket: nothing counted then)
-        with open(os.path.join(a.out, "_start.shim.snap.json"), "w") as f:
+        with open(os.path.join(a.out, "_start.%s.snap.json" % a.arm), "w") as f:
             json.dump(synced_stats(torch, a.ponytail), f)
     for fam in a.family.split(","):
         ok &= worker_one(a, fam, torch)
         if snap:  # the shim's counters after this family, for the driver's per-family deltas
-            with open(os.path.join(a.out, "%s.shim.snap.json" % fam), "w") as f:
+            with open(os.path.join(a.out, "%s.%s.snap.json" % (fam, a.arm)), "w") as f:
                 json.dump(synced_stats(torch, a.ponytail), f)
     return 0 if ok else 1
 
@@ -295,12 +296,8 @@ def run_arm(a, families, arm):
         except (OSError, ValueError):
             r = dict(ok=False, error="no result (rc %s)" % rc)
         r["rc"], r["secs"] = rc, round((time.time() - t0) / len(families), 1)
-        if arm == "shim" and len(families) == 1:
+        if arm in ("shim", "verify") and len(families) == 1:  # its exit stats are the family's
             r["stats"] = shim_stats(os.path.join(a.out, tag + ".stats.json"))
-        if kind == "verify":  # one family a process: its exit stats are the family's
-            j = load_json(os.path.join(a.out, tag + ".stats.json"))
-            r["verify"] = None if j is None else {k: v for k, v in shim_exit_stats.kernel_sums([j]).items()
-                                                  if k in ("verified", "verify_failures", "swapped")}
         res[fam] = r
     return res
 
@@ -334,7 +331,9 @@ def summarize(j):
         return None
     k = j.get("kernels", {})
     names = sorted(launches_by_name(j).items(), key=lambda kv: -kv[1])
+    h = j.get("hooks") or {}
     return dict(swapped=k.get("swapped", 0), fallbacks=k.get("fallbacks", 0),
+                verified=h.get("verified", 0), verify_failures=h.get("verify_failures", 0),
                 reasons=k.get("fallback_reasons") or {}, internal_errors=j.get("internal_errors", 0),
                 attn=[(n[:60], c) for n, c in names if c > 0 and
                       any(s in n.lower() for s in ("attn", "attention", "flash", "fmha", "sdpa", "softmax"))][:4],
@@ -368,7 +367,9 @@ def stats_delta(prev, cur):
     pr, cr = pk.get("fallback_reasons") or {}, ck.get("fallback_reasons") or {}
     pl, cl = launches_by_name(prev), launches_by_name(cur)
     ps, cs = prev.get("sdpa_policy") or {}, cur.get("sdpa_policy") or {}
+    ph, ch = prev.get("hooks") or {}, cur.get("hooks") or {}
     return dict(sdpa_policy={k: v - ps.get(k, 0) for k, v in cs.items() if isinstance(v, int)},
+                hooks={k: v - ph.get(k, 0) for k, v in ch.items() if isinstance(v, int)},
                 kernels=dict(swapped=ck.get("swapped", 0) - pk.get("swapped", 0),
                              fallbacks=ck.get("fallbacks", 0) - pk.get("fallbacks", 0),
                              fallback_reasons={r: n - pr.get(r, 0) for r, n in cr.items() if n - pr.get(r, 0) > 0},
@@ -512,33 +513,35 @@ def fit_count(a, per_fam, n):
     return max(0, min(n, int((a.left() - 20 - 20) / (1.2 * per_fam)) if per_fam > 0 else n))
 
 
-def run_shim(a, fams, r):
-    """The shim arm: every family in one process, each family's swaps and fallbacks the difference
-    of the process's stats before and after it (`ponytail stats`); a family without both snapshots
-    (no control socket, a crash) runs again in a process of its own, counted by its exit stats."""
-    est = 1.3 * a.stock_secs  # the shim arm: stock's time, its snapshots and a margin
+def run_shim(a, fams, r, arm="shim"):
+    """The shim arm (or the verify arm) over fams: every family in one process, each family's
+    counts the difference of the process's stats before and after it (`ponytail stats`); a family
+    without both snapshots (no control socket, a crash) runs again in a process of its own,
+    counted by its exit stats."""
+    per_fam = a.stock_secs / max(len(r), 1)
+    est = 1.3 * per_fam * len(fams) + 15  # stock's time, the snapshots and a margin
     if not fits(a, est):
         for f in fams:
-            r[f]["shim"] = not_run(a)
+            r[f][arm] = not_run(a)
         return
     alone = list(fams)
     if len(fams) > 1 and a.ponytail and not a.shim_per_family:
-        res = run_arm(a, fams, "shim")
-        prev, alone = load_json(os.path.join(a.out, "_start.shim.snap.json")), []
+        res = run_arm(a, fams, arm)
+        prev, alone = load_json(os.path.join(a.out, "_start.%s.snap.json" % arm)), []
         for f in fams:
-            cur = load_json(os.path.join(a.out, "%s.shim.snap.json" % f))
+            cur = load_json(os.path.join(a.out, "%s.%s.snap.json" % (f, arm)))
             if res[f].get("ok") and cur is not None:
                 res[f]["stats"] = summarize(stats_delta(prev, cur))
-                r[f]["shim"] = res[f]
+                r[f][arm] = res[f]
             else:
                 alone.append(f)
             if cur is not None:  # a failed family's launches are not the next one's
                 prev = cur
     for f in alone:
-        if not fits(a, 1.3 * a.stock_secs / len(fams) + 15):
-            r[f]["shim"] = not_run(a)
+        if not fits(a, 1.3 * per_fam + 15):
+            r[f][arm] = not_run(a)
             continue
-        r[f]["shim"] = run_arm(a, [f], "shim")[f]
+        r[f][arm] = run_arm(a, [f], arm)[f]
 
 
 def noise_band(r):
@@ -708,9 +711,8 @@ def main():
                     r[f]["aa"] = v
             for f in fams:
                 r[f].setdefault("aa", not_run(a))
-        if "verify" in arms:  # launch by launch against torch's kernel, a process a family
-            for f in need:
-                r[f]["verify"] = run_arm(a, [f], "verify")[f] if fits(a, 1.3 * per_fam + 25) else not_run(a)
+        if "verify" in arms and need:  # launch by launch against torch's kernel
+            run_shim(a, need, r, "verify")
         if "confirm" in arms:
             run_confirm(a, fams, r, per_fam)
     except Stopped:
@@ -769,10 +771,16 @@ def report(a, arms, fams, r, stopped):
                         row["slower"] = "not confirmed"
             v = r[fam].get("verify")
             if v is not None:
-                row["verify"] = v.get("verify") if v.get("ok") else None
+                vs = v.get("stats") if v.get("ok") else None
+                row["verify"] = None if vs is None else dict(verified=vs.get("verified", 0),
+                                                               verify_failures=vs.get("verify_failures", 0))
                 vf = row["verify"] or {}
-                if not v.get("ok") or not vf.get("verified"):
-                    note = "verify arm %s" % ("verified nothing" if v.get("ok") else v.get("error") or "failed")
+                if not v.get("ok"):
+                    note = "verify arm %s" % (v.get("error") or "failed")
+                elif vs is None:
+                    note = "verify arm left no counts"
+                elif not vf.get("verified"):
+                    note = "verify arm verified nothing"
                 else:
                     note = "verify: %d of %d launches within tolerance" % (
                         vf["verified"] - vf.get("verify_failures", 0), vf["verified"])

@@ -189,7 +189,8 @@ assert "LD_PRELOAD" not in F.arm_env(A, "math", "t") and "LD_PRELOAD" not in F.a
 # The verify arm: launches out of tolerance fail the family whatever its tokens; all within
 # tolerance is a note beside the token verdict; an arm that verified nothing says so.
 def with_verify(v, ok=True):
-    return {"llama": dict(stock=arm(), shim=arm(stats=good), aa=arm(), verify=dict(ok=ok, verify=v, error=None if ok else "rc 1"))}
+    return {"llama": dict(stock=arm(), shim=arm(stats=good), aa=arm(),
+                          verify=dict(ok=ok, stats=v, error=None if ok else "rc 1"))}
 rc, last = rep(with_verify(dict(verified=48, verify_failures=0, swapped=48)))
 assert rc == 0, last
 row = json.load(open(os.path.join(A.out, "families.json")))["rows"][0]
@@ -200,6 +201,34 @@ rep(with_verify(dict(verified=0, verify_failures=0, swapped=0)))
 assert "verify arm verified nothing" in json.load(open(os.path.join(A.out, "families.json")))["rows"][0]["tokens"]
 rep(with_verify(None, ok=False))
 assert "verify arm rc 1" in json.load(open(os.path.join(A.out, "families.json")))["rows"][0]["tokens"]
+rep(with_verify(None))
+assert "verify arm left no counts" in json.load(open(os.path.join(A.out, "families.json")))["rows"][0]["tokens"]
+# The verify arm's counts per family in one process: the hooks' verified and verify_failures
+# between two snapshots.
+h1, h2 = dict(snap(10, 0, {}, [], []), hooks=dict(verified=100, verify_failures=1)), \
+    dict(snap(20, 0, {}, [], []), hooks=dict(verified=596, verify_failures=1))
+d = F.summarize(F.stats_delta(h1, h2))
+assert d["verified"] == 496 and d["verify_failures"] == 0 and d["swapped"] == 10, d
+assert F.summarize(F.stats_delta(None, h1))["verify_failures"] == 1
+# run_shim over the verify arm: one process for both families, each counted from the snapshots
+# around it; a family whose snapshot is missing runs again alone (its exit stats).
+V = argparse.Namespace(out=tempfile.mkdtemp(), stock_secs=20.0, budget=0, ponytail="pt", shim_per_family=False,
+                       left=lambda: float("inf"))
+calls = []
+def fake_run_arm(a, families, arm):
+    calls.append((tuple(families), arm))
+    if len(families) > 1:
+        for name, hv in (("_start", 0), ("llama", 496)):  # qwen2's snapshot missing
+            with open(os.path.join(a.out, "%s.%s.snap.json" % (name, arm)), "w") as f:
+                json.dump(dict(snap(0, 0, {}, [], []), hooks=dict(verified=hv, verify_failures=0)), f)
+        return {f: dict(ok=True) for f in families}
+    return {families[0]: dict(ok=True, stats=dict(verified=7, verify_failures=0))}
+real_run_arm, F.run_arm = F.run_arm, fake_run_arm
+rv = {"llama": {}, "qwen2": {}}
+F.run_shim(V, ["llama", "qwen2"], rv, "verify")
+F.run_arm = real_run_arm
+assert calls == [(("llama", "qwen2"), "verify"), (("qwen2",), "verify")], calls
+assert rv["llama"]["verify"]["stats"]["verified"] == 496 and rv["qwen2"]["verify"]["stats"]["verified"] == 7, rv
 # Slower: the first pair reads 40% slower (band 2%); two more pairs decide. Confirmed slower
 # fails; not confirmed is no failure and says so; without the pairs the first reading stands.
 flagged = {"llama": dict(stock=arm(ms=10.0), shim=arm(ms=14.0, stats=good), aa=arm(ms=10.0))}
