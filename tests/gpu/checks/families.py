@@ -277,8 +277,8 @@ def run_arm(a, families, arm):
            "--out", a.out, "--batch", str(a.batch), "--prompt", str(a.prompt), "--new-tokens", str(a.new_tokens),
            "--logits-steps", str(a.logits_steps)] + (["--save-logits"] if save else []) + \
         (["--ponytail", os.path.abspath(a.ponytail)] if a.ponytail else [])
-    stale = ["%s.%s.json" % (fam, arm) for fam in families] + ["%s.shim.snap.json" % fam for fam in families]
-    stale += ["_start.shim.snap.json", tag + ".stats.json"] if arm == "shim" else []
+    stale = ["%s.%s.json" % (fam, arm) for fam in families] + ["%s.%s.snap.json" % (fam, arm) for fam in families]
+    stale += ["_start.%s.snap.json" % arm, tag + ".stats.json"] if kind in ("shim", "verify") else []
     for f in stale:  # an earlier run's results are not this one's
         if os.path.exists(os.path.join(a.out, f)):
             os.remove(os.path.join(a.out, f))
