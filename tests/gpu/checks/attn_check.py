@@ -240,6 +240,15 @@ def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0, in_pad=0, dv=None)
         q = rnd(B, H, sq, D).transpose(1, 2)
         k = rnd(B, Hk, S, D).transpose(1, 2)
         v = rnd(B, Hk, S, Dv).transpose(1, 2)
+    elif layout == "mla":  # HF's DeepSeek-V3: q, k as "hf"; v the second half of each head's
+        # [k_nope | v] row of the KV projection (split, then grown by torch.cat, which keeps that
+        # layout: row stride Hk * 2 Dv, head stride 2 Dv, read on the H100 on 2026-12-07). The
+        # first half is NaN: a kernel that reads V from the wrong half, or past Dv, gets NaN in O.
+        q = rnd(B, H, sq, D).transpose(1, 2)
+        k = rnd(B, Hk, S, D).transpose(1, 2)
+        kv = torch.full((B, S, Hk, 2 * Dv), float("nan"), device=dev, dtype=dtype)
+        kv[..., Dv:] = torch.randn(B, S, Hk, Dv, device=dev, dtype=dtype)
+        v = kv[..., Dv:]
     else:                # FA: [B,S,Hk,D]
         q = rnd(B, sq, H, D)
         k = rnd(B, S, Hk, D)
@@ -354,18 +363,21 @@ def bias_strides(bias):
 
 
 def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pad_frac=0.75,
-                right=False, graph=False, cluster_max=None, in_pad=0, dv=None):
+                right=False, graph=False, cluster_max=None, in_pad=0, dv=None, layout="hf"):
     """Additive bias through the lib (pt_test_set_bias): row b of the batch masks its first
     (or, right=True, last) round(pad_frac * b / (B - 1) * S) keys with -inf (0..75% by
     default, left padding as HF's), plus a random additive bias on the rest; broadcast over
     heads unless per_head. The bias rows are padded to a multiple of 8 keys as torch does.
-    in_pad, dv: as make_inputs (NaN past the head dim in q, k and v; v's head size)."""
+    in_pad, dv, layout: as make_inputs (NaN past the head dim in q, k and v; v's head size; "mla"
+    for DeepSeek-V3's v)."""
     if not wanted(D):
         return True
     Dv = dv or D
-    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right, in_pad, Dv)) & 0xffffffff)
+    # (the layout joins the seed only where it is not "hf": the earlier cases keep their inputs)
+    torch.manual_seed(hash((B, S, Hk, G, D, str(dtype), sq, per_head, causal, right, in_pad, Dv)
+                           + ((layout,) if layout != "hf" else ())) & 0xffffffff)
     scale = 1.0 / math.sqrt(D)
-    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, "hf", sq, in_pad=in_pad, dv=Dv)
+    q, k, v, o_full, o, lse = make_inputs(B, S, Hk, G, D, dtype, layout, sq, in_pad=in_pad, dv=Dv)
     H = Hk * G
     Sp = (S + 7) // 8 * 8
     full = torch.randn(B, H if per_head else 1, sq, Sp, device="cuda", dtype=dtype)
@@ -387,6 +399,8 @@ def masked_case(c, B, S, Hk, G, D, dtype, sq=1, per_head=False, causal=False, pa
         " ws" if cluster_max == 1 else "")
     if in_pad:
         name += " nan_pad"
+    if layout != "hf":
+        name += " " + layout
     if cluster_max is not None:
         c.lib.l.pt_test_set_cluster_max(cluster_max)
     try:
@@ -666,6 +680,13 @@ def mla_cases(lib, c):
             c.case(B, 4100, 128, 1, D, dtype, in_pad=24, dv=DV)       # the model: 128 heads, no GQA
         c.case(2, 4100, 128, 1, D, dtype, sq=2, causal=True, dv=DV)  # a speculative token
         masked_case(c, 8, 4100, 128, 1, D, dtype, in_pad=24, dv=DV)   # HF SDPA's padding mask
+        # The model's own V (the second half of each [k_nope | v] row, NaN in the first), at the
+        # family check's geometry (B 4, 16 heads, 513-543 keys, the padded batch's mask) and at
+        # the real model's 128 heads.
+        for S in (513, 543):
+            c.case(4, S, 16, 1, D, dtype, layout="mla", dv=DV)
+            masked_case(c, 4, S, 16, 1, D, dtype, pad_frac=192 / S, layout="mla", dv=DV)
+        c.case(8, 4100, 128, 1, D, dtype, layout="mla", dv=DV)
         pair_edges(c, dtype, 4000, D, DV)
     c.case(1, 131072, 2, 8, D, bf, dv=DV)
     for G in (4, 8, 16):
