@@ -21,8 +21,7 @@ Arms:
           (its kernel is not stock's, so bitwise equality is not the bar there); run only for
           a family whose shim tokens differ from stock's
   math    stock with every fused SDPA backend off (torch's math path): a second backend
-          difference, for the families whose decode spread leaves on stock's own kernel (MLA's
-          decode is mem-efficient stock and with flash and cuDNN off alike); run where spread is
+          difference, so that the yardstick is not one backend pair's luck; run where spread is
   verify  the shim under PONYTAIL_ATTN=verify (one process, counted per family like the shim
           arm): torch's kernel runs and Ponytail's is compared with it launch by launch on the
           GPU; run where spread is. Any launch out of tolerance fails the family (its kernel is
