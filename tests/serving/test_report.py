@@ -225,6 +225,23 @@ class Report(unittest.TestCase):
                              "t.3.stock": self.arm(REF_TOKENS, init_s=11.0)})
         self.assertIn("(init_s, warm arms, stock-vs-stock 0.095)", out)
 
+    def test_memory_from_warm_arms(self):
+        # A compile-cold arm profiles more activation memory and sizes a smaller KV cache (the
+        # fourth run's stock arm 1: 75,754 blocks, 42,263 MiB, against 75,854 and 42,327 in every
+        # warm arm): KV and NVML compare the warm arms, as start-up does.
+        def log(cap, init):
+            return ("(EngineCore pid=1) INFO 12-07 %s [model_runner.py:747] Graph capturing finished in 3 secs, "
+                    "took 0.36 GiB\n(EngineCore pid=1) INFO 12-07 %s [core.py:340] init engine (profile, create kv "
+                    "cache, warmup model) took 9.90 s (compilation: 3.21 s)\n" % (cap, init))
+        warm = dict(kv_blocks=75854, nvml_peak_mib=42327)
+        rc, out = self.runs({"big.1.stock": self.arm(REF_TOKENS, init_s=66.8, kv_blocks=75754, nvml_peak_mib=42263),
+                             "big.2.shim": self.arm(REF_TOKENS, init_s=15.1, **warm),
+                             "big.3.stock": self.arm(REF_TOKENS, init_s=14.2, **warm),
+                             "big.4.shim": self.arm(REF_TOKENS, init_s=15.1, **warm)},
+                            logs={"big.1.stock": log("15:31:27", "15:31:46")})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("KV tokens 1213664 vs 1213664, NVML peak 42327 vs 42327 MiB", out)
+
     def test_bench_arms(self):
         # `vllm bench throughput` arms: a throughput pass each, no tokens, no start-up or KV figures
         def b(x):
