@@ -194,12 +194,11 @@ def warm_machine(a):
 
 
 def offpath(a):
-    w = W32
     warm_machine(a)
     d, t = [], []
     for i in range(2):
-        d.append(run_gen(a, "off-default-%d" % i, w, {}))
-        t.append(run_gen(a, "off-tier-%d" % i, w, tier_env(a)))
+        d.append(run_gen(a, "off-default-%d" % i, W32, {}))
+        t.append(run_gen(a, "off-tier-%d" % i, W32, tier_env(a)))
     sd = [step(r) if shim_ok(r) else None for r in d]
     stt = [step(r) if shim_ok(r) else None for r in t]
     if None in sd or None in stt:
@@ -255,7 +254,7 @@ def policy(a):
     warm_machine(a)
     env = dict(POLICY_ARMS)
     runs = {n: [] for n in env}
-    for i, name in enumerate(policy_order(a.policy_rounds)):
+    for name in policy_order(a.policy_rounds):
         tag = "policy-%s-%d" % (name.replace(" ", "-"), len(runs[name]))
         if name.startswith("stock"):  # stock, with its allocator setting if any: no preload
             runs[name].append(run_gen(a, tag, W32, None, stock_env=env[name]))
