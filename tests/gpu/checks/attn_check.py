@@ -242,7 +242,8 @@ def make_inputs(B, S, Hk, G, D, dtype, layout, sq=1, o_pad=0, in_pad=0, dv=None)
         v = rnd(B, Hk, S, Dv).transpose(1, 2)
     elif layout == "mla":  # HF's DeepSeek-V3: q, k as "hf"; v the second half of each head's
         # [k_nope | v] row of the KV projection (split, then grown by torch.cat, which keeps that
-        # layout: row stride Hk * 2 Dv, head stride 2 Dv, read on the H100 on 2026-12-07). The
+        # layout: row stride Hk * 2 Dv, head stride 2 Dv; read from transformers 5.17's decode
+        # calls on the CPU on 2026-12-07, torch.cat's layout rule being the same on CUDA). The
         # first half is NaN: a kernel that reads V from the wrong half, or past Dv, gets NaN in O.
         q = rnd(B, H, sq, D).transpose(1, 2)
         k = rnd(B, Hk, S, D).transpose(1, 2)
