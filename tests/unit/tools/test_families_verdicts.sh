@@ -31,6 +31,12 @@ assert not F.slower([10, 10], [10.8, 10.0], 0.05)
 assert F.slower([10, 10], [13, 10], 0.1)
 assert not F.slower([10, 10], [13, 10], None)
 assert not F.slower([10, None], [20, 20], 0.05)
+# Stock's step to judge the shim by: the mean of stock before the shim arm and stock after it (aa),
+# batch by batch; stock's alone without aa or where aa has no figure.
+assert F.stock_ref(run(10, 20), run(8, 30)) == [9.0, 25.0]
+assert F.stock_ref(run(10, 20), None) == [10, 20]
+assert F.stock_ref(run(10, 20), dict(run(8, None), ok=True)) == [9.0, 20]
+assert F.stock_ref(run(10, 20), dict(ok=False)) == [10, 20]
 # Kernels by kind, in order of first appearance.
 assert F.kernel_kinds([("_ZN13pytorch_flash24flash_fwd_splitkv_kernel", 9), ("_Z41fmha_cutlassF_bf16", 3),
                        ("cudnn_generated_fort_native_sdpa_sm90", 1), ("_ZN13pytorch_flash32combine", 9)]) \
