@@ -1126,17 +1126,19 @@ def dims_timing(lib, out_rows):
     and 96 on the d = 128 kernel, q/k 192 with v 128 (MLA) on the d = 256 one, against torch's
     flash (equal sizes only), cuDNN and mem-efficient kernels on the same inputs (mem-efficient
     with K/V repeated to the query heads, as HF's repeat_kv hands them over: it takes no GQA);
-    the floor is the K and V bytes at HBM bandwidth. A peer that refuses a shape reads nan."""
+    the floor is the K and V bytes at HBM bandwidth. A peer that refuses a shape reads nan.
+    The grid is issue 51's: B in {1, 8, 32} x KV in {1k, 8k, 32k} for each shape, with the heads
+    of the families that run it: 32 KV heads without grouping at d 80 and 96 (Phi-2, Phi-3 mini,
+    StableLM: multi-head), 16 at q/k 192 v 128 (the family check's DeepSeek-V3; the real model's
+    128 heads would need 85 GB of K/V at B 32 x 32k)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     bandwidth(out_rows)
     out_rows.append("%7s %3s %6s %2s %2s %9s | %9s %6s | %9s %9s %9s | %s" % (
         "d", "B", "KV", "Hk", "G", "floor us", "ponytail", "xfl", "flash", "cudnn", "mem-eff", "best peer/pt"))
     dtype = torch.bfloat16
-    points = [(1, 4096, 8, 4), (8, 4096, 8, 4), (32, 4096, 8, 4), (1, 32768, 8, 4), (8, 32768, 8, 1),
-              (32, 1024, 4, 8)]
-    for D, DV in ((80, 80), (96, 96), (MLA_D, MLA_DV)):
-        for B, S, Hk, G in points:
+    for D, DV, Hk in ((80, 80, 32), (96, 96, 32), (MLA_D, MLA_DV, 16)):
+        for B, S, G in [(B, S, 1) for B in (1, 8, 32) for S in (1024, 8192, 32768)]:
             H = Hk * G
             kv_bytes = B * Hk * S * (D + DV) * 2
             floor = kv_bytes / HBM * 1e6
@@ -1152,7 +1154,7 @@ def dims_timing(lib, out_rows):
                     res[name] = float("nan")
                     continue
                 try:
-                    if gqa:
+                    if gqa or G == 1:
                         kv = [(s[1], s[2]) for s in sets]
                     else:  # expanded once, outside the timed graph
                         kv = [(s[1].repeat_interleave(G, 1), s[2].repeat_interleave(G, 1)) for s in sets]
