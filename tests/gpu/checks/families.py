@@ -545,14 +545,18 @@ def run_shim(a, fams, r, arm="shim"):
         r[f][arm] = run_arm(a, [f], arm)[f]
 
 
+def p50s(res):
+    """An arm's decode step p50 of the equal and the padded batch."""
+    return [res["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+
+
 def noise_band(r):
     """The largest |aa / stock - 1| of the run's decode steps, at least 2%; None without aa runs."""
     d = []
     for v in r.values():
         st, aa = v.get("stock"), v.get("aa")
         if st and aa and st.get("ok") and aa.get("ok"):
-            for k in ("equal", "padded"):
-                x, y = st["runs"][k]["step_ms_p50"], aa["runs"][k]["step_ms_p50"]
+            for x, y in zip(p50s(st), p50s(aa)):
                 if x and y:
                     d.append(abs(y / x - 1))
     return max(d + [0.02]) if d else None
@@ -573,10 +577,9 @@ def stock_ref(st, aa):
     run before the shim arm and its run after it (aa), which cancels a drift over the call (the
     arms' processes ran faster as the call went on: stock again / stock 0.74 at the median on
     2026-12-07); stock's alone without aa."""
-    ms = [st["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+    ms = p50s(st)
     if aa and aa.get("ok"):
-        two = [aa["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
-        ms = [(x + y) / 2 if x is not None and y is not None else x for x, y in zip(ms, two)]
+        ms = [(x + y) / 2 if x is not None and y is not None else x for x, y in zip(ms, p50s(aa))]
     return ms
 
 
@@ -590,8 +593,7 @@ def flagged_slower(r, band):
     out = []
     for f, v in r.items():
         st, sh = v.get("stock"), v.get("shim")
-        if st and sh and st.get("ok") and sh.get("ok") and slower(
-                stock_ref(st, v.get("aa")), [sh["runs"][k]["step_ms_p50"] for k in ("equal", "padded")], band):
+        if st and sh and st.get("ok") and sh.get("ok") and slower(stock_ref(st, v.get("aa")), p50s(sh), band):
             out.append(f)
     return out
 
@@ -623,8 +625,7 @@ def confirm_ms(c):
     arms = c.get("arms") or {}
     if not all((arms.get(x) or {}).get("ok") for x in CONFIRM):
         return None
-    p50 = lambda x: [arms[x]["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
-    return p50("stock.c1") + p50("stock.c2"), p50("shim.c1") + p50("shim.c2")
+    return p50s(arms["stock.c1"]) + p50s(arms["stock.c2"]), p50s(arms["shim.c1"]) + p50s(arms["shim.c2"])
 
 
 def verify_note(v):
@@ -757,6 +758,7 @@ def main():
 def report(a, arms, fams, r, stopped):
     """The family table (families.txt, families.json) and the verdict; exit status."""
     band = noise_band(r)
+    first_slower = set(flagged_slower(r, band))  # the first reading; the confirm pairs decide
     expected = 4 * (a.new_tokens - 1) * LAYERS  # one attention call per layer per decode step
     rows, fails = [], []
     for fam in fams:
@@ -766,11 +768,11 @@ def report(a, arms, fams, r, stopped):
                                                            for k, v in r[fam].items()})
         if st and st.get("ok"):
             row["impl"] = st.get("attn_implementation")
-            row["stock_ms"] = [st["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+            row["stock_ms"] = p50s(st)
         elif "stock" in arms and not (st or {}).get("budget"):
             fails.append("%s: stock failed, nothing judged (%s)" % (fam, (st or {}).get("error")))
         if aa and aa.get("ok"):
-            row["aa_ms"] = [aa["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+            row["aa_ms"] = p50s(aa)
         if sh:
             s = sh.get("stats") or {}
             if sh.get("ok") and sh.get("stats") is None:
@@ -780,7 +782,7 @@ def report(a, arms, fams, r, stopped):
                 row.update(swapped=sw, fallbacks=fb, reasons=reasons, why=why_none(s), share=share,
                            kernels=s.get("attn"), internal_errors=s.get("internal_errors"), prefill_apart=apart)
             if sh.get("ok"):
-                row["shim_ms"] = [sh["runs"][k]["step_ms_p50"] for k in ("equal", "padded")]
+                row["shim_ms"] = p50s(sh)
             if st and st.get("ok") and not sh.get("ok") and not sh.get("budget"):
                 fails.append("%s: runs stock, fails under the shim (%s)" % (fam, sh.get("error")))
             if st and st.get("ok") and sh.get("ok"):
@@ -789,7 +791,7 @@ def report(a, arms, fams, r, stopped):
                                              steps=a.logits_steps or a.new_tokens)
                 if bad:
                     fails.append("%s: tokens differ beyond torch's spread or not judged" % fam)
-                if slower(stock_ref(st, aa), row.get("shim_ms"), band):
+                if fam in first_slower:
                     c = confirm_ms(r[fam].get("confirm"))
                     if c is not None:
                         row["confirm_ms"] = c
