@@ -162,16 +162,23 @@ PHASES = (("init_s", "LLM()"), ("init_engine_s", "engine init"), ("model_load_s"
           ("compile_s", "compile"), ("graph_capture_s", "capture"), ("warmup_after_capture_s", "after capture"))
 
 
+def startup_key(results):
+    """The start-up figure arms are compared by: the LLM() constructor (offline arms), the
+    server's readiness (serve arms), else the engine core's own "init engine ... took" line
+    (`vllm bench`, which reports neither)."""
+    return next((k for k in ("init_s", "ready_s") if any(r.get(k) is not None for r in results)),
+                "init_engine_s")
+
+
 def startup_phases(rs):
     """Lines: per arm kind, the medians over its warm arms of each start-up phase, and the ratio
     of each kind's start-up to stock's (how a shim arm's start-up splits; `off` isolates what
-    loading the library costs). The start-up is one figure for the whole stage: LLM()'s time
-    where the arms have it, else the engine core's init line."""
+    loading the library costs). The start-up is one figure for the whole stage (startup_key)."""
     kinds = []
     for _, arm, _, _ in rs:
         if arm not in kinds:
             kinds.append(arm)
-    key = "init_s" if any(r.get("init_s") for _, _, r, _ in rs) else "init_engine_s"
+    key = startup_key([r for _, _, r, _ in rs if r.get("ok")])
     warm = {k: [r for _, arm, r, _ in rs if arm == k and r.get("ok") and not r.get("cold_compile")] for k in kinds}
     base = med([r.get(key) for r in warm.get("stock", [])])
     out = ["  start-up phases, s (median of warm arms; cold arms apart): " + "  ".join(
@@ -180,10 +187,11 @@ def startup_phases(rs):
         cold = [r for _, arm, r, _ in rs if arm == kind and r.get("ok") and r.get("cold_compile")]
         m = {k: med([r.get(k) for r in warm[kind]]) for k, _ in PHASES}
         v = [r.get(key) for r in warm[kind] if r.get(key)]
+        mk = med(v)
         out.append("  %-6s %d warm%s: %s%s%s" % (
             kind, len(warm[kind]), " + %d cold" % len(cold) if cold else "",
             "  ".join(fmt(m[k], "%.2f") for k, _ in PHASES),
-            "  (%s/stock %.3f)" % (kind, m[key] / base) if base and m[key] and kind != "stock" else "",
+            "  (%s/stock %.3f)" % (kind, mk / base) if base and mk and kind != "stock" else "",
             "  (spread %.3f)" % ((max(v) - min(v)) / med(v)) if len(v) > 1 else ""))
     return out
 
@@ -295,9 +303,7 @@ def main():
             warm_sh = [r for r in sh if not r.get("cold_compile")]
             warm = "warm arms" if warm_st and warm_sh else "a cold arm included: not comparable"
             warm_st, warm_sh = warm_st or st, warm_sh or sh
-            # the LLM() constructor (offline arms), the server's readiness (serve arms), else the
-            # engine core's own "init engine ... took" line (`vllm bench`, which reports neither)
-            key = next((k for k in ("init_s", "ready_s") if st[0].get(k) is not None), "init_engine_s")
+            key = startup_key(st)
             i_st, i_sh = med([r.get(key) for r in warm_st]), med([r.get(key) for r in warm_sh])
             # Memory from the same arms as start-up: a compile-cold arm profiles a larger activation
             # peak and sizes a smaller KV cache (2026-12-07: stock's cold arm 1,212,064 tokens and
