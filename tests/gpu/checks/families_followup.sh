@@ -20,10 +20,9 @@ tail -3 "$OUT/attn_mla.txt"
 # families and sdpa-policy: what is left but ~100 s for the timing
 FAMILIES=${FAMILIES:-deepseek_v3,cohere2} SHIM_PREBUILT=build-gpu/shim/libponytail_shim.so \
   CHECKS="families sdpa-policy" BUDGET_S=$((LIM - 100 - SECONDS)) bash tests/gpu/check_all.sh > "$OUT/check_all.log" 2>&1
-d=$(ls -d /tmp/pt-checks.* 2>/dev/null | head -1)
-for f in families/families.txt; do  # the rest is in check_all's checks.tgz
-  [ -n "$d" ] && [ -f "$d/$f" ] && cp "$d/$f" "$OUT/"
-done
+# the newest: a warm machine may still hold an earlier call's folder
+d=$(ls -dt /tmp/pt-checks.* 2>/dev/null | head -1)
+[ -n "$d" ] && [ -f "$d/families/families.txt" ] && cp "$d/families/families.txt" "$OUT/"  # the rest: checks.tgz
 tail -25 "$OUT/check_all.log"
 left=$((LIM - 5 - SECONDS))
 if [ "$left" -gt 40 ]; then
