@@ -514,12 +514,11 @@ def fit_count(a, per_fam, n):
     return max(0, min(n, int((a.left() - 20 - 20) / (1.2 * per_fam)) if per_fam > 0 else n))
 
 
-def run_shim(a, fams, r, arm="shim"):
+def run_shim(a, fams, r, per_fam, arm="shim"):
     """The shim arm (or the verify arm) over fams: every family in one process, each family's
     counts the difference of the process's stats before and after it (`ponytail stats`); a family
     without both snapshots (no control socket, a crash) runs again in a process of its own,
-    counted by its exit stats."""
-    per_fam = a.stock_secs / max(len(r), 1)
+    counted by its exit stats. per_fam: stock's seconds a family."""
     est = 1.3 * per_fam * len(fams) + 15  # stock's time, the snapshots and a margin
     if not fits(a, est):
         for f in fams:
@@ -704,7 +703,7 @@ def main():
     # check with the table of what ran.
     t0 = time.time()
     a.left = lambda: a.budget - (time.time() - t0) if a.budget else float("inf")
-    a.stock_secs = 0.0
+    stock_secs = 0.0
     raise_on_sigterm()
     stopped = False
     try:
@@ -717,10 +716,10 @@ def main():
             ts = time.time()
             for f, v in run_arm(a, fams, "stock").items():
                 r[f]["stock"] = v
-            a.stock_secs = time.time() - ts
-        per_fam = a.stock_secs / len(fams)
+            stock_secs = time.time() - ts
+        per_fam = stock_secs / len(fams)  # the estimate every later arm is fitted by
         if "shim" in arms:
-            run_shim(a, fams, r)
+            run_shim(a, fams, r, per_fam)
         need = [f for f in fams if r[f].get("stock", {}).get("ok") and r[f].get("shim", {}).get("ok") and
                 any(r[f]["stock"]["runs"][k]["tokens"] != r[f]["shim"]["runs"][k]["tokens"]
                     for k in ("equal", "padded"))]
@@ -743,7 +742,7 @@ def main():
                 for f in need[k:]:
                     r[f][arm] = not_run(a)
         if "verify" in arms and need:  # launch by launch against torch's kernel
-            run_shim(a, need, r, "verify")
+            run_shim(a, need, r, per_fam, "verify")
         if "confirm" in arms:
             run_confirm(a, fams, r, per_fam)
     except Stopped:

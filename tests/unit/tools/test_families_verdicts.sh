@@ -218,7 +218,7 @@ assert d["verified"] == 496 and d["verify_failures"] == 0 and d["swapped"] == 10
 assert F.summarize(F.stats_delta(None, h1))["verify_failures"] == 1
 # run_shim over the verify arm: one process for both families, each counted from the snapshots
 # around it; a family whose snapshot is missing runs again alone (its exit stats).
-V = argparse.Namespace(out=tempfile.mkdtemp(), stock_secs=20.0, budget=0, ponytail="pt", shim_per_family=False,
+V = argparse.Namespace(out=tempfile.mkdtemp(), budget=0, ponytail="pt", shim_per_family=False,
                        left=lambda: float("inf"))
 calls = []
 def fake_run_arm(a, families, arm):
@@ -231,7 +231,7 @@ def fake_run_arm(a, families, arm):
     return {families[0]: dict(ok=True, stats=dict(verified=7, verify_failures=0))}
 real_run_arm, F.run_arm = F.run_arm, fake_run_arm
 rv = {"llama": {}, "qwen2": {}}
-F.run_shim(V, ["llama", "qwen2"], rv, "verify")
+F.run_shim(V, ["llama", "qwen2"], rv, 10.0, "verify")
 F.run_arm = real_run_arm
 assert calls == [(("llama", "qwen2"), "verify"), (("qwen2",), "verify")], calls
 assert rv["llama"]["verify"]["stats"]["verified"] == 496 and rv["qwen2"]["verify"]["stats"]["verified"] == 7, rv
