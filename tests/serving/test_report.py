@@ -326,6 +326,21 @@ class Report(unittest.TestCase):
         self.assertIn("10 FA3 launches (of the top kernels), none hooked", out)
         self.assertIn("the shim counted 2 internal errors", out)
 
+    def test_tensor_parallel_ipc(self):
+        """tp2 (issue 53): two ranks' stats, pools on both devices, IPC counted; an IPC error fails."""
+        a = {"tp2.1.stock": self.arm(REF_TOKENS, tp=2), "tp2.2.shim": self.arm(REF_TOKENS, tp=2)}
+        st = {"tp2.2.shim.stats-%d.json" % pid: {"alloc": {
+            "pooled_allocs": 5, "ipc_exports": 3, "ipc_opens": 3, "ipc_errors": 0,
+            "devices": [{"device": dev, "pooled_allocs": 5}, {"device": 1 - dev, "pooled_allocs": 0}]}}
+            for pid, dev in ((7, 0), (8, 1))}
+        rc, out = self.runs(a, st)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("pools on devices 0,1; CUDA IPC of pooled memory: 6 exports, 6 opens, 0 errors", out)
+        st["tp2.2.shim.stats-8.json"]["alloc"]["ipc_errors"] = 1
+        rc, out = self.runs(a, st)
+        self.assertEqual(rc, 1)
+        self.assertIn("tp2.2.shim: 1 CUDA IPC calls on pooled memory failed", out)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -49,6 +49,9 @@
 #               directory the engine may fill (CACHE_DIRS), so that the first arm of each kind that
 #               starts cold names the cache it missed; the report gives each kind's medians of
 #               the start-up phases vLLM logs
+#   tp2         issue 53, needs 2 GPUs: the 1B model with tensor_parallel_size=2, default mode, arms
+#               "stock shim": tokens, throughput, and the shim's IPC counters (vLLM's custom
+#               all-reduce opens CUDA IPC handles of pooled buffers in the other rank)
 #   fa3         fa3_decode.py: vLLM's FA3 decode against Ponytail's kernel and the floor
 #   tier        capacity (issue 48 point 3, issue 49's tier): the 1B model at --gpu-util 0.85, arms
 #               "stock tier"; tier = the shim with PONYTAIL_HOST_TIER=$TIER_SIZE (32G) and
@@ -301,6 +304,9 @@ for st in $STAGES; do
     startup) shim_setup; cache_snap "$R/startup.0.caches"
       CACHE_SNAP=1 offline_stage startup llama1b 150 "stock shim off stock shim off stock shim" --prompts 4 --max-tokens 4 ;;
     tier) shim_setup; offline_stage tier llama1b 300 "stock tier" --gpu-util 0.85 --throughput 256 ;;
+    tp2) shim_setup  # issue 53; a machine of one GPU says so instead of failing every arm
+      if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ]; then echo "tp2: NOT RUN: needs 2 GPUs"
+      else offline_stage tp2 llama1b 300 "stock shim" --tensor-parallel 2 --throughput "${BIG_TP:-1024}"; fi ;;
     fa3)
       lib=${ATTN_TESTLIB:-}
       if [ -z "$lib" ] || [ ! -f "$lib" ]; then

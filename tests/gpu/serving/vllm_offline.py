@@ -50,6 +50,9 @@ def main():
     p.add_argument("--max-model-len", type=int, default=4096)
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--gpu-util", type=float, default=0.5)
+    p.add_argument("--tensor-parallel", type=int, default=1,
+                   help="tensor_parallel_size (issue 53: 2 exercises vLLM's custom all-reduce, which "
+                        "exchanges CUDA IPC handles of buffers the shim pools)")
     p.add_argument("--throughput", type=int, default=0)
     p.add_argument("--tp-in", type=int, default=512)
     p.add_argument("--tp-out", type=int, default=128)
@@ -57,7 +60,7 @@ def main():
                    help="times the throughput prompts run; the report takes the median of all but the first "
                         "(a pass is under a second on the 1B model, and the first warms the engine's shapes)")
     a = p.parse_args()
-    res = dict(model=os.path.basename(a.model.rstrip("/")), eager=a.eager, sleep=a.sleep,
+    res = dict(model=os.path.basename(a.model.rstrip("/")), eager=a.eager, sleep=a.sleep, tp=a.tensor_parallel,
                preload=os.environ.get("LD_PRELOAD", ""), ok=False)
     nv = NvmlPeak()
 
@@ -75,7 +78,7 @@ def main():
         llm = LLM(model=a.model, tokenizer=a.model, dtype="bfloat16", seed=0,
                   max_model_len=a.max_model_len, max_num_seqs=a.max_num_seqs,
                   gpu_memory_utilization=a.gpu_util, enforce_eager=a.eager,
-                  enable_sleep_mode=a.sleep)
+                  enable_sleep_mode=a.sleep, tensor_parallel_size=a.tensor_parallel)
         res["init_s"] = round(time.time() - t1, 2)
         cc = llm.llm_engine.vllm_config.cache_config
         res["kv_blocks"] = cc.num_gpu_blocks

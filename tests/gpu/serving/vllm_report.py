@@ -83,7 +83,8 @@ def shim_stats(runs, name):
     fallbacks and reasons, pool figures, internal errors."""
     s = dict(procs=0, snapshots=0, launches=0, fam={}, swapped=0, fallbacks=0, reasons={}, internal_errors=0,
              pooled=0, passthrough=0, peak_physical_mib=0.0, peak_live_mib=0.0, top=[],
-             peak_tier_mib=0.0, tier_moved_mib=0.0, tier_holds=0, tier_refusals=0)
+             peak_tier_mib=0.0, tier_moved_mib=0.0, tier_holds=0, tier_refusals=0,
+             ipc_exports=0, ipc_opens=0, ipc_errors=0, devices=set())
     for p in glob.glob(os.path.join(runs, name + ".stats-*.json")):
         j = load(p)
         if not j:
@@ -112,6 +113,10 @@ def shim_stats(runs, name):
         s["tier_moved_mib"] += a.get("tier_moved_bytes", 0) / 2**20
         s["tier_holds"] += a.get("tier_holds", 0)
         s["tier_refusals"] += a.get("tier_refusals", 0)
+        # tensor parallel (issue 53): the custom all-reduce's CUDA IPC of pooled buffers
+        for k in ("ipc_exports", "ipc_opens", "ipc_errors"):
+            s[k] += a.get(k, 0)
+        s["devices"].update(d.get("device") for d in a.get("devices", []) if d.get("pooled_allocs"))
     s["top"].sort(reverse=True)
     return s
 
@@ -372,6 +377,12 @@ def main():
             if s["peak_tier_mib"] or s["tier_refusals"]:
                 w("  %-18s host tier: peak %.0f MiB on the host, %.0f MiB moved back in %d hold(s), %d refused" % (
                     "", s["peak_tier_mib"], s["tier_moved_mib"], s["tier_holds"], s["tier_refusals"]))
+            if s["ipc_exports"] or s["ipc_opens"] or s["ipc_errors"] or len(s["devices"]) > 1:
+                w("  %-18s pools on devices %s; CUDA IPC of pooled memory: %d exports, %d opens, %d errors" % (
+                    "", ",".join(str(d) for d in sorted(s["devices"])), s["ipc_exports"], s["ipc_opens"],
+                    s["ipc_errors"]))
+            if s["ipc_errors"]:
+                fails.append("%s: %d CUDA IPC calls on pooled memory failed" % (name, s["ipc_errors"]))
             if s["internal_errors"]:
                 fails.append("%s: the shim counted %d internal errors" % (name, s["internal_errors"]))
     fa3 = os.path.join(runs, "fa3_decode.txt")
