@@ -12,7 +12,8 @@
 #              without sdpa-policy, measured 2026-12-01)
 #   compat     compat-progs compat-matrix                                  (~9 min)
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
-#   multi-gpu  tp2 (SKIP with fewer than 2 GPUs)                           (~4-5 min)
+#   multi-gpu  tp2 multi-gpu-rows (SKIP with fewer than 2 GPUs; issue 53)   (~9-10 min: two calls,
+#              CHECKS=tp2 then CHECKS=multi-gpu-rows; MULTI_ROWS picks rows of the second)
 #   sleep      sleep-wake: `ponytail sleep` / `ponytail wake` of a running model (issue 50)   (~4 min)
 #   families   families: 23 transformers families, stock vs shim, the family table (issue 51)
 #              (~50 s + 32 s a family: the 23 in two calls, FAMILIES="llama,phi3,..." picks them)
@@ -41,13 +42,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 py="${PYTHON:-python3}"
 g="$root/tests/gpu/checks"
 
-all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 prefill prefill-swap sleep-wake families host-tier)
+all_checks=(smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim compat-progs compat-matrix compat-torch tp2 multi-gpu-rows prefill prefill-swap sleep-wake families host-tier)
 group() {
   case $1 in
     core) echo "smoke attn attn-graph sdpa-policy alloc-stress ipc-stock ipc-shim" ;;
     compat) echo "compat-progs compat-matrix" ;;
     torch) echo "compat-torch" ;;
-    multi-gpu) echo "tp2" ;;
+    multi-gpu) echo "tp2 multi-gpu-rows" ;;
     prefill) echo "prefill prefill-swap" ;;
     sleep) echo "sleep-wake" ;;
     families) echo "families" ;;
@@ -69,7 +70,7 @@ est() {
   case $1 in
     smoke) echo 120 ;; attn) echo 75 ;; attn-graph) echo 40 ;; sdpa-policy) echo 100 ;; alloc-stress) echo 40 ;;
     ipc-stock|ipc-shim) echo 40 ;; compat-progs) echo 200 ;; compat-matrix) echo 300 ;;
-    compat-torch) echo 330 ;; tp2) echo 240 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;;
+    compat-torch) echo 330 ;; tp2) echo 240 ;; multi-gpu-rows) echo 300 ;; prefill) echo 120 ;; sleep-wake) echo 240 ;;
     families)  # what must run before families.py's own --budget takes over: stock (4.5-11.5 s a
       # family on 2026-12-07), the shim (~3 s) and the spread arm (1-3 s, only where tokens differ),
       # ~10 s to start each; the aa, math, verify and confirm arms take only what is left, so
@@ -83,7 +84,7 @@ lim() {
   case $1 in
     smoke) echo 180 ;; attn) echo 200 ;; attn-graph) echo 200 ;; sdpa-policy) echo 280 ;; alloc-stress) echo 120 ;;
     ipc-stock|ipc-shim) echo 200 ;; compat-progs) echo 330 ;; compat-matrix) echo 420 ;;
-    compat-torch) echo 480 ;; tp2) echo 330 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; families) echo 580 ;; host-tier) echo 580 ;; *) echo 120 ;;
+    compat-torch) echo 480 ;; tp2) echo 330 ;; multi-gpu-rows) echo 580 ;; prefill) echo 300 ;; sleep-wake) echo 420 ;; families) echo 580 ;; host-tier) echo 580 ;; *) echo 120 ;;
   esac
 }
 describe() {
@@ -99,6 +100,7 @@ describe() {
     compat-matrix) echo "checks/compat_matrix.py: PyTorch/transformers rows, arms stock,shim,same" ;;
     compat-torch) echo "checks/torch_tests.sh: PyTorch's test_cuda.py cases stock vs shim" ;;
     tp2) echo "checks/tp2.sh: peer access, TP all-reduce + IPC, TP generate (>= 2 GPUs)" ;;
+    multi-gpu-rows) echo "checks/multi_gpu.py: tp_plan, device_map, torch.multiprocessing across GPUs, NCCL bus bandwidth (>= 2 GPUs)" ;;
     prefill) echo "checks/prefill.sh: the sm_90a prefill kernel vs fp32, memcheck, racecheck, synccheck" ;;
     prefill-swap) echo "checks/prefill_swap.sh: the prefill kernel in the shim (PONYTAIL_ATTN_PREFILL=1) vs fp32, verify, graph" ;;
     host-tier) echo "checks/host_tier.py: the host tier: capacity past a 24 GiB cap, off the path, a model larger than the cap" ;;
@@ -168,6 +170,9 @@ run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, i
     tp2)
       [ "$ngpu" -ge 2 ] || { echo "SKIP: $ngpu GPU(s), tp2 needs 2 (kind nvidia-h200-x2)"; return 77; }
       TP_N="${TP_N:-128}" bash "$g/tp2.sh" ;;
+    multi-gpu-rows)
+      [ "$ngpu" -ge 2 ] || { echo "SKIP: $ngpu GPU(s), multi_gpu.py needs 2 (kind nvidia-h200-x2)"; return 77; }
+      "$py" "$g/multi_gpu.py" --shim "$shim" --out "$d" --budget $(( $2 - 20 )) ${MULTI_ROWS:+--rows "$MULTI_ROWS"} ;;
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
     sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" --deadline $(( $2 - 15 )) ;;
@@ -189,6 +194,7 @@ summary() { # NAME LOG: one line
     compat-matrix) pat='^compat matrix:|^FAIL' ;;
     compat-torch) pat='^(SKIP|torch_tests:)|^  \[[a-z]+\] regressions' ;;
     tp2) pat='^(SKIP|tp2:)' ;;
+    multi-gpu-rows) pat='^(SKIP|multi_gpu:)' ;;
     prefill) pat='^correctness:|^compute-sanitizer' ;;
     prefill-swap) pat='^prefill_swap:' ;;
     sleep-wake) pat='^sleep_wake:' ;;
