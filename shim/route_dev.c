@@ -114,7 +114,8 @@ struct pt_pool *rt_pool_get(int dev) {
         if ((devs[dev].accessors >> peer & 1) && pt_pool_grant_access(p, peer)) RC_INC(pool_errors);
       __atomic_store_n(&devs[dev].pool, p, __ATOMIC_RELEASE);
       if (__atomic_load_n(&ndev, __ATOMIC_RELAXED) <= dev) __atomic_store_n(&ndev, dev + 1, __ATOMIC_RELEASE);
-      pt_debug("device %d: pool created (keep %" PRIu64 ", limit %" PRIu64 ", chunk %" PRIu64 ")", dev, R.keep,
+      /* Info, not debug: with several GPUs the log then says which devices have a pool (issue 53). */
+      pt_info("device %d: pool created (keep %" PRIu64 ", limit %" PRIu64 ", chunk %" PRIu64 ")", dev, R.keep,
                R.limit, R.chunk);
       pt_control_start(); /* a process with a pool can be put to sleep */
     } else {

@@ -637,6 +637,8 @@ static void check_twodev(const char *js) {
   CHECK_EQ(dev_stat(js, 0, "peak_live_bytes"), 6 * MiB); /* b and the thread's */
   CHECK_EQ(alloc_stat(js, "pooled_allocs"), 4);
   CHECK_EQ(alloc_stat(js, "passthrough_allocs"), 0);
+  char *log = read_log(g_dir, (int)g_child);
+  CHECK(log != NULL && strstr(log, "device 0: pool created") != NULL && strstr(log, "device 1: pool created") != NULL);
 }
 
 /* ---- peer access on pooled memory ------------------------------------------ */
