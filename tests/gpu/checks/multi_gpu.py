@@ -111,13 +111,17 @@ def child_gen(a):
     rank = int(os.environ.get("RANK", "0"))
     kw = dict(dtype=torch.bfloat16, attn_implementation="sdpa")
     if world > 1:
-        kw["tp_plan"] = "auto"
+        try:  # transformers 5.17: tp_plan through DistributedConfig (the keyword is deprecated)
+            from transformers.distributed.configuration_utils import DistributedConfig
+            kw["distributed_config"] = DistributedConfig(tp_plan="auto")
+        except ImportError:
+            kw["tp_plan"] = "auto"
     elif a.split:
         # about half of the weights on each GPU
         kw.update(device_map="auto", max_memory={0: "%dMiB" % a.split, 1: "60GiB"})
     m = AutoModelForCausalLM.from_pretrained(a.model, **kw)
     if world == 1 and not a.split:
-        m = m.to("cuda:0")
+        m = m.to(a.device)
     dev = m.device
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(100, MODEL["vocab_size"] - 100, (a.batch, a.prompt), generator=g).to(dev)
@@ -125,8 +129,8 @@ def child_gen(a):
 
     class Stamp(LogitsProcessor):
         def __call__(self, input_ids, scores):
-            for d in range(torch.cuda.device_count()):  # device_map: the layers on both GPUs
-                torch.cuda.synchronize(d)
+            for d in range(torch.cuda.device_count() if dev.type == "cuda" else 0):
+                torch.cuda.synchronize(d)  # device_map: the layers on both GPUs
             stamps.append(time.perf_counter())
             return scores
 
@@ -361,6 +365,7 @@ def main():
     p.add_argument("--budget", type=float, default=560)
     p.add_argument("--rounds", type=int, default=4, help="nccl_bw rounds (arms alternate)")
     p.add_argument("--model")
+    p.add_argument("--device", default="cuda:0", help="gen without TP or split (cpu: a dry run)")
     p.add_argument("--split", type=int, default=0, help="gen: device_map='auto' with this many MiB on GPU 0")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--prompt", type=int, default=512)
