@@ -36,8 +36,8 @@ ROWS = ("tp_plan", "device_map", "mp_cross", "nccl_bw")
 SIZES_MIB = (1, 4, 16, 64, 256, 1024)
 # The examples' model shape (examples/generate.py), fewer layers: the rows are about the
 # allocator and the collectives, the decode step only needs every layer kind.
-MODEL = dict(vocab_size=32000, hidden_size=2048, intermediate_size=8192, num_hidden_layers=8,
-             num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192)
+MODEL = dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=8,
+             num_attention_heads=16, num_key_value_heads=4, head_dim=128, max_position_embeddings=8192)
 
 
 # ---- verdicts (CPU-tested: tests/unit/tools/test_multi_gpu_verdicts.sh) ----------------------
@@ -98,8 +98,7 @@ def child_mkmodel(a):
     for name, scale in (("full", 1), ("rank", 2)):  # rank: one TP rank's attention and MLP shapes
         cfg = dict(MODEL, num_attention_heads=MODEL["num_attention_heads"] // scale,
                    num_key_value_heads=MODEL["num_key_value_heads"] // scale,
-                   intermediate_size=MODEL["intermediate_size"] // scale,
-                   head_dim=MODEL["hidden_size"] // MODEL["num_attention_heads"])
+                   intermediate_size=MODEL["intermediate_size"] // scale)
         m = LlamaForCausalLM(LlamaConfig(**cfg)).to(torch.bfloat16)
         m.save_pretrained(os.path.join(a.models, name))
 
