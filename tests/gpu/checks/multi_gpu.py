@@ -125,11 +125,17 @@ def child_gen(a):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(100, MODEL["vocab_size"] - 100, (a.batch, a.prompt), generator=g).to(dev)
     stamps = []
+    devmap = getattr(m, "hf_device_map", None)
+    # The GPUs the model runs on (device_map: both; a TP rank: its own only, so that no rank
+    # opens a context on the other's GPU), synchronised at every step's stamp.
+    gpus = sorted({v if isinstance(v, int) else torch.device(v).index for v in devmap.values()
+                   if isinstance(v, int) or str(v).startswith("cuda")}) if devmap else \
+        ([dev.index or 0] if dev.type == "cuda" else [])
 
     class Stamp(LogitsProcessor):
         def __call__(self, input_ids, scores):
-            for d in range(torch.cuda.device_count() if dev.type == "cuda" else 0):
-                torch.cuda.synchronize(d)  # device_map: the layers on both GPUs
+            for d in gpus:
+                torch.cuda.synchronize(d)
             stamps.append(time.perf_counter())
             return scores
 
@@ -139,7 +145,6 @@ def child_gen(a):
         out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=a.new, do_sample=False,
                          min_new_tokens=a.new, logits_processor=LogitsProcessorList([Stamp()]), pad_token_id=0)
     toks = out[:, a.prompt:].tolist()
-    devmap = getattr(m, "hf_device_map", None)
     res = dict(ok=True, rank=rank, world=world, tokens=toks, digest=token_digest(toks), step_ms=steps_p50(stamps),
                devices=sorted({str(v) for v in devmap.values()}) if devmap else [str(dev)])
     with open(a.out.replace("{rank}", str(rank)), "w") as f:
@@ -184,7 +189,7 @@ def child_mp(a):
     p.join(60)
     res["consumer_rc"] = p.exitcode
     res["ok"] &= p.exitcode == 0
-    with open(a.out, "w") as f:
+    with open(a.out.replace("{rank}", "0"), "w") as f:
         json.dump(res, f)
 
 
