@@ -328,7 +328,7 @@ class Report(unittest.TestCase):
 
     def test_tensor_parallel_ipc(self):
         """tp2 (issue 53): two ranks' stats, pools on both devices, IPC counted; an IPC error fails."""
-        a = {"tp2.1.stock": self.arm(REF_TOKENS, tp=2), "tp2.2.shim": self.arm(REF_TOKENS, tp=2)}
+        a = {"tp2.1.stock": self.arm(REF_TOKENS, tensor_parallel=2), "tp2.2.shim": self.arm(REF_TOKENS, tensor_parallel=2)}
         st = {"tp2.2.shim.stats-%d.json" % pid: {"alloc": {
             "pooled_allocs": 5, "ipc_exports": 3, "ipc_opens": 3, "ipc_errors": 0,
             "devices": [{"device": dev, "pooled_allocs": 5}, {"device": 1 - dev, "pooled_allocs": 0}]}}

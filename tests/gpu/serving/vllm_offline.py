@@ -60,7 +60,7 @@ def main():
                    help="times the throughput prompts run; the report takes the median of all but the first "
                         "(a pass is under a second on the 1B model, and the first warms the engine's shapes)")
     a = p.parse_args()
-    res = dict(model=os.path.basename(a.model.rstrip("/")), eager=a.eager, sleep=a.sleep, tp=a.tensor_parallel,
+    res = dict(model=os.path.basename(a.model.rstrip("/")), eager=a.eager, sleep=a.sleep, tensor_parallel=a.tensor_parallel,
                preload=os.environ.get("LD_PRELOAD", ""), ok=False)
     nv = NvmlPeak()
 
