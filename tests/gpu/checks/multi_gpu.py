@@ -128,8 +128,8 @@ def child_gen(a):
     devmap = getattr(m, "hf_device_map", None)
     # The GPUs the model runs on (device_map: both; a TP rank: its own only, so that no rank
     # opens a context on the other's GPU), synchronised at every step's stamp.
-    gpus = sorted({v if isinstance(v, int) else torch.device(v).index for v in devmap.values()
-                   if isinstance(v, int) or str(v).startswith("cuda")}) if devmap else \
+    # device_map="auto" names GPUs by their index ("cpu" and "disk" are not GPUs).
+    gpus = sorted({v for v in devmap.values() if isinstance(v, int)}) if devmap else \
         ([dev.index or 0] if dev.type == "cuda" else [])
 
     class Stamp(LogitsProcessor):
@@ -239,7 +239,7 @@ class Check:
     def left(self):
         return self.a.budget - (time.time() - self.t0)
 
-    def run(self, tag, arm, args, torchrun=False, timeout=300, extra_env=None):
+    def run(self, tag, arm, args, torchrun=False, timeout=300):
         """One arm of a row: stock, shim (defaults) or shim_off (PONYTAIL_ATTN=off). The child's
         JSON results (one per rank), or [] on a failure (said in the table)."""
         env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", PYTHONUNBUFFERED="1")
@@ -248,7 +248,6 @@ class Check:
             env.update(shim_exit_stats.env(self.out, name), LD_PRELOAD=self.a.shim)
             if arm == "shim_off":
                 env["PONYTAIL_ATTN"] = "off"
-        env.update(extra_env or {})
         res = os.path.join(self.out, name + ".rank{rank}.json")
         me = [sys.executable, os.path.abspath(__file__)]
         cmd = (["torchrun", "--standalone", "--nproc-per-node", "2"] + me[1:] if torchrun else me) + \
@@ -291,16 +290,18 @@ class Check:
             return statistics.median(g["step_ms"] for g in st) / statistics.median(g["step_ms"] for g in res["shim"])
         return None
 
+    def gen_args(self, model):
+        return ["gen", "--model", os.path.join(self.a.models, model), "--batch", str(self.a.batch),
+                "--prompt", str(self.a.prompt), "--new", str(self.a.new)]
+
     def row_tp_plan(self):
-        full, rank = os.path.join(self.a.models, "full"), os.path.join(self.a.models, "rank")
-        gen = ["gen", "--batch", str(self.a.batch), "--prompt", str(self.a.prompt), "--new", str(self.a.new)]
-        res = {arm: self.run("tp", arm, gen + ["--model", full], torchrun=True) for arm in ("stock", "shim_off", "shim")}
+        res = {arm: self.run("tp", arm, self.gen_args("full"), torchrun=True) for arm in ("stock", "shim_off", "shim")}
         tp = self.gen_rows("tp", res)
         for arm in ("shim_off", "shim"):
             used, bad = rank_pools(self.stats("tp", arm), 2)
             self.fails += ["tp.%s: %s" % (arm, b) for b in bad if res[arm]]
             self.say("  %-22s pooled devices per rank %s %s" % ("tp.%s" % arm, used, "; ".join(bad)))
-        one = {arm: self.run("one", arm, gen + ["--model", rank]) for arm in ("stock", "shim")}
+        one = {arm: self.run("one", arm, self.gen_args("rank")) for arm in ("stock", "shim")}
         one_ratio = self.gen_rows("one", one)
         if tp and one_ratio:
             v = speedup_verdict(tp, one_ratio)
@@ -311,8 +312,7 @@ class Check:
     def row_device_map(self):
         full = os.path.join(self.a.models, "full")
         weights = sum(os.path.getsize(os.path.join(full, f)) for f in os.listdir(full) if f.endswith(".safetensors"))
-        gen = ["gen", "--model", full, "--split", str(max(1, weights // 2 // 2**20)), "--batch", str(self.a.batch),
-               "--prompt", str(self.a.prompt), "--new", str(self.a.new)]
+        gen = self.gen_args("full") + ["--split", str(max(1, weights // 2 // 2**20))]
         res = {arm: self.run("split", arm, gen) for arm in ("stock", "shim_off", "shim")}
         r = self.gen_rows("split", res)
         if res["stock"] and len(res["stock"][0]["devices"]) < 2:
