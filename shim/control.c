@@ -10,8 +10,9 @@
  * next, and a peer that does not send its line within a few seconds is
  * dropped.
  *
- * When: the thread starts with the process's first pool (a process without
- * one has nothing to put to sleep), never at load: the shim is loaded into
+ * When: the thread starts with the process's first pool or the first handle
+ * of PyTorch's own mapped memory it keeps (shim/route_vmm.c; a process with
+ * neither has nothing to put to sleep), never at load: the shim is loaded into
  * every process of a preloaded tree. The socket is removed at exit (and the
  * sockets of processes that ended without exiting, by the next thread to
  * start: sweep_stale); a forked

@@ -92,6 +92,13 @@ void *const pt_wrapper[PT_SYM_COUNT] = {
     [PT_SYM_cuMemSetMemPool] = (void *)cuMemSetMemPool,
     [PT_SYM_cuStreamDestroy] = (void *)cuStreamDestroy,
     [PT_SYM_cuStreamDestroy_v2] = (void *)cuStreamDestroy_v2,
+    [PT_SYM_cuMemCreate] = (void *)cuMemCreate,
+    [PT_SYM_cuMemRelease] = (void *)cuMemRelease,
+    [PT_SYM_cuMemMap] = (void *)cuMemMap,
+    [PT_SYM_cuMemUnmap] = (void *)cuMemUnmap,
+    [PT_SYM_cuMemSetAccess] = (void *)cuMemSetAccess,
+    [PT_SYM_cuMemExportToShareableHandle] = (void *)cuMemExportToShareableHandle,
+    [PT_SYM_cuMemGetAllocationPropertiesFromHandle] = (void *)cuMemGetAllocationPropertiesFromHandle,
 };
 
 /* ---- exact-variant routing ---------------------------------------------- */
@@ -141,6 +148,13 @@ static const struct {
     {"cuMemSetMemPool", 13000, PT_MODE_ANY, PT_SYM_cuMemSetMemPool},
     {"cuStreamDestroy", 2000, PT_MODE_ANY, PT_SYM_cuStreamDestroy},
     {"cuStreamDestroy", 4000, PT_MODE_ANY, PT_SYM_cuStreamDestroy_v2},
+    {"cuMemCreate", 10020, PT_MODE_ANY, PT_SYM_cuMemCreate},
+    {"cuMemRelease", 10020, PT_MODE_ANY, PT_SYM_cuMemRelease},
+    {"cuMemMap", 10020, PT_MODE_ANY, PT_SYM_cuMemMap},
+    {"cuMemUnmap", 10020, PT_MODE_ANY, PT_SYM_cuMemUnmap},
+    {"cuMemSetAccess", 10020, PT_MODE_ANY, PT_SYM_cuMemSetAccess},
+    {"cuMemExportToShareableHandle", 10020, PT_MODE_ANY, PT_SYM_cuMemExportToShareableHandle},
+    {"cuMemGetAllocationPropertiesFromHandle", 10020, PT_MODE_ANY, PT_SYM_cuMemGetAllocationPropertiesFromHandle},
 #include "shim/gated_push.h"
 #define PT_GATED(SYM, ASKED, VER, MODE, SIG) {#ASKED, VER, PT_MODE_##MODE, PT_SYM_##SYM},
 #include "shim/gated.def"

@@ -21,6 +21,7 @@
  *
  * Limit: see route_passthrough.c. */
 #include "shim/route_internal.h"
+#include "shim/route_vmm.h"
 
 /* ---- errors ----------------------------------------------------------------
  * The runtime's codes were aligned with the driver's: every CUresult the pool
@@ -263,7 +264,8 @@ static int route_free(enum pt_route_api api, enum pt_route_smode sm, void *ptr, 
     bool any;
     rc = sm == PT_SM_SYNC ? pt_pool_free_sync(pool, ptr) : pt_pool_free(pool, ptr, pool_stream(sm, stream, &any));
     if (rc == 0) pt_ipc_block_freed(ptr); /* its export record goes with it */
-    if (rc == 0 && R.tier && pt_pool_tier_bytes(pool)) pt_tier_kick(); /* room for the host's bytes? */
+    if (rc == 0 && R.tier && (pt_pool_tier_bytes(pool) || pt_vmm_host_bytes()))
+      pt_tier_kick(); /* room for the host's bytes? */
     /* cudaFree gives the memory back to the device, and programs rely on it:
      * a caching allocator above us (PyTorch's empty_cache, its out-of-memory
      * retry) frees synchronously exactly when it wants the memory released.

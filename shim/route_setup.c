@@ -1,6 +1,7 @@
 /* The routing's settings (R, read once from the options), the allocation
  * trace, and what happens after fork. */
 #include "shim/route_internal.h"
+#include "shim/route_vmm.h"
 
 struct pt_route_settings R;
 
@@ -42,6 +43,7 @@ void pt_route_setup(void) {
 void pt_route_atfork_child(void) {
   pt_ipc_atfork_child();
   pt_tier_atfork_child();
+  pt_vmm_atfork_child();
   if (!R.trace || !strstr(pt_opt_str(PT_OPT_TRACE), "%p")) return;
   pt_trace_close(R.trace);
   R.trace = NULL;

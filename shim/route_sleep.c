@@ -3,6 +3,7 @@
  * pool meanwhile. Several pools sleep or wake all together or not at all. */
 #include "shim/route_internal.h"
 #include "shim/route_sleep.h"
+#include "shim/route_vmm.h"
 
 static void add_info(struct pt_pool_sleep_info *s, const struct pt_pool_sleep_info *i) {
   s->handles += i->handles;
@@ -60,6 +61,12 @@ void pt_route_sleep_figures(struct pt_route_sleep_figures *f) {
   uint64_t fr = __atomic_load_n(&rc_.passthrough_frees, __ATOMIC_RELAXED);
   f->passthrough_live = a > fr ? a - fr : 0;
   f->ipc_exports_live = pt_ipc_live_exports();
+  struct pt_vmm_figures v;
+  pt_vmm_figures(&v);
+  f->torch_handles = v.handles;
+  f->torch_bytes = v.device_bytes;
+  f->torch_host_bytes = v.host_bytes;
+  f->torch_exported = v.exported;
 }
 
 int pt_route_sleep(bool discard, struct pt_pool_sleep_info *sum, int *failed_dev) {
@@ -175,10 +182,15 @@ int pt_route_tier_promote(uint64_t *moved, uint64_t *left) {
     rc = pt_pool_tier_promote(p, 0, &m);
     *moved += m;
   }
+  /* Then PyTorch's own mapped memory (expandable segments). */
+  uint64_t m = 0;
+  if (!rc) rc = pt_vmm_promote(&m);
+  *moved += m;
   for (int d = 0; d < nd; d++) {
     struct pt_pool *p = pool_at(d);
     if (p) *left += pt_pool_tier_bytes(p);
   }
+  *left += pt_vmm_host_bytes();
   return rc;
 }
 
@@ -190,5 +202,5 @@ bool pt_route_tier_room(void) {
     struct pt_pool *p = pool_at(d);
     if (p && pt_pool_tier_bytes(p) && pt_pool_tier_movable(p)) return true;
   }
-  return false;
+  return pt_vmm_tier_room();
 }

@@ -16,6 +16,8 @@ struct pt_route_sleep_figures {
   uint64_t passthrough_live; /* allocations passed to CUDA and not freed (count) */
   uint64_t ipc_exports_live; /* pooled blocks exported by CUDA IPC, still live */
   uint64_t tier_bytes;       /* the pools' host-tier bytes (PONYTAIL_HOST_TIER) */
+  /* PyTorch's own mapped memory the shim keeps (shim/route_vmm.h). */
+  uint64_t torch_handles, torch_bytes, torch_host_bytes, torch_exported;
 };
 void pt_route_sleep_figures(struct pt_route_sleep_figures *f);
 

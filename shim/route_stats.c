@@ -1,6 +1,7 @@
 /* The routing's counters (the pool counts the rest) and the "alloc"
  * section of the stats (JSON and text), plugged in by pt_route_setup. */
 #include "shim/route_internal.h"
+#include "shim/route_vmm.h"
 
 struct pt_route_counters rc_;
 
@@ -57,6 +58,7 @@ void rt_stats_json(struct pt_jw *w) {
   pt_jw_arr_begin(w, "devices");
   route_each_pool(device_json, w);
   pt_jw_arr_end(w);
+  pt_vmm_stats_json(w);
 }
 
 #define MIB(x) ((double)(x) / 1048576.0)
@@ -102,5 +104,6 @@ void rt_stats_text(FILE *f) {
   if (rc_.internal_allocs)
     fprintf(f, "  alloc: internal (shim's own buffers) %" PRIu64 ", %.1f MiB\n", rc_.internal_allocs,
             MIB(rc_.internal_bytes));
+  pt_vmm_stats_text(f);
   route_each_pool(device_text, f);
 }

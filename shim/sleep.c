@@ -24,6 +24,7 @@
 #include "shim/gate.h"
 #include "shim/route_alloc.h"
 #include "shim/route_sleep.h"
+#include "shim/route_vmm.h"
 #include "shim/sleep.h"
 
 static pthread_mutex_t sleep_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -53,8 +54,16 @@ static void put(struct out *o, const char *fmt, ...) {
 static double secs(uint64_t ns) { return (double)ns / 1e9; }
 
 static void figures(struct out *o, const char *when, const struct pt_route_sleep_figures *f) {
-  put(o, "%s_pool_bytes=%" PRIu64 "\n%s_device_used_bytes=%" PRIu64 "\n%s_tier_bytes=%" PRIu64 "\n", when,
-      f->physical_bytes, when, f->device_used_bytes, when, f->tier_bytes);
+  put(o, "%s_pool_bytes=%" PRIu64 "\n%s_device_used_bytes=%" PRIu64 "\n%s_tier_bytes=%" PRIu64
+      "\n%s_torch_bytes=%" PRIu64 "\n", when, f->physical_bytes, when, f->device_used_bytes, when,
+      f->tier_bytes + f->torch_host_bytes, when, f->torch_bytes);
+}
+
+/* PyTorch's own mapped memory's part of a sleep or wake (shim/route_vmm.h). */
+static void torch_lines(struct out *o, const struct pt_pool_sleep_info *t, uint64_t kept) {
+  put(o, "torch_handles=%" PRIu64 "\ntorch_bytes=%" PRIu64 "\ntorch_copied_bytes=%" PRIu64
+      "\ntorch_kept_bytes=%" PRIu64 "\ntorch_copy_s=%.6f\n", t->handles, t->bytes, t->copied_bytes, kept,
+      secs(t->copy_ns));
 }
 
 static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
@@ -69,19 +78,20 @@ static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
  * prepare alike: writes the error line and says true, or false when nothing
  * does. what names the request in the first reason. */
 static bool cannot_sleep(struct out *o, const struct pt_route_sleep_figures *f, const char *what) {
-  if (!f->pools) {
+  if (!f->pools && !f->torch_handles) {
     put(o, "error: nothing to %s: no allocation of this process went to Ponytail's pool "
-           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN)\n", what);
+           "(PONYTAIL_POOL=0, or none of at least PONYTAIL_KV_MIN) and PyTorch maps none of its own that the shim "
+           "keeps (expandable segments with PONYTAIL_TORCH_VMM)\n", what);
     return true;
   }
-  if (f->tier_bytes) {
-    put(o, "error: %" PRIu64 " bytes of the pool live in host memory (PONYTAIL_HOST_TIER); a process whose "
-           "host tier holds memory cannot sleep\n", f->tier_bytes);
+  if (f->tier_bytes || f->torch_host_bytes) {
+    put(o, "error: %" PRIu64 " bytes of the process's memory live in host memory (PONYTAIL_HOST_TIER); a process "
+           "whose host tier holds memory cannot sleep\n", f->tier_bytes + f->torch_host_bytes);
     return true;
   }
-  if (f->ipc_exports_live) {
-    put(o, "error: %" PRIu64 " pooled block(s) are shared with another process by CUDA IPC; their memory "
-           "cannot be released under the importer\n", f->ipc_exports_live);
+  if (f->ipc_exports_live || f->torch_exported) {
+    put(o, "error: %" PRIu64 " block(s) are shared with another process by CUDA IPC; their memory "
+           "cannot be released under the importer\n", f->ipc_exports_live + f->torch_exported);
     return true;
   }
   return false;
@@ -120,11 +130,25 @@ static void do_sleep(bool discard, struct out *o) {
     return;
   }
   uint64_t t1 = pt_now_ns();
-  struct pt_pool_sleep_info sum;
+  struct pt_pool_sleep_info sum, tsum;
   int dev = -1;
-  int rc = pt_route_sleep(discard, &sum, &dev);
+  uint64_t kept = 0;
+  /* PyTorch's own mapped memory first, then the pools; either failing leaves
+   * both as they were. */
+  int rc = pt_vmm_sleep(discard, &tsum, &kept);
+  if (rc) {
+    pt_gate_open();
+    put(o, "error: CUDA error %d while releasing PyTorch's own mapped memory%s; not asleep, the process runs on\n",
+        rc, rc == 2 ? " (out of host memory for the copy: try --discard)" : "");
+    pt_warn("sleep failed in PyTorch's mapped memory (CUDA error %d); the process runs on", rc);
+    return;
+  }
+  rc = pt_route_sleep(discard, &sum, &dev);
   uint64_t t2 = pt_now_ns();
   if (rc) {
+    struct pt_pool_sleep_info w;
+    if (pt_vmm_wake(&w)) pt_warn("sleep: PyTorch's mapped memory could not be woken again after the pools failed");
+    pt_vmm_wake_release();
     pt_gate_open();
     put(o, "error: device %d: CUDA error %d while putting its pool to sleep%s; not asleep, the process runs "
            "on\n", dev, rc, rc == 2 ? " (out of host memory for the copy: try --discard)" : "");
@@ -140,12 +164,13 @@ static void do_sleep(bool discard, struct out *o) {
   put(o, "ok\nstate=asleep\nmode=%s\nhost=%s\nseconds=%.6f\nclose_s=%.6f\n", discard ? "discard" : "copy",
       pt_opt_value_text(PT_OPT_SLEEP_HOST, host, sizeof host), secs(t2 - t0), secs(t1 - t0));
   info_lines(o, &sum);
+  torch_lines(o, &tsum, kept);
   figures(o, "before", &before);
   figures(o, "after", &after);
   put(o, "device_total_bytes=%" PRIu64 "\npassthrough_live=%" PRIu64 "\npools=%" PRIu64 "\n",
       before.device_total_bytes, before.passthrough_live, before.pools);
-  pt_info("asleep: %" PRIu64 " bytes of pooled memory released (%s) in %.3f s", sum.bytes,
-          discard ? "dropped" : "kept on the host", secs(t2 - t0));
+  pt_info("asleep: %" PRIu64 " bytes of pooled memory and %" PRIu64 " of PyTorch's own released (%s) in %.3f s",
+          sum.bytes, tsum.bytes, discard ? "dropped" : "kept on the host", secs(t2 - t0));
 }
 
 static void do_wake(struct out *o) {
@@ -154,9 +179,10 @@ static void do_wake(struct out *o) {
     return;
   }
   uint64_t t0 = pt_now_ns();
-  struct pt_pool_sleep_info sum;
+  struct pt_pool_sleep_info sum, tsum;
   int dev = -1;
-  int rc = pt_route_wake(&sum, &dev);
+  int rc = pt_vmm_wake(&tsum);
+  if (!rc && (rc = pt_route_wake(&sum, &dev)) != 0) pt_vmm_resleep(); /* the pools stay asleep: so does PyTorch's */
   uint64_t t1 = pt_now_ns();
   if (rc) {
     put(o, "error: device %d: CUDA error %d while mapping memory back%s; still asleep (wake again when memory "
@@ -174,8 +200,9 @@ static void do_wake(struct out *o) {
   put(o, "ok\nstate=awake\nmode=%s\nseconds=%.6f\nslept_s=%.3f\nrelease=%s\n", asleep_discard ? "discard" : "copy",
       secs(t1 - t0), secs(t0 - asleep_since_ns), pt_opt_bool(PT_OPT_SLEEP_REUSE) ? "kept" : "after_answer");
   info_lines(o, &sum);
+  torch_lines(o, &tsum, 0);
   figures(o, "after", &after);
-  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s", sum.bytes, secs(t1 - t0));
+  pt_info("awake: %" PRIu64 " bytes mapped back in %.3f s", sum.bytes + tsum.bytes, secs(t1 - t0));
 }
 
 /* Under sleep_mu: the host memory of the last wake, freed (or kept for the
@@ -186,6 +213,7 @@ static void release_now(void) {
   uint64_t t0 = pt_now_ns();
   struct pt_pool_sleep_info sum = {0};
   pt_route_wake_release(&sum);
+  pt_vmm_wake_release();
   last_release_s = secs(pt_now_ns() - t0);
   pt_info("the last wake's host memory released in %.3f s, the process running", last_release_s);
 }

@@ -31,6 +31,7 @@
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/pattern.h"
 #include "tests/preload/preload_check.h"
+#include "tests/preload/preload_ctl.h"
 
 extern void **__cudaRegisterFatBinary(void *);
 extern void __cudaRegisterFatBinaryEnd(void **);
@@ -42,7 +43,6 @@ extern void __cudaRegisterFunction(void **, const char *, char *, const char *, 
 
 static const char *g_dir;
 static const char *g_scenario; /* argv[1] */
-static char g_ctl[4096];
 static void stub(void) {}
 static uint64_t g_launches, g_copies; /* atomic: the worker's successful calls */
 static int g_stop;
@@ -61,52 +61,6 @@ static uint64_t host_memory_calls(void) {
 static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&t, NULL);
-}
-
-/* The control socket of process pid, by the shim's own rule; -1 when its
- * path does not fit. */
-static int sock_addr(struct sockaddr_un *a, int pid) {
-  char path[sizeof g_ctl + 32];
-  memset(a, 0, sizeof *a);
-  a->sun_family = AF_UNIX;
-  if (pt_control_sock_of(g_ctl, pid, path, sizeof path) || strlen(path) >= sizeof a->sun_path) return -1;
-  memcpy(a->sun_path, path, strlen(path) + 1);
-  return 0;
-}
-
-/* One request to this process's control socket; the answer, or NULL with
- * errno set (connect failed). */
-static char *ask(const char *req) {
-  static char rep[8192];
-  struct sockaddr_un a;
-  if (sock_addr(&a, (int)getpid())) return NULL;
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return NULL;
-  if (connect(s, (struct sockaddr *)&a, sizeof a)) {
-    int e = errno;
-    close(s);
-    errno = e;
-    return NULL;
-  }
-  char line[64];
-  snprintf(line, sizeof line, "%s\n", req);
-  if (write(s, line, strlen(line)) != (ssize_t)strlen(line)) {
-    close(s);
-    return NULL;
-  }
-  size_t n = 0;
-  ssize_t k;
-  while ((k = read(s, rep + n, sizeof rep - 1 - n)) > 0) n += (size_t)k;
-  rep[n] = 0;
-  close(s);
-  return rep;
-}
-
-static long long field(const char *rep, const char *key) {
-  char k[64];
-  snprintf(k, sizeof k, "\n%s=", key);
-  const char *p = rep ? strstr(rep, k) : NULL;
-  return p ? atoll(p + strlen(k)) : -1;
 }
 
 static void *worker(void *arg) {

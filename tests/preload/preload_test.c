@@ -268,7 +268,8 @@ static int sc_routing(void) {
       {"cuGetProcAddress", 13000, 0, 1, "cuGetProcAddress_v2"},
       {"cuGetProcAddress", 11030, 0, 1, "cuGetProcAddress"},
       {"cuStreamSynchronize", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 0, "cuStreamSynchronize_ptsz"},
-      {"cuMemCreate", 13000, 0, 0, "cuMemCreate"},
+      {"cuMemCreate", 13000, 0, 1, "cuMemCreate"}, /* PyTorch's expandable segments (shim/entry_vmm.c) */
+      {"cuMemAddressReserve", 13000, 0, 0, "cuMemAddressReserve"},
       {"cuInit", 13000, 0, 0, "cuInit"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -301,7 +302,8 @@ static int sc_routing(void) {
   CHECK(in_shim(dlsym(h, "cuLaunchKernel_ptsz")));
   CHECK(in_shim(dlsym(h, "cuGetProcAddress")));
   CHECK(!in_shim(dlsym(h, "cuInit")));
-  CHECK(!in_shim(dlsym(h, "cuMemCreate")));
+  CHECK(in_shim(dlsym(h, "cuMemCreate")));
+  CHECK(!in_shim(dlsym(h, "cuMemAddressReserve")));
   CHECK(dlsym(h, "cuNoSuchThing") == NULL && dlerror() != NULL);
   /* runtime names: RTLD_DEFAULT finds the shim; a libcudart handle too */
   CHECK(in_shim(dlsym(RTLD_DEFAULT, "cudaMalloc")));

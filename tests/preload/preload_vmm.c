@@ -1,0 +1,285 @@
+/* PyTorch's expandable segments under the shim (shim/route_vmm.c), against
+ * the fake CUDA and a stand-in libc10_cuda.so (tests/preload/fake_c10.c) on a
+ * 64 MiB fake device (FAKECUDA_DEVMEM, set by meson), 2 MiB segments:
+ *
+ *   preload_vmm SCENARIO DIR
+ *
+ * keep:  PyTorch's handles are the shim's (never a driver value), every call
+ *        on them works (map, access, bytes, properties, export), its release
+ *        before its unmap keeps the memory until the unmap, bad and double
+ *        releases are refused as the driver refuses them, nothing leaks; the
+ *        test program's own cuMemCreate (not PyTorch's) gets the driver's
+ *        handle; the log says once what the shim does; the stats count it.
+ * off:   PONYTAIL_TORCH_VMM=0: the driver's handles, nothing kept.
+ * limit: PONYTAIL_MEM_LIMIT=16M: the ninth segment is refused out-of-memory,
+ *        as PyTorch's map expects it, and counted.
+ * tier:  PONYTAIL_HOST_TIER=256M with an 8 MiB reserve: the device fills to
+ *        its reserve, the first ask past it is answered out-of-memory, the
+ *        next one (PyTorch's, after emptying its cache) lands on host memory
+ *        at the segment's address, every byte kept; once PyTorch unmaps
+ *        device segments, the mover brings the host segments back to the
+ *        device at the same addresses, bytes intact.
+ * sleep: `sleep` over the control socket releases PyTorch's segments (the
+ *        fake device holds none), a segment PyTorch maps meanwhile waits for
+ *        the wake, `wake` brings every byte back at the same address; an
+ *        exported segment makes the next sleep refuse. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/pattern.h"
+#include "tests/preload/preload_check.h"
+#include "tests/preload/preload_ctl.h"
+
+#define MiB (1ull << 20)
+#define SEG (2 * MiB)
+
+int fc10_init(int device, uint64_t segment_bytes);
+int fc10_map(int first, int n);
+int fc10_unmap(int first, int n);
+void *fc10_ptr(int i);
+uint64_t fc10_handle(int i);
+int fc10_release(uint64_t h);
+int fc10_export(int i, int *fd);
+int fc10_props(int i, CUmemAllocationProp *prop);
+
+static const char *g_dir;
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+static int ours(uint64_t h) { return (h >> 48) == 0x5054u; }
+static void fill(int first, int n, uint64_t key) {
+  for (int i = first; i < first + n; i++) pt_pat_fill(fc10_ptr(i), SEG, key + (uint64_t)i, 4096);
+}
+static int intact(int first, int n, uint64_t key) {
+  for (int i = first; i < first + n; i++)
+    if (pt_pat_bad(fc10_ptr(i), SEG, key + (uint64_t)i, 4096) != UINT64_MAX) return 0;
+  return 1;
+}
+
+/* The device's primary context current, as PyTorch has it before it maps. */
+static void context(void) {
+  CUcontext c = NULL;
+  CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+  CHECK_EQ(cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK_EQ(fc10_init(0, SEG), 0);
+}
+
+/* The number after "key" in the stats' "torch_vmm" object, or -1. */
+static long long vmm_stat(const char *js, const char *key) {
+  const char *a = js ? strstr(js, "\"torch_vmm\":{") : NULL;
+  if (!a) return -1;
+  const char *end = strchr(a, '}');
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(a, k);
+  return p && p < end ? atoll(p + strlen(k)) : -1;
+}
+
+/* ---- keep ----------------------------------------------------------------- */
+
+static int sc_keep(void) {
+  context();
+  CHECK_EQ(fc10_map(0, 8), 0);
+  for (int i = 0; i < 8; i++) CHECK(ours(fc10_handle(i)));
+  CHECK_EQ(fakecuda_vmm_handles(), 8);
+  CHECK_EQ(fakecuda_device_bytes(0), 8 * SEG);
+  fill(0, 8, 11);
+  CHECK(intact(0, 8, 11));
+  CUmemAllocationProp prop;
+  CHECK_EQ(fc10_props(0, &prop), CUDA_SUCCESS);
+  CHECK(prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop.location.id == 0);
+  CHECK(prop.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  int fd = -1;
+  CHECK_EQ(fc10_export(0, &fd), CUDA_SUCCESS);
+  CHECK(fd >= 0);
+  if (fd >= 0) close(fd);
+  CHECK_EQ(fc10_unmap(4, 4), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 4);
+  /* Released first, unmapped later: the memory stays until the unmap. */
+  uint64_t h3 = fc10_handle(3);
+  CHECK_EQ(fc10_release(h3), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_vmm_handles(), 4);
+  CHECK(intact(3, 1, 11));
+  CHECK_EQ(fc10_release(h3), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ(cuMemUnmap((CUdeviceptr)(uintptr_t)fc10_ptr(3), SEG), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_vmm_handles(), 3);
+  CHECK_EQ(fc10_release(0x5054000000009999ull), CUDA_ERROR_INVALID_VALUE);
+  /* The program's own handle (not PyTorch's allocator): the driver's. */
+  CUmemAllocationProp own;
+  memset(&own, 0, sizeof own);
+  own.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  own.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemGenericAllocationHandle h = 0;
+  CHECK_EQ(cuMemCreate(&h, SEG, &own, 0), CUDA_SUCCESS);
+  CHECK(h && !ours(h));
+  CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  CHECK(intact(0, 3, 11));
+  CHECK_EQ(fc10_unmap(0, 3), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  CHECK_EQ(fakecuda_device_bytes(0), 0);
+  return g_failed;
+}
+
+static void check_keep(const char *js) {
+  CHECK_EQ(vmm_stat(js, "creates"), 8);
+  CHECK_EQ(vmm_stat(js, "releases"), 8);
+  CHECK_EQ(vmm_stat(js, "handles"), 0);
+  CHECK_EQ(vmm_stat(js, "peak_bytes"), 8 * SEG);
+  CHECK_EQ(stat_call(js, "cuMemCreate"), 9);
+}
+
+/* ---- off ------------------------------------------------------------------ */
+
+static int sc_off(void) {
+  context();
+  CHECK_EQ(fc10_map(0, 4), 0);
+  for (int i = 0; i < 4; i++) CHECK(fc10_handle(i) && !ours(fc10_handle(i)));
+  fill(0, 4, 5);
+  CHECK(intact(0, 4, 5));
+  CHECK_EQ(fc10_unmap(0, 4), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  return g_failed;
+}
+
+static void check_off(const char *js) { CHECK_EQ(vmm_stat(js, "creates"), 0); }
+
+/* ---- limit ---------------------------------------------------------------- */
+
+static int sc_limit(void) {
+  context();
+  CHECK_EQ(fc10_map(0, 8), 0);
+  CHECK_EQ(fc10_map(8, 1), -2); /* past 16 MiB: out of memory, nothing mapped */
+  CHECK_EQ(fakecuda_vmm_handles(), 8);
+  CHECK_EQ(fc10_unmap(0, 8), 0);
+  CHECK_EQ(fc10_map(0, 8), 0); /* the charge went back with the memory */
+  CHECK_EQ(fc10_unmap(0, 8), 0);
+  return g_failed;
+}
+
+static void check_limit(const char *js) {
+  CHECK(vmm_stat(js, "limit_rejections") >= 1);
+  CHECK_EQ(vmm_stat(js, "creates"), 16);
+}
+
+/* ---- tier ----------------------------------------------------------------- */
+
+static int sc_tier(void) {
+  context();
+  /* 64 MiB less the 8 MiB reserve: 28 segments on the device. */
+  CHECK_EQ(fc10_map(0, 28), 0);
+  CHECK_EQ(fc10_map(28, 4), -2); /* the first ask past it */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  CHECK_EQ(fc10_map(28, 4), 0); /* the second: on the host */
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 4 * SEG);
+  CHECK_EQ(fakecuda_device_bytes(0), 28 * SEG);
+  fill(0, 32, 77);
+  CHECK(intact(0, 32, 77));
+  /* Room on the device: the mover brings the host segments back. */
+  CHECK_EQ(fc10_unmap(0, 8), 0);
+  for (int t = 0; t < 300 && fakecuda_host_vmm_bytes(); t++) sleep_ms(10);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
+  CHECK_EQ(fakecuda_device_bytes(0), 24 * SEG);
+  CHECK(intact(8, 24, 77));
+  CHECK_EQ(fc10_unmap(8, 24), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  return g_failed;
+}
+
+static void check_tier(const char *js) {
+  CHECK_EQ(vmm_stat(js, "tier_allocs"), 4);
+  CHECK_EQ(vmm_stat(js, "tier_deferrals"), 1);
+  CHECK_EQ(vmm_stat(js, "tier_moved_bytes"), 4 * SEG);
+  CHECK_EQ(vmm_stat(js, "peak_host_bytes"), 4 * SEG);
+  CHECK_EQ(vmm_stat(js, "host_bytes"), 0);
+}
+
+/* ---- sleep ---------------------------------------------------------------- */
+
+static int g_mapped_late = -1; /* atomic: the late map's result */
+
+static void *late_map(void *arg) {
+  (void)arg;
+  CUcontext c = NULL;
+  (void)cuDevicePrimaryCtxRetain(&c, 0);
+  (void)cuCtxSetCurrent(c);
+  __atomic_store_n(&g_mapped_late, fc10_map(8, 1), __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int sc_sleep(void) {
+  context();
+  CHECK_EQ(fc10_map(0, 8), 0);
+  fill(0, 8, 31);
+  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10); /* the control thread starts */
+  char *rep = ask("sleep");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG);
+  CHECK_EQ(field(rep, "torch_copied_bytes"), 8 * SEG);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  CHECK_EQ(fakecuda_device_bytes(0), 0);
+  pthread_t th;
+  CHECK_EQ(pthread_create(&th, NULL, late_map, NULL), 0);
+  sleep_ms(200);
+  CHECK_EQ(__atomic_load_n(&g_mapped_late, __ATOMIC_ACQUIRE), -1); /* held at the gate */
+  rep = ask("wake");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG);
+  pthread_join(th, NULL);
+  CHECK_EQ(g_mapped_late, 0);
+  CHECK(intact(0, 8, 31));
+  CHECK_EQ(fakecuda_device_bytes(0), 9 * SEG);
+  /* Shared with another process: refused. */
+  int fd = -1;
+  CHECK_EQ(fc10_export(2, &fd), CUDA_SUCCESS);
+  if (fd >= 0) close(fd);
+  rep = ask("sleep");
+  CHECK(rep && strstr(rep, "shared with another process"));
+  CHECK_EQ(fakecuda_device_bytes(0), 9 * SEG);
+  CHECK_EQ(fc10_unmap(0, 9), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  return g_failed;
+}
+
+static void check_sleep(const char *js) {
+  CHECK_EQ(vmm_stat(js, "sleeps"), 1);
+  CHECK_EQ(vmm_stat(js, "wakes"), 1);
+  CHECK_EQ(vmm_stat(js, "slept_bytes"), 8 * SEG);
+  CHECK_EQ(vmm_stat(js, "errors"), 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[2];
+  mkdir(g_dir, 0755);
+  const char *d = getenv("PONYTAIL_CONTROL_DIR");
+  snprintf(g_ctl, sizeof g_ctl, "%s", d ? d : "");
+  static const struct {
+    const char *name;
+    int (*run)(void);
+    void (*check)(const char *);
+  } sc[] = {{"keep", sc_keep, check_keep}, {"off", sc_off, check_off}, {"limit", sc_limit, check_limit},
+            {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}};
+  for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+    if (strcmp(argv[1], sc[i].name)) continue;
+    pid_t pid;
+    int rc = run_scenario(g_dir, sc[i].name, sc[i].run, sc[i].check, &pid, 4000);
+    if (!strcmp(sc[i].name, "keep")) {
+      const char *log = read_log(g_dir, (int)pid);
+      CHECK(log && strstr(log, "PyTorch maps its own memory"));
+      rc |= g_failed;
+    }
+    return rc;
+  }
+  fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  return 2;
+}
