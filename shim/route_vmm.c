@@ -193,7 +193,14 @@ static CUresult create_host(PFN_cuMemCreate_v10020 real, CUmemGenericAllocationH
   hp.location.type = numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_HOST;
   hp.location.id = numa >= 0 ? numa : 0;
   hp.allocFlags.gpuDirectRDMACapable = 0; /* a device property */
-  return real(out, size, &hp, 0);
+  CUresult r = real(out, size, &hp, 0);
+  if (r == CUDA_ERROR_NOT_SUPPORTED && hp.requestedHandleTypes) {
+    /* Host memory that cannot be exported: it still holds the bytes (an
+     * export of it later fails as the driver fails it). */
+    hp.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    r = real(out, size, &hp, 0);
+  }
+  return r;
 }
 
 CUresult pt_vmm_create(void *realp, CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
@@ -574,7 +581,9 @@ int pt_vmm_wake(struct pt_pool_sleep_info *sum) {
   } else if (sum->bytes) {
     S.wakes++;
   }
+  /* Mapping and copying alternate per handle: the time is both's. */
   sum->map_ns = pt_now_ns() - t0;
+  if (!sleep_discard) sum->copy_ns = sum->map_ns;
   pthread_mutex_unlock(&mu);
   return rc;
 }

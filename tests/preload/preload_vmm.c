@@ -21,8 +21,9 @@
  *        device at the same addresses, bytes intact.
  * sleep: `sleep` over the control socket releases PyTorch's segments (the
  *        fake device holds none), a segment PyTorch maps meanwhile waits for
- *        the wake, `wake` brings every byte back at the same address; an
- *        exported segment makes the next sleep refuse. */
+ *        the wake, `wake` brings every byte back at the same address; the
+ *        same through `ponytail sleep` and `ponytail wake`, whose answers
+ *        name PyTorch's part; an exported segment makes the next sleep refuse. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -235,6 +236,23 @@ static int sc_sleep(void) {
   CHECK_EQ(g_mapped_late, 0);
   CHECK(intact(0, 8, 31));
   CHECK_EQ(fakecuda_device_bytes(0), 9 * SEG);
+  /* The same through the CLI (PT_CLI, set by meson): it names PyTorch's part. */
+  const char *cli = getenv("PT_CLI");
+  CHECK(cli != NULL);
+  if (cli) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s sleep %d > %s/cli.txt 2>&1 && %s wake %d >> %s/cli.txt 2>&1", cli, (int)getpid(),
+             g_dir, cli, (int)getpid(), g_dir);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/cli.txt", g_dir);
+    const char *out = read_file(cmd);
+    CHECK(out && strstr(out, "released  0.02 GiB of PyTorch's own mapped memory (expandable segments, 9 handles)\n"));
+    CHECK(out && strstr(out, "kept      0.02 GiB in page-locked host memory"));
+    CHECK(out && !strstr(out, "Ponytail's pool"));
+    CHECK(out && strstr(out, "mapped    0.02 GiB of PyTorch's own mapped memory (expandable segments) back"));
+    if (g_failed && out) fprintf(stderr, "CLI:\n%s\n", out);
+    CHECK(intact(0, 8, 31));
+  }
   /* Shared with another process: refused. */
   int fd = -1;
   CHECK_EQ(fc10_export(2, &fd), CUDA_SUCCESS);
@@ -248,9 +266,9 @@ static int sc_sleep(void) {
 }
 
 static void check_sleep(const char *js) {
-  CHECK_EQ(vmm_stat(js, "sleeps"), 1);
-  CHECK_EQ(vmm_stat(js, "wakes"), 1);
-  CHECK_EQ(vmm_stat(js, "slept_bytes"), 8 * SEG);
+  CHECK_EQ(vmm_stat(js, "sleeps"), 2);
+  CHECK_EQ(vmm_stat(js, "wakes"), 2);
+  CHECK_EQ(vmm_stat(js, "slept_bytes"), 17 * SEG);
   CHECK_EQ(vmm_stat(js, "errors"), 0);
 }
 

@@ -274,10 +274,20 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
   str(rep, "mode", mode, sizeof mode);
   printf("ponytail sleep %d: asleep (%s) in %.3f s (%.3f s waiting for its CUDA calls and GPU work)\n", pid, mode, s,
          close_s);
-  printf("  released  %.2f GiB of Ponytail's pool on the GPU (%.0f physical handles, unmapped in %.3f s)",
-         bytes / GiB, handles, map_s);
-  if (trimmed > 0) printf(", and %.2f GiB the pool held free", trimmed / GiB);
-  printf("\n");
+  /* PyTorch's own mapped memory (expandable segments), released beside the pool. */
+  double tb = 0, th = 0, tc = 0, tk = 0, tcs = 0;
+  num(rep, "torch_bytes", &tb), num(rep, "torch_handles", &th), num(rep, "torch_copied_bytes", &tc);
+  num(rep, "torch_kept_bytes", &tk), num(rep, "torch_copy_s", &tcs);
+  if (bytes > 0 || tb <= 0) {
+    printf("  released  %.2f GiB of Ponytail's pool on the GPU (%.0f physical handles, unmapped in %.3f s)",
+           bytes / GiB, handles, map_s);
+    if (trimmed > 0) printf(", and %.2f GiB the pool held free", trimmed / GiB);
+    printf("\n");
+  }
+  if (tb > 0 || tk > 0)
+    printf("  released  %.2f GiB of PyTorch's own mapped memory (expandable segments, %.0f handles)%s\n", tb / GiB, th,
+           tk > 0 ? "; some of it stays (mapped twice, or shared with another process)" : "");
+  copied += tc, copy_s += tcs;
   char host[32];
   str(rep, "host", host, sizeof host); /* absent from an older shim: pinned */
   if (!strcmp(mode, "copy"))
@@ -294,7 +304,8 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
            (double)nv_after / GiB);
   double other = nv_after >= 0 ? (double)nv_after : du_a;
   printf("  not covered%s: %.2f GiB still held by the process: the CUDA context, %.0f allocation(s) below "
-         "PONYTAIL_KV_MIN passed to CUDA, memory it maps itself (cuMemCreate), the driver's pools\n",
+         "PONYTAIL_KV_MIN passed to CUDA, memory it maps itself (cuMemCreate) other than PyTorch's, the driver's "
+         "pools\n",
          nv_after >= 0 ? "" : " (device-wide, all processes)", other / GiB, pt);
   printf("  device    %.2f GiB used before, %.2f GiB after (all processes)\n", du_b / GiB, du_a / GiB);
   printf("  its CUDA calls wait until `ponytail wake %d`\n", pid);
@@ -306,7 +317,13 @@ static void print_wake(int pid, const char *rep) {
   num(rep, "copy_s", &copy_s), num(rep, "map_s", &map_s), num(rep, "slept_s", &slept);
   num(rep, "release_s", &release_s);
   printf("ponytail wake %d: awake in %.3f s after %.1f s asleep\n", pid, s, slept);
-  printf("  mapped    %.2f GiB back at the same addresses in %.3f s\n", bytes / GiB, map_s);
+  double tb = 0, tc = 0, tcs = 0;
+  num(rep, "torch_bytes", &tb), num(rep, "torch_copied_bytes", &tc), num(rep, "torch_copy_s", &tcs);
+  if (bytes > 0 || tb <= 0) printf("  mapped    %.2f GiB back at the same addresses in %.3f s\n", bytes / GiB, map_s);
+  if (tb > 0)
+    printf("  mapped    %.2f GiB of PyTorch's own mapped memory (expandable segments) back at the same addresses\n",
+           tb / GiB);
+  copied += tc, copy_s += tcs;
   if (copied > 0)
     printf("  copied    %.2f GiB back in %.3f s (%.1f GB/s)\n", copied / GiB, copy_s,
            copy_s > 0 ? copied / copy_s / 1e9 : 0.0);
