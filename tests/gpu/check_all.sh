@@ -14,7 +14,10 @@
 #   torch      compat-torch (needs .ext/pytorch/test/test_cuda.py: carry .ext) (~6-7 min)
 #   multi-gpu  tp2 multi-gpu-rows (SKIP with fewer than 2 GPUs; issue 53)   (~9-10 min: two calls,
 #              CHECKS=tp2 then CHECKS=multi-gpu-rows; MULTI_ROWS picks rows of the second)
-#   sleep      sleep-wake: `ponytail sleep` / `ponytail wake` of a running model (issue 50)   (~4 min)
+#   sleep      sleep-wake: `ponytail sleep` / `ponytail wake` of a running model (issue 50)   (~4 min;
+#              SLEEP_TORCH_ALLOC=expandable: the targets under PONYTAIL_TORCH_ALLOC=expandable, PyTorch's
+#              own mapped memory released through shim/route_vmm.c; SLEEP_ARGS adds arguments, e.g.
+#              "--kinds registered:1" for a short call)
 #   families   families: 23 transformers families, stock vs shim, the family table (issue 51)
 #              (~50 s + 32 s a family: the 23 in two calls, FAMILIES="llama,phi3,..." picks them)
 #   host-tier  host-tier: PONYTAIL_HOST_TIER's goals (issue 49), HOST_TIER_STAGES (default offpath;
@@ -175,7 +178,8 @@ run_check() { # NAME LIMIT_S: the command of one check (runs inside `timeout`, i
       "$py" "$g/multi_gpu.py" --shim "$shim" --out "$d" --budget $(( $2 - 20 )) ${MULTI_ROWS:+--rows "$MULTI_ROWS"} ;;
     prefill) PREFILL_STAGES="correctness sanitize" bash "$g/prefill.sh" ;;
     prefill-swap) STAGES="correctness verify graph" bash "$g/prefill_swap.sh" ;;
-    sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" --deadline $(( $2 - 15 )) ;;
+    sleep-wake) "$py" "$g/sleep_wake.py" --ponytail "$pt" --shim "$shim" --out "$d" --deadline $(( $2 - 15 )) \
+                  --torch-alloc "${SLEEP_TORCH_ALLOC:-keep}" ${SLEEP_ARGS:-} ;;
     families) "$py" "$g/families.py" --shim "$shim" --ponytail "$pt" --out "$d" --budget $(( $2 - 30 )) ${FAMILIES:+--families "$FAMILIES"} ;;
     host-tier) "$py" "$g/host_tier.py" --shim "$shim" --out "$d" --stages "${HOST_TIER_STAGES:-offpath}" \
                  --deadline $(( $2 - 20 )) ${HOST_TIER_ARGS:-} ;;

@@ -31,6 +31,8 @@ policy    Issue 49's point 2: stock, stock with expandable segments, and the shi
           <= 1.02x the default's; undecided where the default's own spread is wider than 2% and
           holds the ratio), tokens identical among the shim's runs, and what expandable segments
           cost stock against the shim.
+--torch-alloc expandable runs every shim arm but policy's under PONYTAIL_TORCH_ALLOC=expandable: the
+tier then holds PyTorch's own mapped memory (shim/route_vmm.c), its figures in the stats' torch_vmm.
 The first stage that times runs (offpath, policy) starts with one uncounted run of the default
 shim: the first process of a call stepped 34% slower than the next on 2026-12-07.
 Every shim run must leave the shim's exit stats (a preload that did not load fails the row
@@ -89,6 +91,7 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     for f in glob.glob(os.path.join(a.out, tag + ".stats.*")):  # a reused --out: not this run's
         os.remove(f)
     if shim_env is not None:
+        env["PONYTAIL_TORCH_ALLOC"] = a.torch_alloc  # an arm's own shim_env may set it
         env.update(shim_env)
         env.update(shim_exit_stats.env(a.out, tag), LD_PRELOAD=os.path.abspath(a.shim))
     cmd = [sys.executable, GEN, "--json", out, "--warmup"] + gen_args
@@ -105,6 +108,13 @@ def run_gen(a, tag, gen_args, shim_env=None, timeout=900, stock_env=None):
     stats = shim_exit_stats.read(a.out, tag)
     r["shim_alloc"], r["shim_procs"] = shim_exit_stats.alloc_sums(stats), len(stats)
     return r
+
+
+def tier(al, key):
+    """A host-tier figure of a shim run: the pool's plus that of PyTorch's own mapped memory
+    (expandable segments, shim/route_vmm.c: peak_host_bytes for the pool's peak_tier_bytes)."""
+    vkey = {"peak_tier_bytes": "peak_host_bytes"}.get(key, key)
+    return al.get(key, 0) + al.get("torch_vmm." + vkey, 0)
 
 
 def step(r):
@@ -169,12 +179,12 @@ def capacity(a):
         sh = run_gen(a, "cap-tier-b%d" % b, w + ["--batch", str(b)], tier_env(a, a.cap))
         al = sh.get("shim_alloc", {})
         same = shim_ok(sh) and (ref.get("given") or shim_ok(ref)) and sh["token_ids_sha256"] == ref["token_ids_sha256"]
-        used = al.get("peak_tier_bytes", 0) > 0
+        used = tier(al, "peak_tier_bytes") > 0
         row("shim + tier, cap %s, batch %d (%.1fx)" % (a.cap, b, mult),
             "finished, step p50 %s ms, last 128 steps %s ms (uncapped %s ms), tier peak %.1f GiB, moved %.1f GiB, "
             "deferred %d" % (step(sh), (sh.get("decode_profile_ms") or ["-"])[-1], step(ref) or "-",
-                             al.get("peak_tier_bytes", 0) / 2**30, al.get("tier_moved_bytes", 0) / 2**30,
-                             al.get("tier_deferrals", 0)) + ("" if used else " (the tier held nothing: the cap did not act)")
+                             tier(al, "peak_tier_bytes") / 2**30, tier(al, "tier_moved_bytes") / 2**30,
+                             tier(al, "tier_deferrals")) + ("" if used else " (the tier held nothing: the cap did not act)")
             if shim_ok(sh) else "FAILED (%s)" % why(sh), shim_ok(sh) and used)
         row("  tokens vs uncapped (batch %d)" % b, "identical" if same else "DIFFER or missing", bool(same))
 
@@ -211,12 +221,13 @@ def offpath(a):
         "tier/default %.4f (band %.4f: spread %.4f or 2%%)" % (ratio, band, spread), ratio <= 1 + band)
     same = all(r.get("token_ids_sha256") == d[0].get("token_ids_sha256") for r in d + t)
     row("off the path: tokens", "identical" if same else "DIFFER", same)
-    row("off the path: tier bytes used", "%d" % max(r["shim_alloc"].get("peak_tier_bytes", 0) for r in t),
-        all(r["shim_alloc"].get("peak_tier_bytes", 0) == 0 for r in t))
+    row("off the path: tier bytes used", "%d" % max(tier(r["shim_alloc"], "peak_tier_bytes") for r in t),
+        all(tier(r["shim_alloc"], "peak_tier_bytes") == 0 for r in t))
 
 
 POLICY_ARMS = [("stock", None), ("stock expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
-               ("shim default", {}), ("shim expandable", {"PONYTAIL_TORCH_ALLOC": "expandable"}),
+               ("shim default", {"PONYTAIL_TORCH_ALLOC": "keep"}),
+               ("shim expandable", {"PONYTAIL_TORCH_ALLOC": "expandable"}),
                ("shim async", {"PONYTAIL_TORCH_ALLOC": "async"})]
 
 
@@ -311,14 +322,14 @@ def bigmodel(a):
     env = dict(tier_env(a, cap_s), PONYTAIL_TORCH_SDPA="flash", PONYTAIL_ATTN="off")
     sh = run_gen(a, "big-tier", BIG, env, timeout=1200)
     acc = run_accelerate(a, cap)
-    ok = shim_ok(sh) and sh["shim_alloc"].get("peak_tier_bytes", 0) > 0 and acc.get("tokens_per_s")
+    ok = shim_ok(sh) and tier(sh["shim_alloc"], "peak_tier_bytes") > 0 and acc.get("tokens_per_s")
     ratio = sh["tokens_per_s"] / acc["tokens_per_s"] if ok else None
     row("bigmodel: cap %s, shim+tier tokens/s" % cap_s, "%s (accelerate %s): %s" % (
         sh.get("tokens_per_s"), acc.get("tokens_per_s"), "%.2fx" % ratio if ratio else "-"),
         bool(ratio and ratio >= 2.0))
     if not ok:
         row("  bigmodel: why no ratio", "shim: %s, tier peak %d bytes; accelerate: %s" % (
-            why(sh), sh["shim_alloc"].get("peak_tier_bytes", 0), acc.get("error", "no result")), False)
+            why(sh), tier(sh["shim_alloc"], "peak_tier_bytes"), acc.get("error", "no result")), False)
     same = ok and sh.get("token_ids_sha256") == acc.get("token_ids_sha256")
     row("bigmodel: tokens vs accelerate", "identical" if same else "DIFFER or missing", bool(same))
     # Where the time goes, not a goal: the tier's host part is read by the GPU's kernels over
@@ -400,6 +411,9 @@ def main():
     p.add_argument("--stages", default="offpath", help="comma- or space-separated: " + ",".join(stage_fns))
     p.add_argument("--tier", default="96G", help="PONYTAIL_HOST_TIER of the shim arms")
     p.add_argument("--cap", default="24G")
+    p.add_argument("--torch-alloc", choices=("keep", "expandable"), default="keep",
+                   help="PONYTAIL_TORCH_ALLOC of the shim runs of capacity, offpath and bigmodel (expandable: "
+                        "the tier under PyTorch's own mapped memory, shim/route_vmm.c; policy's arms set their own)")
     p.add_argument("--stock-batch", type=int, default=120)
     p.add_argument("--new-tokens", type=int, default=2048)
     p.add_argument("--mults", type=lambda v: [float(x) for x in v.split(",")], default=[1.5],

@@ -30,12 +30,17 @@ def read(out, tag):
 
 def alloc_sums(stats):
     """The pool's figures ("alloc") over the processes: counts and bytes added up, peaks the
-    largest (processes that run one after another do not add their peaks)."""
+    largest (processes that run one after another do not add their peaks); PyTorch's own mapped
+    memory's ("alloc"."torch_vmm") under "torch_vmm.KEY"."""
     got = {}
     for j in stats:
-        for k, v in (j.get("alloc") or {}).items():
+        al = j.get("alloc") or {}
+        # PyTorch's own mapped memory (expandable segments, shim/route_vmm.c) as "torch_vmm.KEY".
+        items = list(al.items()) + [("torch_vmm." + k, v) for k, v in (al.get("torch_vmm") or {}).items()]
+        for k, v in items:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                got[k] = max(got.get(k, 0), v) if k.startswith("peak") else got.get(k, 0) + v
+                peak = k.startswith("peak") or k.startswith("torch_vmm.peak")
+                got[k] = max(got.get(k, 0), v) if peak else got.get(k, 0) + v
     return got
 
 

@@ -17,6 +17,10 @@
 6. Bad requests against a live target: a second sleep, a wake while awake, a dead pid, a process
    without the shim: each must fail with exit 1 and the target must still pass its check.
 7. torch_memory_saver's pause/resume of the same bytes, if it is importable here (else said so).
+--torch-alloc expandable: every target under PONYTAIL_TORCH_ALLOC=expandable, so that PyTorch maps
+its memory itself and the sleep releases it through the shim's handles (shim/route_vmm.c, not the
+pool): the same rows, judged on the pool's bytes plus PyTorch's; the prepared cycle, which gets
+host memory for the pool only, is left out.
 A failed wake kills its target (its held CUDA calls would never return) and the check goes on;
 --deadline S stops starting 10 GiB kinds when S seconds are nearly spent.
 Prints a table last; exit 1 when a goal that was measured failed.
@@ -169,8 +173,15 @@ class Target:
 
 
 def gbps(ans, key="seconds"):
-    """An answer's copied bytes over its time (key: "seconds" overall, "copy_s" the copy alone), GB/s."""
-    return ans["copied_bytes"] / ans[key] / 1e9 if ans[key] else 0
+    """An answer's copied bytes (the pool's and PyTorch's own mapped memory's) over its time (key:
+    "seconds" overall, "copy_s" the copy alone, PyTorch's copy time added), GB/s."""
+    secs = ans[key] + (ans.get("torch_copy_s", 0) if key == "copy_s" else 0)
+    return (ans["copied_bytes"] + ans.get("torch_copied_bytes", 0)) / secs / 1e9 if secs else 0
+
+
+def released(ans):
+    """Bytes a sleep released: the pool's and PyTorch's own mapped memory's (expandable segments)."""
+    return ans["bytes"] + ans.get("torch_bytes", 0)
 
 
 def pt(a, *args):
@@ -208,8 +219,12 @@ def model_target(a, env, bw):
         return False
     time.sleep(0.5)
     after = nvml_proc(t.pid)
-    pool = s["before_pool_bytes"]
-    row("pool bytes / released (GiB)", "%.2f / %.2f" % (pool / 2**30, s["bytes"] / 2**30))
+    pool = s["before_pool_bytes"] + s.get("before_torch_bytes", 0)
+    row("pool + PyTorch's mapped bytes / released (GiB)", "%.2f + %.2f / %.2f" % (
+        s["before_pool_bytes"] / 2**30, s.get("before_torch_bytes", 0) / 2**30, released(s) / 2**30))
+    if a.torch_alloc == "expandable":
+        row("PyTorch's own mapped memory released (expandable)", "%.2f GiB" % (s.get("torch_bytes", 0) / 2**30),
+            s.get("torch_bytes", 0) > 0)
     if before is not None and after is not None:
         drop = before - after
         row("NVML process before / asleep (GiB)", "%.2f / %.2f" % (before / 2**30, after / 2**30))
@@ -225,7 +240,7 @@ def model_target(a, env, bw):
     row("sleep, unprepared: of d2h (host memory bound)", "%.2f of d2h" % (rate / bw["d2h"]))
     row("sleep: host memory / unmap (s)", "%.3f / %.3f" % (s["host_s"], s["map_s"]))
     # a second process takes the memory given back
-    take = int(0.9 * s["bytes"])
+    take = int(0.9 * released(s))
     code = ("import torch; n=%d//8; t=torch.empty(n,dtype=torch.int64,device='cuda'); t.fill_(3); "
             "torch.cuda.synchronize(); print(int(t[-1].item()))" % take)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -261,7 +276,10 @@ def model_target(a, env, bw):
     row("process without the shim refused", "rc %d" % rc5, rc5 == 1 and "does not run under Ponytail" in text5)
     c = t.cmd("check")
     row("target still fine after refusals", c.get("tokens_same"), c.get("tokens_same") is True)
-    if prepared_cycle(a, t, bw):
+    if a.torch_alloc == "expandable":  # `--prepare` gets host memory for the pool's bytes only
+        row("prepared cycle", "not run: PyTorch's own mapped memory has no prepared host memory")
+        t.end()
+    elif prepared_cycle(a, t, bw):
         t.end()
     else:
         t.kill()
@@ -325,6 +343,9 @@ def main():
                          "PONYTAIL_SLEEP_REUSE=1, the second sleep timed; prepare: `ponytail sleep --prepare` first)")
     ap.add_argument("--deadline", type=float, default=0,
                     help="seconds for the whole check: no 10 GiB kind starts with under 45 s left (0: none)")
+    ap.add_argument("--torch-alloc", choices=("keep", "expandable"), default="keep",
+                    help="PONYTAIL_TORCH_ALLOC of every target (expandable: PyTorch's own mapped memory, "
+                         "shim/route_vmm.c)")
     ap.add_argument("--kinds-only", action="store_true",
                     help="only the yardsticks, the 10 GiB runs, --discard and torch_memory_saver (no model target)")
     a = ap.parse_args()
@@ -335,7 +356,9 @@ def main():
             return 1
     left = lambda: a.deadline - (time.time() - T0) if a.deadline else float("inf")
     ctl = "/tmp/ponytail-sleep-check"
-    env = dict(os.environ, LD_PRELOAD=a.shim, PONYTAIL_CONTROL_DIR=ctl, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, LD_PRELOAD=a.shim, PONYTAIL_CONTROL_DIR=ctl, PYTHONUNBUFFERED="1",
+               PONYTAIL_TORCH_ALLOC=a.torch_alloc)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # it would override PONYTAIL_TORCH_ALLOC
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     bw = copy_bandwidth()
     row("copy bandwidth h2d / d2h (GB/s)", "%.1f / %.1f" % (bw["h2d"], bw["d2h"]))
@@ -391,8 +414,8 @@ def main():
             row(tag + " sleep s (GB/s, of d2h), host memory s", "%.3f (%.1f, %.2f), %.3f" % (
                 s["seconds"], r, r / bw["d2h"], s["host_s"]))
             if extra:  # every byte into memory that was there before the sleep
-                row(tag + " sleep's bytes into kept memory", "%d of %d" % (s["reused_bytes"], s["bytes"]),
-                    s["reused_bytes"] == s["bytes"])
+                row(tag + " sleep's bytes into kept memory", "%d of %d" % (s["reused_bytes"], released(s)),
+                    s["reused_bytes"] == released(s))
             rc, w, text = pt(a, "wake", "--json", str(d.pid))
             if rc == 0 and w and w.get("ok"):
                 r = gbps(w)

@@ -4,7 +4,8 @@
 # finish and the next must not; each multiple must finish under the tier with tokens identical
 # to its uncapped run; --no-stock runs no stock arm; --mults picks the multiples. Off the path:
 # the tier's step within the default's spread or 2%, tokens identical, no tier bytes. A shim run
-# that left no exit stats (the preload did not act) or a tier run whose tier held nothing fails;
+# that left no exit stats (the preload did not act) or a tier run whose tier held nothing fails
+# (PyTorch's own mapped memory on the host counts, --torch-alloc expandable);
 # stage names are checked before anything runs; a run past --deadline is not started. Policy:
 # every arm twice in alternating order after one uncounted warm-up run, point 2's verdict per
 # policy (>= 10% saved at <= 1.02x the default's step, undecided inside a wider own spread), and
@@ -81,6 +82,12 @@ _, fails = run(H.capacity, dict(good, **{"cap-tier-b184": res(tier=0)}))
 assert fails == ["shim + tier, cap 24G, batch 184 (1.5x)"], fails
 _, fails = run(H.capacity, dict(good, **{"cap-tier-b184": res(tier=1 << 30, procs=0)}))
 assert len(fails) == 2, fails
+# Under --torch-alloc expandable the bytes on the host are PyTorch's own mapped memory's
+# (shim/route_vmm.c, the stats' torch_vmm): they count as the tier's.
+vmm = res(tier=0)
+vmm["shim_alloc"]["torch_vmm.peak_host_bytes"] = 1 << 30
+assert run(H.capacity, dict(good, **{"cap-tier-b184": vmm}))[1] == []
+assert H.tier(vmm["shim_alloc"], "peak_tier_bytes") == 1 << 30
 # Off the path: within 2% passes, beyond the spread fails, tier bytes used fail.
 off = {"off-default-0": res(p50=10.0), "off-tier-0": res(p50=10.1), "off-default-1": res(p50=10.05),
        "off-tier-1": res(p50=10.1)}

@@ -2,7 +2,7 @@
 # tests/gpu/checks/shim_exit_stats.py, the one reader of the shim's exit stats that the GPU checks
 # share (compat_matrix.py, host_tier.py, gemma_padded.sh): the file names env() sets are the ones read() finds,
 # another run's files and a half-written file are left out, peaks are the largest of the
-# processes and counts their sum. Usage: test_shim_exit_stats.sh SHIM_EXIT_STATS_PY
+# processes and counts their sum, PyTorch's own mapped memory's figures flattened beside the pool's. Usage: test_shim_exit_stats.sh SHIM_EXIT_STATS_PY
 set -euo pipefail
 py=$(command -v python3 || true)
 [ -n "$py" ] || { echo "SKIP: no python3"; exit 77; }
@@ -36,5 +36,14 @@ assert k["swapped"] == 10 and k["fallback_reasons"] == {"head_dim": 3, "mask": 4
 assert k["pool_peak_physical_mib"] == 7.0 and k["internal_errors"] == 1, k
 assert k["verified"] == 10 and k["verify_failures"] == 1, k
 assert S.read(d, "stock") == [] and S.alloc_sums([]) == {}
+# PyTorch's own mapped memory (expandable segments): its figures flattened as torch_vmm.KEY, peaks
+# the largest, counts added.
+e3 = S.env(d, "row-vmm")
+put(e3["PONYTAIL_STATS_FILE"].replace("%p", "105"),
+    {"alloc": {"grows": 1, "torch_vmm": {"on": True, "peak_host_bytes": 4 << 20, "tier_allocs": 2}}})
+put(e3["PONYTAIL_STATS_FILE"].replace("%p", "106"),
+    {"alloc": {"grows": 1, "torch_vmm": {"on": True, "peak_host_bytes": 6 << 20, "tier_allocs": 1}}})
+v = S.alloc_sums(S.read(d, "row-vmm"))
+assert v == {"grows": 2, "torch_vmm.peak_host_bytes": 6 << 20, "torch_vmm.tier_allocs": 3}, v
 print("shim_exit_stats: ok")
 PY
