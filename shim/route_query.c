@@ -2,6 +2,7 @@
  * free: memory info under the limit, the attributes, trims and access of a
  * device's default memory pool, peer access, and IPC of pooled memory. */
 #include "shim/route_internal.h"
+#include "shim/route_vmm.h"
 
 /* ---- queries ------------------------------------------------------------- */
 
@@ -25,7 +26,8 @@ void pt_route_meminfo(enum pt_route_api api, size_t *free_bytes, size_t *total_b
   }
   /* And the tier as more memory of this device. */
   if (R.tier_info) {
-    *free_bytes += (size_t)pt_pool_tier_room(pool);
+    uint64_t room = pt_pool_tier_room(pool), theirs = pt_vmm_host_bytes(); /* PyTorch's share of the tier */
+    *free_bytes += (size_t)(room > theirs ? room - theirs : 0);
     *total_bytes += (size_t)R.tier;
   }
 }

@@ -232,7 +232,8 @@ CUresult pt_vmm_create(void *realp, CUmemGenericAllocationHandle *h, size_t size
     uint64_t now = pt_now_ns();
     struct pt_pool *p = pool_at(dev);
     uint64_t used = (p ? pt_pool_tier_bytes(p) : 0) + pt_vmm_host_bytes();
-    if (R.tier_retry && !(denied_ns && now - denied_ns < VMM_ASK_NS)) {
+    /* No second ask comes while a capture is open (PyTorch does not empty its cache then). */
+    if (R.tier_retry && pt_captures_open() <= 0 && !(denied_ns && now - denied_ns < VMM_ASK_NS)) {
       denied_ns = now;
       count(&S.tier_deferrals);
     } else if (used + size > R.tier) {

@@ -16,7 +16,8 @@
  * tier:  PONYTAIL_HOST_TIER=256M with an 8 MiB reserve: the device fills to
  *        its reserve, the first ask past it is answered out-of-memory, the
  *        next one (PyTorch's, after emptying its cache) lands on host memory
- *        at the segment's address, every byte kept; once PyTorch unmaps
+ *        at the segment's address, every byte kept (an ask while a graph
+ *        capture is open is covered at once); once PyTorch unmaps
  *        device segments, the mover brings the host segments back to the
  *        device at the same addresses, bytes intact.
  * sleep: `sleep` over the control socket releases PyTorch's segments (the
@@ -175,6 +176,16 @@ static int sc_tier(void) {
   context();
   /* 64 MiB less the 8 MiB reserve: 28 segments on the device. */
   CHECK_EQ(fc10_map(0, 28), 0);
+  /* While a graph capture is open PyTorch does not empty its cache and ask again: covered at once. */
+  CUstream cs = NULL;
+  CUgraph cg = NULL;
+  CHECK_EQ(cuStreamCreate(&cs, 0), CUDA_SUCCESS);
+  CHECK_EQ(cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  CHECK_EQ(fc10_map(28, 1), 0);
+  CHECK_EQ(cuStreamEndCapture(cs, &cg), CUDA_SUCCESS);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), SEG);
+  CHECK_EQ(fc10_unmap(28, 1), 0);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
   CHECK_EQ(fc10_map(28, 4), -2); /* the first ask past it */
   CHECK_EQ(fakecuda_host_vmm_bytes(), 0);
   CHECK_EQ(fc10_map(28, 4), 0); /* the second: on the host */
@@ -194,7 +205,7 @@ static int sc_tier(void) {
 }
 
 static void check_tier(const char *js) {
-  CHECK_EQ(vmm_stat(js, "tier_allocs"), 4);
+  CHECK_EQ(vmm_stat(js, "tier_allocs"), 5);
   CHECK_EQ(vmm_stat(js, "tier_deferrals"), 1);
   CHECK_EQ(vmm_stat(js, "tier_moved_bytes"), 4 * SEG);
   CHECK_EQ(vmm_stat(js, "peak_host_bytes"), 4 * SEG);
