@@ -236,12 +236,18 @@ CUresult pt_vmm_create(void *realp, CUmemGenericAllocationHandle *h, size_t size
     if (R.tier_retry && pt_captures_open() <= 0 && !(denied_ns && now - denied_ns < VMM_ASK_NS)) {
       denied_ns = now;
       count(&S.tier_deferrals);
+      PT_LOG_ONCE(PT_LOG_INFO, "host tier: PyTorch's first mapping past device %d (%zu bytes) answered "
+                  "out-of-memory, so that it empties its cache first; its next within 5 s goes to host memory",
+                  dev, size);
     } else if (used + size > R.tier) {
       count(&S.tier_refusals);
       PT_LOG_ONCE(PT_LOG_WARN, "host tier: PyTorch's mapped memory is past PONYTAIL_HOST_TIER too; "
                   "its allocation fails with out-of-memory");
     } else if ((r = create_host(real, &rh, size, prop)) == CUDA_SUCCESS) {
       host = 1;
+      PT_LOG_ONCE(PT_LOG_INFO, "host tier in use on device %d: PyTorch's mapped memory past the device goes to "
+                  "page-locked host memory at its own addresses (read over PCIe), back to the device as it frees",
+                  dev);
     } else {
       count(&S.tier_refusals);
       PT_LOG_ONCE(PT_LOG_WARN, "host tier: no page-locked host memory for PyTorch's mapped memory (CUDA error %d); "

@@ -302,11 +302,15 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], sc[i].name)) continue;
     pid_t pid;
     int rc = run_scenario(g_dir, sc[i].name, sc[i].run, sc[i].check, &pid, 4000);
-    if (!strcmp(sc[i].name, "keep")) {
-      const char *log = read_log(g_dir, (int)pid);
-      CHECK(log && strstr(log, "PyTorch maps its own memory"));
-      rc |= g_failed;
+    const char *log = read_log(g_dir, (int)pid);
+    if (!strcmp(sc[i].name, "keep")) CHECK(log && strstr(log, "PyTorch maps its own memory"));
+    if (!strcmp(sc[i].name, "off")) CHECK(!log || !strstr(log, "PyTorch maps its own memory"));
+    if (!strcmp(sc[i].name, "tier")) {
+      CHECK(log && strstr(log, "host tier: PyTorch's first mapping past device 0"));
+      CHECK(log && strstr(log, "host tier in use on device 0: PyTorch's mapped memory"));
+      CHECK(log && strstr(log, "bytes moved back to the device"));
     }
+    rc |= g_failed;
     return rc;
   }
   fprintf(stderr, "unknown scenario %s\n", argv[1]);
