@@ -17,7 +17,8 @@
  *        its reserve, the first ask past it is answered out-of-memory, the
  *        next one (PyTorch's, after emptying its cache) lands on host memory
  *        at the segment's address, every byte kept (an ask while a graph
- *        capture is open is covered at once); once PyTorch unmaps
+ *        capture is open is covered at once); when the host will pin no more,
+ *        out-of-memory, said once, nothing lost; once PyTorch unmaps
  *        device segments, the mover brings the host segments back to the
  *        device at the same addresses, bytes intact.
  * sleep: `sleep` over the control socket releases PyTorch's segments (the
@@ -193,6 +194,11 @@ static int sc_tier(void) {
   CHECK_EQ(fakecuda_device_bytes(0), 28 * SEG);
   fill(0, 32, 77);
   CHECK(intact(0, 32, 77));
+  /* The host will not pin more (FAKECUDA_HOSTMEM=12M): out of memory, as PyTorch's map expects
+   * it (the segments it made in this call released), nothing mapped before touched. */
+  CHECK_EQ(fc10_map(32, 4), -2);
+  CHECK_EQ(fakecuda_host_vmm_bytes(), 4 * SEG);
+  CHECK(intact(0, 32, 77));
   /* Room on the device: the mover brings the host segments back. */
   CHECK_EQ(fc10_unmap(0, 8), 0);
   for (int t = 0; t < 300 && fakecuda_host_vmm_bytes(); t++) sleep_ms(10);
@@ -205,10 +211,11 @@ static int sc_tier(void) {
 }
 
 static void check_tier(const char *js) {
-  CHECK_EQ(vmm_stat(js, "tier_allocs"), 5);
+  CHECK_EQ(vmm_stat(js, "tier_allocs"), 7);
+  CHECK_EQ(vmm_stat(js, "tier_refusals"), 1);
   CHECK_EQ(vmm_stat(js, "tier_deferrals"), 1);
   CHECK_EQ(vmm_stat(js, "tier_moved_bytes"), 4 * SEG);
-  CHECK_EQ(vmm_stat(js, "peak_host_bytes"), 4 * SEG);
+  CHECK_EQ(vmm_stat(js, "peak_host_bytes"), 6 * SEG);
   CHECK_EQ(vmm_stat(js, "host_bytes"), 0);
 }
 
@@ -309,6 +316,7 @@ int main(int argc, char **argv) {
       CHECK(log && strstr(log, "host tier: PyTorch's first mapping past device 0"));
       CHECK(log && strstr(log, "host tier in use on device 0: PyTorch's mapped memory"));
       CHECK(log && strstr(log, "bytes moved back to the device"));
+      CHECK(log && strstr(log, "no page-locked host memory for PyTorch's mapped memory"));
     }
     rc |= g_failed;
     return rc;
