@@ -443,13 +443,42 @@ static int drain(void) {
   return 0;
 }
 
+/* Host memory for n bytes of copies: ordinary memory (huge pages asked for),
+ * page-locked where the driver can (full-speed copies; pageable ones work
+ * too). 0, or out of memory. */
+static int host_get(uint64_t n, char **buf, bool *reg) {
+  char *b = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  (void)madvise(b, n, MADV_HUGEPAGE);
+  *reg = pt_drv.cuMemHostRegister && pt_drv.cuMemHostRegister(b, n, 0) == CUDA_SUCCESS;
+  *buf = b;
+  return 0;
+}
+
+static void host_put(char *b, uint64_t n, bool reg) {
+  if (!b) return;
+  if (reg) (void)pt_drv.cuMemHostUnregister(b);
+  munmap(b, n);
+}
+
 static void free_buf(void) {
-  if (!sleep_buf) return;
-  if (sleep_registered) (void)pt_drv.cuMemHostUnregister(sleep_buf);
-  munmap(sleep_buf, sleep_len);
+  host_put(sleep_buf, sleep_len, sleep_registered);
   sleep_buf = NULL;
   sleep_len = 0;
   sleep_registered = false;
+}
+
+/* The host memory kept for the next sleep (`ponytail sleep --prepare`, or a
+ * wake's under PONYTAIL_SLEEP_REUSE), as the pool keeps its own. */
+static char *kept_buf;
+static uint64_t kept_len;
+static bool kept_registered;
+
+static void free_kept(void) {
+  host_put(kept_buf, kept_len, kept_registered);
+  kept_buf = NULL;
+  kept_len = 0;
+  kept_registered = false;
 }
 
 /* New memory for e at its address, access as before; its bytes back from
@@ -510,15 +539,14 @@ int pt_vmm_sleep(bool discard, struct pt_pool_sleep_info *sum, uint64_t *kept_by
   }
   int rc = total ? drain() : 0;
   if (!rc && total && !discard) {
-    sleep_buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (sleep_buf == MAP_FAILED) {
-      sleep_buf = NULL;
-      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (kept_buf && kept_len >= total) { /* prepared: the sleep only copies */
+      sleep_buf = kept_buf, sleep_len = kept_len, sleep_registered = kept_registered;
+      kept_buf = NULL, kept_len = 0, kept_registered = false;
+      sum->reused_bytes = total;
     } else {
-      sleep_len = total;
-      (void)madvise(sleep_buf, total, MADV_HUGEPAGE);
-      /* Page-locked for copies at full speed; pageable memory works too. */
-      sleep_registered = pt_drv.cuMemHostRegister && pt_drv.cuMemHostRegister(sleep_buf, total, 0) == CUDA_SUCCESS;
+      free_kept();
+      rc = host_get(total, &sleep_buf, &sleep_registered);
+      if (!rc) sleep_len = total;
     }
   }
   sum->host_ns = pt_now_ns() - t0;
@@ -612,8 +640,50 @@ void pt_vmm_resleep(void) {
 void pt_vmm_wake_release(void) {
   pthread_mutex_lock(&mu);
   for (uint64_t i = 0; i < ntab; i++) tab[i].woke = 0;
+  if (sleep_buf && pt_opt_bool(PT_OPT_SLEEP_REUSE) && !kept_buf) {
+    kept_buf = sleep_buf, kept_len = sleep_len, kept_registered = sleep_registered;
+    sleep_buf = NULL, sleep_len = 0, sleep_registered = false;
+  }
   free_buf();
   pthread_mutex_unlock(&mu);
+}
+
+int pt_vmm_prepare(struct pt_pool_sleep_info *sum) {
+  memset(sum, 0, sizeof *sum);
+  if (!pt_vmm_any() || !pt_real_driver()) return 0;
+  pthread_mutex_lock(&mu);
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < ntab; i++)
+    if (sleeper(&tab[i])) total += tab[i].size;
+  bool have = kept_len >= total;
+  pthread_mutex_unlock(&mu);
+  if (!total) return 0;
+  if (have) {
+    sum->reused_bytes = total;
+    return 0;
+  }
+  /* Got without the lock: faulting in and pinning gigabytes takes seconds,
+   * and PyTorch may map meanwhile (a later sleep then gets the rest). */
+  uint64_t t0 = pt_now_ns();
+  char *b = NULL;
+  bool reg = false;
+  int rc = host_get(total, &b, &reg);
+  sum->host_ns = pt_now_ns() - t0;
+  if (rc) return rc;
+  pthread_mutex_lock(&mu);
+  free_kept();
+  kept_buf = b, kept_len = total, kept_registered = reg;
+  pthread_mutex_unlock(&mu);
+  sum->bytes = total;
+  return 0;
+}
+
+uint64_t pt_vmm_unprepare(void) {
+  pthread_mutex_lock(&mu);
+  uint64_t n = kept_len;
+  free_kept();
+  pthread_mutex_unlock(&mu);
+  return n;
 }
 
 /* ---- the host tier's move back --------------------------------------------- */
@@ -758,8 +828,8 @@ void pt_vmm_atfork_child(void) {
   tab = NULL;
   ntab = captab = nlive = 0;
   memset(&S, 0, sizeof S);
-  sleep_discard = sleep_registered = false;
-  sleep_buf = NULL;
-  sleep_len = 0;
+  sleep_discard = sleep_registered = kept_registered = false;
+  sleep_buf = kept_buf = NULL;
+  sleep_len = kept_len = 0;
   __atomic_store_n(&any_kept, 0, __ATOMIC_RELEASE);
 }

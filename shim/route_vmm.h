@@ -70,6 +70,12 @@ int pt_vmm_sleep(bool discard, struct pt_pool_sleep_info *sum, uint64_t *kept_by
 int pt_vmm_wake(struct pt_pool_sleep_info *sum);
 void pt_vmm_resleep(void);
 void pt_vmm_wake_release(void);
+/* `ponytail sleep --prepare`: host memory for the next sleep of PyTorch's
+ * memory, got while the process runs (sum->bytes; sum->reused_bytes: kept
+ * already). Kept too after a wake under PONYTAIL_SLEEP_REUSE. unprepare
+ * frees it and returns its bytes. */
+int pt_vmm_prepare(struct pt_pool_sleep_info *sum);
+uint64_t pt_vmm_unprepare(void);
 
 /* The host tier's move back (the gate closed): host handles copied to new
  * device handles at the same address while the device has room beyond

@@ -62,8 +62,8 @@ static void figures(struct out *o, const char *when, const struct pt_route_sleep
 /* PyTorch's own mapped memory's part of a sleep or wake (shim/route_vmm.h). */
 static void torch_lines(struct out *o, const struct pt_pool_sleep_info *t, uint64_t kept) {
   put(o, "torch_handles=%" PRIu64 "\ntorch_bytes=%" PRIu64 "\ntorch_copied_bytes=%" PRIu64
-      "\ntorch_kept_bytes=%" PRIu64 "\ntorch_copy_s=%.6f\n", t->handles, t->bytes, t->copied_bytes, kept,
-      secs(t->copy_ns));
+      "\ntorch_kept_bytes=%" PRIu64 "\ntorch_reused_bytes=%" PRIu64 "\ntorch_copy_s=%.6f\ntorch_host_s=%.6f\n",
+      t->handles, t->bytes, t->copied_bytes, kept, t->reused_bytes, secs(t->copy_ns), secs(t->host_ns));
 }
 
 static void info_lines(struct out *o, const struct pt_pool_sleep_info *i) {
@@ -249,22 +249,27 @@ static void do_prepare(struct out *o) {
   pt_route_sleep_figures(&f);
   if (cannot_sleep(o, &f, "prepare")) return; /* (host memory for a sleep that would be refused) */
   uint64_t t0 = pt_now_ns();
-  struct pt_pool_sleep_info sum;
+  struct pt_pool_sleep_info sum, tsum;
   int dev = -1;
   int rc = pt_route_sleep_prepare(&sum, &dev);
+  if (!rc && (rc = pt_vmm_prepare(&tsum)) != 0) dev = -1; /* PyTorch's own mapped memory's part */
   uint64_t t1 = pt_now_ns();
   if (rc) {
-    put(o, "error: device %d: CUDA error %d while getting host memory%s; nothing more kept, the process runs "
-           "on\n", dev, rc, rc == 2 ? " (out of host memory: its next sleep would fail too; try --discard)" : "");
+    char who[48];
+    if (dev >= 0) snprintf(who, sizeof who, "device %d", dev);
+    else snprintf(who, sizeof who, "PyTorch's own mapped memory");
+    put(o, "error: %s: CUDA error %d while getting host memory%s; nothing more kept, the process runs "
+           "on\n", who, rc, rc == 2 ? " (out of host memory: its next sleep would fail too; try --discard)" : "");
     return;
   }
   char host[16];
   put(o, "ok\nstate=awake\nmode=prepare\nhost=%s\nseconds=%.6f\n",
       pt_opt_value_text(PT_OPT_SLEEP_HOST, host, sizeof host), secs(t1 - t0));
   info_lines(o, &sum);
+  torch_lines(o, &tsum, 0);
   figures(o, "now", &f);
   pt_info("prepared: %" PRIu64 " bytes of host memory for the next sleep in %.3f s (%" PRIu64 " kept already)",
-          sum.bytes, secs(t1 - t0), sum.reused_bytes);
+          sum.bytes + tsum.bytes, secs(t1 - t0), sum.reused_bytes + tsum.reused_bytes);
 }
 
 /* prepare release: the host memory kept for the next sleep, freed. */
@@ -275,7 +280,7 @@ static void do_unprepare(struct out *o) {
     return;
   }
   uint64_t t0 = pt_now_ns();
-  uint64_t bytes = pt_route_sleep_unprepare();
+  uint64_t bytes = pt_route_sleep_unprepare() + pt_vmm_unprepare();
   put(o, "ok\nstate=awake\nmode=unprepare\nseconds=%.6f\nfreed_bytes=%" PRIu64 "\n", secs(pt_now_ns() - t0), bytes);
   pt_info("host memory kept for the next sleep freed: %" PRIu64 " bytes", bytes);
 }

@@ -25,7 +25,11 @@
  *        fake device holds none), a segment PyTorch maps meanwhile waits for
  *        the wake, `wake` brings every byte back at the same address; the
  *        same through `ponytail sleep` and `ponytail wake`, whose answers
- *        name PyTorch's part; an exported segment makes the next sleep refuse. */
+ *        name PyTorch's part; an exported segment makes the next sleep refuse.
+ * prepare: `prepare` gets the host memory of the next sleep while the process
+ *        runs, and the sleep only copies into it; a wake frees it, `prepare
+ *        release` frees a prepared one.
+ * reuse: PONYTAIL_SLEEP_REUSE=1: a wake keeps it for the next sleep. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -290,6 +294,46 @@ static void check_sleep(const char *js) {
   CHECK_EQ(vmm_stat(js, "errors"), 0);
 }
 
+/* ---- prepare, reuse ------------------------------------------------------- */
+
+static int sc_prepare(void) {
+  context();
+  CHECK_EQ(fc10_map(0, 8), 0);
+  fill(0, 8, 41);
+  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10);
+  const int reuse = getenv("PONYTAIL_SLEEP_REUSE") && !strcmp(getenv("PONYTAIL_SLEEP_REUSE"), "1");
+  char *rep;
+  if (!reuse) { /* host memory got ahead, while the process runs */
+    rep = ask("prepare");
+    CHECK(rep && !strncmp(rep, "ok\n", 3));
+    CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG);
+    rep = ask("prepare");
+    CHECK_EQ(field(rep, "torch_reused_bytes"), 8 * SEG); /* had it already */
+  }
+  for (int round = 0; round < 2; round++) {
+    rep = ask("sleep");
+    CHECK(rep && !strncmp(rep, "ok\n", 3));
+    CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG);
+    /* Prepared, or kept from the last wake: the sleep only copies. */
+    CHECK_EQ(field(rep, "torch_reused_bytes"), reuse && round == 0 ? 0 : 8 * SEG);
+    CHECK_EQ(fakecuda_device_bytes(0), 0);
+    rep = ask("wake");
+    CHECK(rep && !strncmp(rep, "ok\n", 3));
+    CHECK(intact(0, 8, 41));
+    if (!reuse) {
+      rep = ask("prepare");
+      CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG); /* the wake freed the last one */
+    }
+  }
+  rep = ask("prepare release");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  CHECK_EQ(field(rep, "freed_bytes"), 8 * SEG);
+  rep = ask("prepare release");
+  CHECK_EQ(field(rep, "freed_bytes"), 0);
+  CHECK_EQ(fc10_unmap(0, 8), 0);
+  return g_failed;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
@@ -304,7 +348,8 @@ int main(int argc, char **argv) {
     int (*run)(void);
     void (*check)(const char *);
   } sc[] = {{"keep", sc_keep, check_keep}, {"off", sc_off, check_off}, {"limit", sc_limit, check_limit},
-            {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}};
+            {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}, {"prepare", sc_prepare, NULL},
+            {"reuse", sc_prepare, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (strcmp(argv[1], sc[i].name)) continue;
     pid_t pid;

@@ -287,7 +287,9 @@ static void print_sleep(int pid, const char *rep, long long nv_before, long long
   if (tb > 0 || tk > 0)
     printf("  released  %.2f GiB of PyTorch's own mapped memory (expandable segments, %.0f handles)%s\n", tb / GiB, th,
            tk > 0 ? "; some of it stays (mapped twice, or shared with another process)" : "");
-  copied += tc, copy_s += tcs;
+  double tr = 0, ths = 0;
+  num(rep, "torch_reused_bytes", &tr), num(rep, "torch_host_s", &ths);
+  copied += tc, copy_s += tcs, reused += tr, host_s += ths;
   char host[32];
   str(rep, "host", host, sizeof host); /* absent from an older shim: pinned */
   if (!strcmp(mode, "copy"))
@@ -349,6 +351,11 @@ static void print_prepare(int pid, const char *rep) {
   if (reused > 0) printf("  had       %.2f GiB kept ready already\n", reused / GiB);
   printf("  ready     for %.2f GiB of the pool's %.2f GiB now: the next `ponytail sleep %d` only copies\n",
          (bytes + reused) / GiB, pool / GiB, pid);
+  double tb = 0, tr = 0;
+  num(rep, "torch_bytes", &tb), num(rep, "torch_reused_bytes", &tr);
+  if (tb > 0 || tr > 0)
+    printf("            and for %.2f GiB of PyTorch's own mapped memory (expandable segments; %.2f GiB got now)\n",
+           (tb + tr) / GiB, tb / GiB);
 }
 
 static void print_unprepare(int pid, const char *rep) {

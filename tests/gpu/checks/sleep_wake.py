@@ -19,8 +19,7 @@
 7. torch_memory_saver's pause/resume of the same bytes, if it is importable here (else said so).
 --torch-alloc expandable: every target under PONYTAIL_TORCH_ALLOC=expandable, so that PyTorch maps
 its memory itself and the sleep releases it through the shim's handles (shim/route_vmm.c, not the
-pool): the same rows, judged on the pool's bytes plus PyTorch's; the prepared cycle, which gets
-host memory for the pool only, is left out.
+pool): the same rows, judged on the pool's bytes plus PyTorch's.
 A failed wake kills its target (its held CUDA calls would never return) and the check goes on;
 --deadline S stops starting 10 GiB kinds when S seconds are nearly spent.
 Prints a table last; exit 1 when a goal that was measured failed.
@@ -180,8 +179,14 @@ def gbps(ans, key="seconds"):
 
 
 def released(ans):
-    """Bytes a sleep released: the pool's and PyTorch's own mapped memory's (expandable segments)."""
+    """Bytes a sleep released (or a prepare got host memory for): the pool's and PyTorch's own
+    mapped memory's (expandable segments)."""
     return ans["bytes"] + ans.get("torch_bytes", 0)
+
+
+def reused(ans):
+    """Bytes a sleep copied into host memory it had before (prepared, or kept by the last wake)."""
+    return ans["reused_bytes"] + ans.get("torch_reused_bytes", 0)
 
 
 def pt(a, *args):
@@ -199,7 +204,7 @@ def prepare(a, pid, label):
     """`ponytail sleep --prepare` of pid, one row (its time and host GB/s, or the error): made?"""
     rc, pr, text = pt(a, "sleep", "--prepare", "--json", str(pid))
     ok = bool(rc == 0 and pr and pr.get("ok"))
-    row(label + " s (host GB/s)", "%.3f (%.1f)" % (pr["seconds"], pr["bytes"] / pr["seconds"] / 1e9)
+    row(label + " s (host GB/s)", "%.3f (%.1f)" % (pr["seconds"], released(pr) / pr["seconds"] / 1e9)
         if ok and pr["seconds"] else text[-200:], ok)
     return ok
 
@@ -276,10 +281,7 @@ def model_target(a, env, bw):
     row("process without the shim refused", "rc %d" % rc5, rc5 == 1 and "does not run under Ponytail" in text5)
     c = t.cmd("check")
     row("target still fine after refusals", c.get("tokens_same"), c.get("tokens_same") is True)
-    if a.torch_alloc == "expandable":  # `--prepare` gets host memory for the pool's bytes only
-        row("prepared cycle", "not run: PyTorch's own mapped memory has no prepared host memory")
-        t.end()
-    elif prepared_cycle(a, t, bw):
+    if prepared_cycle(a, t, bw):
         t.end()
     else:
         t.kill()
@@ -298,8 +300,8 @@ def prepared_cycle(a, t, bw):
     rate = gbps(s)
     row("prepared sleep: s, GB/s overall (copy alone)", "%.3f, %.1f (%.1f)" % (s["seconds"], rate, gbps(s, "copy_s")))
     row("prepared sleep rate >= 70% of d2h", "%.2f of d2h" % (rate / bw["d2h"]), rate >= 0.7 * bw["d2h"])
-    row("prepared sleep's bytes into prepared memory", "%d of %d" % (s["reused_bytes"], s["bytes"]),
-        s["reused_bytes"] == s["bytes"])
+    row("prepared sleep's bytes into prepared memory", "%d of %d" % (reused(s), released(s)),
+        reused(s) == released(s))
     rc, w, text = pt(a, "wake", "--json", str(t.pid))
     if rc or not w or not w.get("ok"):
         row("wake after the prepared sleep", text[-200:], False)
@@ -414,8 +416,8 @@ def main():
             row(tag + " sleep s (GB/s, of d2h), host memory s", "%.3f (%.1f, %.2f), %.3f" % (
                 s["seconds"], r, r / bw["d2h"], s["host_s"]))
             if extra:  # every byte into memory that was there before the sleep
-                row(tag + " sleep's bytes into kept memory", "%d of %d" % (s["reused_bytes"], released(s)),
-                    s["reused_bytes"] == released(s))
+                row(tag + " sleep's bytes into kept memory", "%d of %d" % (reused(s), released(s)),
+                    reused(s) == released(s))
             rc, w, text = pt(a, "wake", "--json", str(d.pid))
             if rc == 0 and w and w.get("ok"):
                 r = gbps(w)
