@@ -270,9 +270,15 @@ static int sc_sleep(void) {
     const char *out = read_file(cmd);
     CHECK(out && strstr(out, "released  0.02 GiB of PyTorch's own mapped memory (expandable segments, 9 handles)\n"));
     CHECK(out && strstr(out, "kept      0.02 GiB in page-locked host memory"));
-    CHECK(out && !strstr(out, "Ponytail's pool"));
+    CHECK(out && !strstr(out, "Ponytail's pool on the GPU (0"));
     CHECK(out && strstr(out, "mapped    0.02 GiB of PyTorch's own mapped memory (expandable segments) back"));
     if (g_failed && out) fprintf(stderr, "CLI:\n%s\n", out);
+    snprintf(cmd, sizeof cmd, "%s sleep --status %d > %s/cli.txt 2>&1", cli, (int)getpid(), g_dir);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/cli.txt", g_dir);
+    out = read_file(cmd);
+    CHECK(out && strstr(out, "and PyTorch's own mapped memory (expandable segments) 0.02 GiB"));
+
     CHECK(intact(0, 8, 31));
   }
   /* Shared with another process: refused. */

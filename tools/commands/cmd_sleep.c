@@ -376,6 +376,10 @@ static void print_status(int pid, const char *rep) {
            held);
   else
     printf("ponytail sleep %d: awake; Ponytail's pool holds %.2f GiB on the GPU\n", pid, pool / GiB);
+  double torch = 0;
+  num(rep, "now_torch_bytes", &torch);
+  if (torch > 0 && strcmp(state, "asleep"))
+    printf("  and PyTorch's own mapped memory (expandable segments) %.2f GiB\n", torch / GiB);
   if (rel >= 0 && strcmp(state, "asleep"))
     printf("  the last wake's host memory was released in %.3f s, after the process ran again\n", rel);
 }
@@ -388,7 +392,8 @@ static void usage_stats(FILE *f) {
              "launches swapped and fallbacks with their reasons, the SDPA policy, the pool), or\n"
              "with --json the object PONYTAIL_STATS=json writes. For a server that never exits,\n"
              "or figures between the phases of a run. The process must have its control socket\n"
-             "(it has one once an allocation reached Ponytail's pool; PONYTAIL_CONTROL=1).\n"
+             "(it has one once an allocation reached Ponytail's pool, or PyTorch mapped memory\n"
+             "the shim keeps; PONYTAIL_CONTROL=1).\n"
              "\n"
              "Exit status: 0 printed; 1 refused or failed (the reason on stderr); 2 usage error.\n");
 }
