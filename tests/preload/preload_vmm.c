@@ -29,7 +29,9 @@
  * prepare: `prepare` gets the host memory of the next sleep while the process
  *        runs, and the sleep only copies into it; a wake frees it, `prepare
  *        release` frees a prepared one.
- * reuse: PONYTAIL_SLEEP_REUSE=1: a wake keeps it for the next sleep. */
+ * reuse: PONYTAIL_SLEEP_REUSE=1: a wake keeps it for the next sleep.
+ * twodev: the segments on the second device: its context, its memory, its
+ *        access after the wake. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -300,6 +302,38 @@ static void check_sleep(const char *js) {
   CHECK_EQ(vmm_stat(js, "errors"), 0);
 }
 
+/* ---- twodev --------------------------------------------------------------- */
+
+/* PyTorch's segments on the second device: kept there, slept and woken in that
+ * device's context, counted against that device's memory. */
+static int sc_twodev(void) {
+  CUcontext c = NULL;
+  CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+  CHECK_EQ(cuDevicePrimaryCtxRetain(&c, 1), CUDA_SUCCESS);
+  CHECK_EQ(cuCtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK_EQ(fc10_init(1, SEG), 0);
+  CHECK_EQ(fc10_map(0, 4), 0);
+  CHECK(ours(fc10_handle(0)));
+  CUmemAllocationProp prop;
+  CHECK_EQ(fc10_props(0, &prop), CUDA_SUCCESS);
+  CHECK_EQ(prop.location.id, 1);
+  CHECK_EQ(fakecuda_device_bytes(1), 4 * SEG);
+  CHECK_EQ(fakecuda_device_bytes(0), 0);
+  fill(0, 4, 23);
+  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10);
+  char *rep = ask("sleep");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  CHECK_EQ(fakecuda_device_bytes(1), 0);
+  rep = ask("wake");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  CHECK_EQ(fakecuda_device_bytes(1), 4 * SEG);
+  CHECK_EQ(fakecuda_access_mask(fc10_ptr(0)), 2u); /* device 1's access, as PyTorch set it */
+  CHECK(intact(0, 4, 23));
+  CHECK_EQ(fc10_unmap(0, 4), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  return g_failed;
+}
+
 /* ---- prepare, reuse ------------------------------------------------------- */
 
 static int sc_prepare(void) {
@@ -355,7 +389,7 @@ int main(int argc, char **argv) {
     void (*check)(const char *);
   } sc[] = {{"keep", sc_keep, check_keep}, {"off", sc_off, check_off}, {"limit", sc_limit, check_limit},
             {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}, {"prepare", sc_prepare, NULL},
-            {"reuse", sc_prepare, NULL}};
+            {"reuse", sc_prepare, NULL}, {"twodev", sc_twodev, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (strcmp(argv[1], sc[i].name)) continue;
     pid_t pid;
