@@ -36,6 +36,7 @@ struct vh {
   uint8_t exported, twice;           /* exported; mapped more than once or in part: never moved */
   uint8_t asleep, woke;               /* woke: in the wake under way (undone if it fails) */
   uint8_t charged;                   /* counted under PONYTAIL_MEM_LIMIT */
+  uint16_t gen;                      /* the slot's generation, in its handle value: a stale value misses */
   int dev;
   uint64_t host_off;                 /* its bytes in the sleep's host copy */
 };
@@ -72,17 +73,21 @@ static void pop(void) {
   (void)pt_drv.cuCtxPopCurrent(&old);
 }
 
+/* A handle value: the tag, the slot's generation (bits 32-47), the slot + 1. */
 static struct vh *find(CUmemGenericAllocationHandle h) {
   if (!pt_vmm_is_ours(h)) return NULL;
-  uint64_t i = (h & ~VMM_TAG) - 1;
-  return i < ntab && tab[i].used ? &tab[i] : NULL;
+  uint64_t i = (h & 0xffffffffu) - 1;
+  return i < ntab && tab[i].used && tab[i].gen == (uint16_t)(h >> 32) ? &tab[i] : NULL;
 }
 
-static CUmemGenericAllocationHandle id_of(const struct vh *e) { return VMM_TAG | (uint64_t)(e - tab + 1); }
+static CUmemGenericAllocationHandle id_of(const struct vh *e) {
+  return VMM_TAG | (uint64_t)e->gen << 32 | (uint64_t)(e - tab + 1);
+}
 
 static struct vh *slot(void) {
   for (uint64_t i = 0; i < ntab && nlive < ntab; i++)
     if (!tab[i].used) return &tab[i];
+  if (ntab == 0xffffffffu) return NULL;
   if (ntab == captab) {
     uint64_t cap = captab ? captab * 2 : 256;
     struct vh *n = realloc(tab, cap * sizeof *n);
@@ -90,6 +95,7 @@ static struct vh *slot(void) {
     tab = n;
     captab = cap;
   }
+  tab[ntab].gen = 0;
   return &tab[ntab++];
 }
 
@@ -106,6 +112,8 @@ static void account(struct vh *e, int sign) {
   S.handles += sign;
 }
 
+static void uncharge(int dev, uint64_t size);
+
 /* Drops e: its driver handle released (the driver frees the memory once no
  * mapping holds it), the limit's charge returned. Under mu. */
 static void drop(struct vh *e) {
@@ -113,12 +121,11 @@ static void drop(struct vh *e) {
     S.errors++;
     PT_INTERNAL_ERROR();
   }
-  if (e->charged) {
-    struct pt_pool *p = pool_at(e->dev);
-    if (p) pt_pool_note_passthrough(p, -(int64_t)e->size);
-  }
+  if (e->charged) uncharge(e->dev, e->size);
   account(e, -1);
+  uint16_t gen = e->gen;
   memset(e, 0, sizeof *e);
+  e->gen = (uint16_t)(gen + 1); /* the next handle in this slot has another value */
   nlive--;
   S.releases++;
 }
@@ -270,7 +277,9 @@ CUresult pt_vmm_create(void *realp, CUmemGenericAllocationHandle *h, size_t size
     *h = rh;
     return CUDA_SUCCESS;
   }
+  uint16_t gen = e->gen;
   memset(e, 0, sizeof *e);
+  e->gen = gen;
   e->real = rh;
   e->prop = *prop;
   e->ctx = ctx;

@@ -120,6 +120,12 @@ static int sc_keep(void) {
   CHECK_EQ(cuMemUnmap((CUdeviceptr)(uintptr_t)fc10_ptr(3), SEG), CUDA_SUCCESS);
   CHECK_EQ(fakecuda_vmm_handles(), 3);
   CHECK_EQ(fc10_release(0x5054000000009999ull), CUDA_ERROR_INVALID_VALUE);
+  /* A stale value (h3's slot taken by a new segment) misses: the new one is not released. */
+  CHECK_EQ(fc10_map(3, 1), 0);
+  CHECK(fc10_handle(3) != h3);
+  CHECK_EQ(fc10_release(h3), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ(fakecuda_vmm_handles(), 4);
+  CHECK_EQ(fc10_unmap(3, 1), 0);
   /* The program's own handle (not PyTorch's allocator): the driver's. */
   CUmemAllocationProp own;
   memset(&own, 0, sizeof own);
@@ -137,11 +143,11 @@ static int sc_keep(void) {
 }
 
 static void check_keep(const char *js) {
-  CHECK_EQ(vmm_stat(js, "creates"), 8);
-  CHECK_EQ(vmm_stat(js, "releases"), 8);
+  CHECK_EQ(vmm_stat(js, "creates"), 9);
+  CHECK_EQ(vmm_stat(js, "releases"), 9);
   CHECK_EQ(vmm_stat(js, "handles"), 0);
   CHECK_EQ(vmm_stat(js, "peak_bytes"), 8 * SEG);
-  CHECK_EQ(stat_call(js, "cuMemCreate"), 9);
+  CHECK_EQ(stat_call(js, "cuMemCreate"), 10);
 }
 
 /* ---- off ------------------------------------------------------------------ */
