@@ -3,8 +3,8 @@
  * emptied (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease of
  * 2 MiB segments, 8 at a time), through the stand-in libc10_cuda.so of the
  * preload tests (tests/preload/fake_c10.c) and the fake driver. Run by
- * bench/vmm_overhead.sh under the shim with PONYTAIL_TORCH_VMM=1 (the handles
- * kept and translated) and =0 (passed through), alternately; prints the median
+ * bench/vmm_overhead.sh under the shim with PONYTAIL_TORCH_VMM=on (the handles
+ * kept and translated) and =off (passed through), alternately; prints the median
  * ns per segment of RUNS runs of N cycles. The fake's own calls are syscalls
  * (memfd_create, ftruncate, mmap), a few microseconds; the real driver's are
  * slower, so the ratio here bounds the shim's share from above. */

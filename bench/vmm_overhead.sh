@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/vmm_overhead.sh [BUILD_DIR] [ROUNDS]: PyTorch's expandable-segment cycle
-# (bench/vmm_overhead.c) under the shim with PONYTAIL_TORCH_VMM=1 and =0,
+# (bench/vmm_overhead.c) under the shim with PONYTAIL_TORCH_VMM=on and =off,
 # alternating for ROUNDS rounds (default 5); prints each round's ns per segment
 # and the ratio of the medians (kept / passed through). A CPU figure: compare it
 # only as a ratio within one run.
@@ -14,9 +14,9 @@ on="" off=""
 i=0
 while [ "$i" -lt "$rounds" ]; do
   a=$(LD_LIBRARY_PATH="$lp" LD_PRELOAD="$build/shim/libponytail_shim.so" PONYTAIL_STATS=0 PONYTAIL_CONTROL=0 \
-      PONYTAIL_TORCH_VMM=1 "$exe")
+      PONYTAIL_TORCH_VMM=on "$exe")
   b=$(LD_LIBRARY_PATH="$lp" LD_PRELOAD="$build/shim/libponytail_shim.so" PONYTAIL_STATS=0 PONYTAIL_CONTROL=0 \
-      PONYTAIL_TORCH_VMM=0 "$exe")
+      PONYTAIL_TORCH_VMM=off "$exe")
   echo "round $i: kept $a ns/segment, passed through $b ns/segment"
   on="$on $a" off="$off $b"
   i=$((i + 1))

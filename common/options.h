@@ -54,5 +54,6 @@ enum { PT_TORCH_SDPA_AUTO, PT_TORCH_SDPA_FLASH, PT_TORCH_SDPA_KEEP };
 enum { PT_POOL_ORDER_DOWN, PT_POOL_ORDER_UP };
 /* The same values as pt_pool_config.sleep_host (allocator/pool.h). */
 enum { PT_SLEEP_HOST_PINNED, PT_SLEEP_HOST_HANDLES, PT_SLEEP_HOST_REGISTERED };
+enum { PT_TORCH_VMM_AUTO, PT_TORCH_VMM_ON, PT_TORCH_VMM_OFF };
 
 #endif

@@ -132,7 +132,7 @@ static void drop(struct vh *e) {
 
 /* ---- which calls ---------------------------------------------------------- */
 
-static int vmm_on = -1; /* PONYTAIL_TORCH_VMM, read at the first cuMemCreate */
+static int vmm_on = -1; /* PONYTAIL_TORCH_VMM as it applies here, decided at the first cuMemCreate */
 
 static bool from_torch(const void *ra) {
   static const void *base; /* libc10_cuda.so's load address, once seen */
@@ -150,7 +150,11 @@ static bool from_torch(const void *ra) {
 bool pt_vmm_wants(const CUmemAllocationProp *prop, unsigned long long flags, const void *ra) {
   int on = __atomic_load_n(&vmm_on, __ATOMIC_RELAXED);
   if (on < 0) {
-    on = pt_opt_bool(PT_OPT_TORCH_VMM) ? 1 : 0;
+    /* auto: only where the process asked Ponytail to manage memory; PyTorch's
+     * own expandable_segments:True alone passes through, as it always did. */
+    int v = pt_opt_enum(PT_OPT_TORCH_VMM);
+    on = v == PT_TORCH_VMM_ON ||
+         (v == PT_TORCH_VMM_AUTO && (pt_opt_enum(PT_OPT_TORCH_ALLOC) == PT_TORCH_ALLOC_EXPANDABLE || R.tier || R.limit));
     __atomic_store_n(&vmm_on, on, __ATOMIC_RELAXED);
   }
   return on && prop && !flags && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
@@ -297,7 +301,7 @@ CUresult pt_vmm_create(void *realp, CUmemGenericAllocationHandle *h, size_t size
   if (!__atomic_exchange_n(&any_kept, 1, __ATOMIC_ACQ_REL)) {
     pt_control_start(); /* the process now has memory to put to sleep */
     pt_info("PyTorch maps its own memory (expandable segments): the shim keeps its handles, so that sleep, "
-            "the host tier and PONYTAIL_MEM_LIMIT reach it (PONYTAIL_TORCH_VMM=0: not)");
+            "the host tier and PONYTAIL_MEM_LIMIT reach it (PONYTAIL_TORCH_VMM=off: not)");
   }
   return CUDA_SUCCESS;
 }
@@ -808,7 +812,7 @@ bool pt_vmm_tier_room(void) {
 void pt_vmm_stats_json(struct pt_jw *w) {
   pthread_mutex_lock(&mu);
   pt_jw_obj_begin(w, "torch_vmm");
-  pt_jw_bool(w, "on", __atomic_load_n(&vmm_on, __ATOMIC_RELAXED) > 0 || (vmm_on < 0 && pt_opt_bool(PT_OPT_TORCH_VMM)));
+  pt_jw_bool(w, "on", __atomic_load_n(&vmm_on, __ATOMIC_RELAXED) > 0); /* false too where no cuMemCreate came */
 #define VMM_JSON(n) pt_jw_u64(w, #n, __atomic_load_n(&S.n, __ATOMIC_RELAXED));
   VMM_STATS(VMM_JSON)
 #undef VMM_JSON

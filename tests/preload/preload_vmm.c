@@ -4,13 +4,18 @@
  *
  *   preload_vmm SCENARIO DIR
  *
+ * (keep, sleep, prepare, reuse and twodev run with PONYTAIL_TORCH_ALLOC=expandable,
+ * limit and tier with their options: PONYTAIL_TORCH_VMM=auto keeps the handles.)
  * keep:  PyTorch's handles are the shim's (never a driver value), every call
  *        on them works (map, access, bytes, properties, export), its release
  *        before its unmap keeps the memory until the unmap, bad and double
  *        releases are refused as the driver refuses them, nothing leaks; the
  *        test program's own cuMemCreate (not PyTorch's) gets the driver's
  *        handle; the log says once what the shim does; the stats count it.
- * off:   PONYTAIL_TORCH_VMM=0: the driver's handles, nothing kept.
+ * on:    PONYTAIL_TORCH_VMM=on without any memory option: as keep.
+ * off:   PONYTAIL_TORCH_VMM=off: the driver's handles, nothing kept.
+ * auto:  the default with no memory option of Ponytail's (PyTorch's own
+ *        expandable_segments:True alone): as off.
  * limit: PONYTAIL_MEM_LIMIT=16M: the ninth segment is refused out-of-memory,
  *        as PyTorch's map expects it, and counted.
  * tier:  PONYTAIL_HOST_TIER=256M with an 8 MiB reserve: the device fills to
@@ -393,7 +398,8 @@ int main(int argc, char **argv) {
     const char *name;
     int (*run)(void);
     void (*check)(const char *);
-  } sc[] = {{"keep", sc_keep, check_keep}, {"off", sc_off, check_off}, {"limit", sc_limit, check_limit},
+  } sc[] = {{"keep", sc_keep, check_keep}, {"on", sc_keep, check_keep}, {"off", sc_off, check_off},
+            {"auto", sc_off, check_off}, {"limit", sc_limit, check_limit},
             {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}, {"prepare", sc_prepare, NULL},
             {"reuse", sc_prepare, NULL}, {"twodev", sc_twodev, NULL}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
@@ -401,8 +407,8 @@ int main(int argc, char **argv) {
     pid_t pid;
     int rc = run_scenario(g_dir, sc[i].name, sc[i].run, sc[i].check, &pid, 4000);
     const char *log = read_log(g_dir, (int)pid);
-    if (!strcmp(sc[i].name, "keep")) CHECK(log && strstr(log, "PyTorch maps its own memory"));
-    if (!strcmp(sc[i].name, "off")) CHECK(!log || !strstr(log, "PyTorch maps its own memory"));
+    if (sc[i].run == sc_keep) CHECK(log && strstr(log, "PyTorch maps its own memory"));
+    if (sc[i].run == sc_off) CHECK(!log || !strstr(log, "PyTorch maps its own memory"));
     if (!strcmp(sc[i].name, "tier")) {
       CHECK(log && strstr(log, "host tier: PyTorch's first mapping past device 0"));
       CHECK(log && strstr(log, "host tier in use on device 0: PyTorch's mapped memory"));
