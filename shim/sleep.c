@@ -185,8 +185,11 @@ static void do_wake(struct out *o) {
   if (!rc && (rc = pt_route_wake(&sum, &dev)) != 0) pt_vmm_resleep(); /* the pools stay asleep: so does PyTorch's */
   uint64_t t1 = pt_now_ns();
   if (rc) {
-    put(o, "error: device %d: CUDA error %d while mapping memory back%s; still asleep (wake again when memory "
-           "is free)\n", dev, rc, rc == 2 ? " (the device is full: another process holds the memory)" : "");
+    char who[48];
+    if (dev >= 0) snprintf(who, sizeof who, "device %d", dev);
+    else snprintf(who, sizeof who, "PyTorch's own mapped memory");
+    put(o, "error: %s: CUDA error %d while mapping memory back%s; still asleep (wake again when memory "
+           "is free)\n", who, rc, rc == 2 ? " (the device is full: another process holds the memory)" : "");
     return;
   }
   asleep = false;

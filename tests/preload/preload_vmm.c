@@ -28,7 +28,8 @@
  *        device at the same addresses, bytes intact.
  * sleep: `sleep` over the control socket releases PyTorch's segments (the
  *        fake device holds none), a segment PyTorch maps meanwhile waits for
- *        the wake, `wake` brings every byte back at the same address; the
+ *        the wake (a wake without room fails whole and it stays asleep), `wake`
+ *        brings every byte back at the same address; the
  *        same through `ponytail sleep` and `ponytail wake`, whose answers
  *        name PyTorch's part; an exported segment makes the next sleep refuse.
  * prepare: `prepare` gets the host memory of the next sleep while the process
@@ -264,6 +265,14 @@ static int sc_sleep(void) {
   CHECK_EQ(pthread_create(&th, NULL, late_map, NULL), 0);
   sleep_ms(200);
   CHECK_EQ(__atomic_load_n(&g_mapped_late, __ATOMIC_ACQUIRE), -1); /* held at the gate */
+  /* Another process took the memory: the wake fails whole (what it mapped is undone), still asleep. */
+  fakecuda_set_devmem(5 * SEG);
+  rep = ask("wake");
+  CHECK(rep && strstr(rep, "error: PyTorch's own mapped memory: CUDA error 2 while mapping memory back"));
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  CHECK_EQ(fakecuda_device_bytes(0), 0);
+  CHECK_EQ(__atomic_load_n(&g_mapped_late, __ATOMIC_ACQUIRE), -1);
+  fakecuda_set_devmem(64 * MiB);
   rep = ask("wake");
   CHECK(rep && !strncmp(rep, "ok\n", 3));
   CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG);
