@@ -36,6 +36,8 @@
  *        runs, and the sleep only copies into it; a wake frees it, `prepare
  *        release` frees a prepared one.
  * reuse: PONYTAIL_SLEEP_REUSE=1: a wake keeps it for the next sleep.
+ * sleepfail: a sleep whose copy fails and one whose unmap fails midway are
+ *        refused, the process runs on with every byte in place; then one works.
  * twodev: the segments on the second device: its context, its memory, its
  *        access after the wake. */
 #include <cuda.h>
@@ -322,6 +324,43 @@ static void check_sleep(const char *js) {
   CHECK_EQ(vmm_stat(js, "errors"), 0);
 }
 
+/* ---- sleepfail ------------------------------------------------------------ */
+
+/* A sleep whose copy fails, and one whose third unmap fails (two segments
+ * already released): refused, the process runs on with every byte where it
+ * was; then a sleep that works. */
+static int sc_sleepfail(void) {
+  context();
+  CHECK_EQ(fc10_map(0, 6), 0);
+  fill(0, 6, 55);
+  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10);
+  fakecuda_fail("cuMemcpyDtoH_v2", fakecuda_count("cuMemcpyDtoH_v2") + 2, CUDA_ERROR_UNKNOWN);
+  char *rep = ask("sleep");
+  CHECK(rep && strstr(rep, "error: CUDA error 999 while releasing PyTorch's own mapped memory"));
+  CHECK_EQ(fakecuda_device_bytes(0), 6 * SEG);
+  CHECK(intact(0, 6, 55));
+  fakecuda_fail("cuMemUnmap", fakecuda_count("cuMemUnmap") + 3, CUDA_ERROR_UNKNOWN);
+  rep = ask("sleep");
+  CHECK(rep && strstr(rep, "error: CUDA error 999 while releasing PyTorch's own mapped memory"));
+  CHECK_EQ(fakecuda_device_bytes(0), 6 * SEG); /* the two released first are back */
+  CHECK_EQ(fakecuda_vmm_handles(), 6);
+  CHECK(intact(0, 6, 55));
+  fill(0, 6, 56); /* the process runs on: its memory takes writes */
+  rep = ask("sleep");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  rep = ask("wake");
+  CHECK(rep && !strncmp(rep, "ok\n", 3));
+  CHECK(intact(0, 6, 56));
+  CHECK_EQ(fc10_unmap(0, 6), 0);
+  CHECK_EQ(fakecuda_vmm_handles(), 0);
+  return g_failed;
+}
+
+static void check_sleepfail(const char *js) {
+  CHECK_EQ(vmm_stat(js, "sleeps"), 1);
+  CHECK_EQ(vmm_stat(js, "errors"), 2);
+}
+
 /* ---- twodev --------------------------------------------------------------- */
 
 /* PyTorch's segments on the second device: kept there, slept and woken in that
@@ -410,7 +449,7 @@ int main(int argc, char **argv) {
   } sc[] = {{"keep", sc_keep, check_keep}, {"on", sc_keep, check_keep}, {"off", sc_off, check_off},
             {"auto", sc_off, check_off}, {"limit", sc_limit, check_limit},
             {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}, {"prepare", sc_prepare, NULL},
-            {"reuse", sc_prepare, NULL}, {"twodev", sc_twodev, NULL}};
+            {"reuse", sc_prepare, NULL}, {"twodev", sc_twodev, NULL}, {"sleepfail", sc_sleepfail, check_sleepfail}};
   for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     if (strcmp(argv[1], sc[i].name)) continue;
     pid_t pid;
