@@ -797,7 +797,17 @@ bool pt_vmm_tier_room(void) {
   if (!pt_vmm_any()) return false;
   pthread_mutex_lock(&mu);
   bool room = false;
-  for (uint64_t i = 0; i < ntab && !room && S.host_bytes; i++) room = movable(&tab[i]) && room_for(&tab[i]);
+  /* One driver query per device, for its smallest movable segment (the
+   * mover asks every second while anything stays on the host). */
+  bool asked[PT_ROUTE_MAX_DEV] = {false};
+  for (uint64_t i = 0; i < ntab && !room && S.host_bytes; i++) {
+    const struct vh *e = &tab[i], *small = e;
+    if (!movable(e) || asked[e->dev]) continue;
+    asked[e->dev] = true;
+    for (uint64_t j = i + 1; j < ntab; j++)
+      if (movable(&tab[j]) && tab[j].dev == e->dev && tab[j].size < small->size) small = &tab[j];
+    room = room_for(small);
+  }
   pthread_mutex_unlock(&mu);
   return room;
 }
