@@ -213,7 +213,10 @@ static int move_one(struct pt_pool *p, struct pt_arena *ar, uint64_t s, uint64_t
   int rc = o->create(p->bk.ctx, bytes, &d);
   if (rc) return rc;
   if ((rc = o->map(p->bk.ctx, p->scratch, bytes, d))) goto release;
-  if ((rc = o->set_access(p->bk.ctx, p->scratch, bytes)) || (rc = o->copy_d2d(p->bk.ctx, p->scratch, va, bytes))) {
+  /* A device-to-device copy may return before it is done: waited for before
+   * the source is unmapped. */
+  if ((rc = o->set_access(p->bk.ctx, p->scratch, bytes)) || (rc = o->copy_d2d(p->bk.ctx, p->scratch, va, bytes)) ||
+      (rc = o->device_sync(p->bk.ctx))) {
     (void)o->unmap(p->bk.ctx, p->scratch, bytes);
     goto release;
   }

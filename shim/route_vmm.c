@@ -734,8 +734,10 @@ static CUresult move_in(struct vh *e, uint8_t *charged) {
   r = pt_drv.cuMemAddressReserve(&tmp, e->size, 0, 0, 0);
   if (r) goto release;
   if ((r = pt_drv.cuMemMap(tmp, e->size, 0, nd, 0)) != CUDA_SUCCESS) goto unreserve;
+  /* A device-to-device copy may return before it is done: waited for before
+   * the host memory is unmapped. */
   if ((r = pt_drv.cuMemSetAccess(tmp, e->size, &own, 1)) != CUDA_SUCCESS ||
-      (r = pt_drv.cuMemcpyDtoD(tmp, e->va, e->size)) != CUDA_SUCCESS) {
+      (r = pt_drv.cuMemcpyDtoD(tmp, e->va, e->size)) != CUDA_SUCCESS || (r = pt_drv.cuCtxSynchronize()) != CUDA_SUCCESS) {
     (void)pt_drv.cuMemUnmap(tmp, e->size);
     goto unreserve;
   }
