@@ -33,7 +33,11 @@
 #   TESTS_DIR   where test_cuda.py is (default .ext/pytorch/test)
 #   K_EXPR      pytest -k selection (default below: 183 tests, memory/allocator/mempool/graph/stream)
 #   BACKENDS    native (default; PYTORCH_CUDA_ALLOC_CONF left unset in both arms, so the shim's
-#               own default applies) and/or async (backend:cudaMallocAsync set in both arms)
+#               own default applies), async (backend:cudaMallocAsync set in both arms) and/or
+#               expandable (expandable_segments:True in both arms, PyTorch's own
+#               test_cuda_expandable_segments.py setting; the shim arm with PONYTAIL_TORCH_VMM=on,
+#               so that the shim keeps and translates PyTorch's handles, shim/route_vmm.c: exit 2
+#               when no process of that arm kept any)
 #   ARMS        "stock shim" (default); the arms of each backend run one after the other
 #   TIMEOUT_S   limit per arm (240); TEST_TIMEOUT per test (120, pytest-timeout, thread method:
 #               a hung test kills the xdist worker, which is reported as crashed and replaced)
@@ -235,6 +239,7 @@ extra=()
 # One arm: pytest in the tests dir; timeout sends SIGINT first so pytest still writes its junit XML
 # and -rA summary (compare falls back on the summary when the XML is missing).
 declare -A arm_rc
+vmm_unused=0
 run_arm() { # backend arm
   local be=$1 arm=$2 name="torch-$1-$2" t0=$SECONDS rc
   local e=(env -u CI -u LD_PRELOAD -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF
@@ -242,7 +247,12 @@ run_arm() { # backend arm
            PYTORCH_TEST_WITH_SLOW=0 PYTORCH_TESTING_DEVICE_ONLY_FOR=cuda
            PYTORCH_PRINT_REPRO_ON_FAILURE=0 TORCH_TESTS_COMPAT_LOG="$tmp/$name.compat")
   [ "$be" = async ] && e+=(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)
+  [ "$be" = expandable ] && e+=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
   [ "$arm" = shim ] && e+=(LD_PRELOAD="$SHIM" PONYTAIL_LOG=warn)
+  # expandable: the shim keeps PyTorch's handles (PONYTAIL_TORCH_VMM=on, since the program set
+  # expandable segments itself); its info log per process says whether it did.
+  [ "$arm" = shim ] && [ "$be" = expandable ] &&
+    { mkdir -p "$tmp/$name.shimlog"; e+=(PONYTAIL_TORCH_VMM=on PONYTAIL_LOG=info PONYTAIL_LOG_FILE="$tmp/$name.shimlog/log.%p"); }
   rm -f "$out/$name.xml"
   # env (not timeout) carries LD_PRELOAD: only python and its children run under the shim.
   (cd "$tests_dir" && timeout --signal=INT --kill-after=30 "$timeout_s" "${e[@]}" \
@@ -254,6 +264,13 @@ run_arm() { # backend arm
   if [ -f "$tmp/$name.compat" ]; then
     { echo "== torch_tests_compat"; cat "$tmp/$name.compat"; } >>"$out/$name.log"
     [ "$arm" = stock ] && grep -v '^nothing' "$tmp/$name.compat" | sed 's/^/   compat: /' | head -8
+  fi
+  if [ -d "$tmp/$name.shimlog" ]; then
+    local kept
+    kept=$(grep -l "PyTorch maps its own memory" "$tmp/$name.shimlog"/log.* 2>/dev/null | wc -l)
+    echo "== $name: the shim kept PyTorch's handles in $kept process(es)"
+    echo "== the shim kept PyTorch's handles in $kept process(es)" >>"$out/$name.log"
+    [ "$kept" -gt 0 ] || vmm_unused=1
   fi
   printf '== %-18s rc %3d in %4d s%s  %s\n' "$name" "$rc" $((SECONDS - t0)) \
     "$([ "$rc" = 124 ] && echo ' (arm timeout)')" "$(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' \
@@ -293,5 +310,9 @@ fi
 if [ ${#tables[@]} -gt 1 ]; then
   echo "== all backends"
   printf '%s\n' "${tables[@]}"
+fi
+if [ "$vmm_unused" = 1 ]; then
+  echo "torch_tests: the expandable backend's shim arm never kept PyTorch's handles: it did not test the translation"
+  [ $status -lt 2 ] && status=2
 fi
 exit $status
