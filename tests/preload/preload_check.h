@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,6 +145,31 @@ static __attribute__((unused)) long long alloc_stat(const char *js, const char *
   const char *p = strstr(a, k);
   if (!p || (end && p > end)) return -1;
   return atoll(p + strlen(k));
+}
+
+/* A preload program's scenarios: its name (argv[1]), what runs in the child,
+ * and what checks the child's stats (NULL: nothing). */
+struct preload_scenario {
+  const char *name;
+  int (*run)(void);
+  void (*check)(const char *);
+};
+
+/* The arguments every preload program takes, SCENARIO DIR: DIR made and put
+ * in *dir, and the scenario of that name in sc[0..n); NULL (said on stderr)
+ * for a wrong count or an unknown name, for which the program exits 2. */
+static __attribute__((unused)) const struct preload_scenario *
+preload_args(int argc, char **argv, const struct preload_scenario *sc, size_t n, const char **dir) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
+    return NULL;
+  }
+  *dir = argv[2];
+  mkdir(*dir, 0755);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(sc[i].name, argv[1])) return &sc[i];
+  fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  return NULL;
 }
 
 #endif

@@ -1,17 +1,20 @@
 /* The shim's control socket, as `ponytail sleep` talks to it, for the
  * preload test programs (tests/preload/preload_sleep.c, preload_vmm.c).
- * g_ctl: the control directory (PONYTAIL_CONTROL_DIR), set by the program. */
+ * g_ctl: the control directory, set by ctl_setup(). */
 #ifndef PT_PRELOAD_CTL_H
 #define PT_PRELOAD_CTL_H
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/control_path.h"
+#include "common/options.h"
 
 static char g_ctl[4096];
 
@@ -59,6 +62,24 @@ static __attribute__((unused)) long long field(const char *rep, const char *key)
   snprintf(k, sizeof k, "\n%s=", key);
   const char *p = rep ? strstr(rep, k) : NULL;
   return p ? atoll(p + strlen(k)) : -1;
+}
+
+/* g_ctl: PONYTAIL_CONTROL_DIR, read through the options table as the shim
+ * reads it (the program's own copy of it: the shim's is hidden). */
+static __attribute__((unused)) void ctl_setup(void) {
+  pt_opts_init();
+  snprintf(g_ctl, sizeof g_ctl, "%s", pt_opt_str(PT_OPT_CONTROL_DIR));
+}
+
+/* Waits up to 2 s for this process's control thread to answer (it starts
+ * with the first pool or kept handle); false when it never did. */
+static __attribute__((unused)) bool ctl_wait(void) {
+  struct timespec t = {0, 10 * 1000000L};
+  for (int i = 0; i < 200; i++) {
+    if (ask("status")) return true;
+    nanosleep(&t, NULL);
+  }
+  return false;
 }
 
 #endif

@@ -410,32 +410,20 @@ static int sc_serve(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
-    return 2;
-  }
-  g_dir = argv[2];
-  g_scenario = argv[1];
-  mkdir(g_dir, 0755);
-  const char *d = getenv("PONYTAIL_CONTROL_DIR");
-  snprintf(g_ctl, sizeof g_ctl, "%s", d ? d : "");
-  if (!strcmp(argv[1], "baddir")) {
+  static const struct preload_scenario sc[] = {
+      {"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"threads", sc_cycle, check_cycle},
+      {"handles_threads", sc_cycle, check_cycle}, {"reuse", sc_cycle, check_reuse},
+      {"handles_reuse", sc_cycle, check_reuse}, {"pinned", sc_cycle, check_cycle},
+      {"pinned_threads", sc_cycle, check_cycle}, {"pinned_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL},
+      {"nobody", sc_nobody, NULL}, {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
+  const struct preload_scenario *s = preload_args(argc, argv, sc, sizeof sc / sizeof sc[0], &g_dir);
+  if (!s) return 2;
+  g_scenario = s->name;
+  ctl_setup();
+  if (!strcmp(s->name, "baddir")) {
     /* A directory open to others: the shim must refuse it. */
     mkdir(g_ctl, 0755);
     chmod(g_ctl, 0755);
   }
-  static const struct {
-    const char *name;
-    int (*run)(void);
-    void (*check)(const char *);
-  } sc[] = {{"cycle", sc_cycle, check_cycle}, {"handles", sc_cycle, check_cycle}, {"threads", sc_cycle, check_cycle},
-            {"handles_threads", sc_cycle, check_cycle}, {"reuse", sc_cycle, check_reuse},
-            {"handles_reuse", sc_cycle, check_reuse}, {"pinned", sc_cycle, check_cycle},
-            {"pinned_threads", sc_cycle, check_cycle}, {"pinned_reuse", sc_cycle, check_reuse}, {"timeout", sc_timeout, NULL}, {"nobody", sc_nobody, NULL},
-            {"baddir", sc_nosocket, NULL}, {"off", sc_nosocket, NULL}, {"serve", sc_serve, NULL}};
-  for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
-    if (!strcmp(sc[i].name, argv[1])) return run_scenario(g_dir, argv[1], sc[i].run, sc[i].check, NULL, 3000);
-  }
-  fprintf(stderr, "unknown scenario %s\n", argv[1]);
-  return 2;
+  return run_scenario(g_dir, s->name, s->run, s->check, NULL, 3000);
 }

@@ -284,17 +284,9 @@ static int sc_off(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
-    return 2;
-  }
-  g_dir = argv[2];
-  mkdir(g_dir, 0755);
-  if (!strcmp(argv[1], "tier")) return run_scenario(g_dir, "tier", sc_tier, check_tier, NULL, 3000);
-  if (!strcmp(argv[1], "off")) return run_scenario(g_dir, "off", sc_off, NULL, NULL, 3000);
-  if (!strcmp(argv[1], "limit")) return run_scenario(g_dir, "limit", sc_limit, NULL, NULL, 3000);
-  if (!strcmp(argv[1], "engine")) return run_scenario(g_dir, "engine", sc_engine, NULL, NULL, 3000);
-  if (!strcmp(argv[1], "retry")) return run_scenario(g_dir, "retry", sc_retry, check_retry, NULL, 3000);
-  fprintf(stderr, "unknown scenario %s\n", argv[1]);
-  return 2;
+  static const struct preload_scenario sc[] = {{"tier", sc_tier, check_tier}, {"off", sc_off, NULL},
+                                               {"limit", sc_limit, NULL}, {"engine", sc_engine, NULL},
+                                               {"retry", sc_retry, check_retry}};
+  const struct preload_scenario *s = preload_args(argc, argv, sc, sizeof sc / sizeof sc[0], &g_dir);
+  return s ? run_scenario(g_dir, s->name, s->run, s->check, NULL, 3000) : 2;
 }

@@ -64,6 +64,7 @@ int fc10_export(int i, int *fd);
 int fc10_props(int i, CUmemAllocationProp *prop);
 
 static const char *g_dir;
+static const char *g_scenario; /* argv[1] */
 
 static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -86,6 +87,15 @@ static void context(void) {
   CHECK_EQ(cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
   CHECK_EQ(cuCtxSetCurrent(c), CUDA_SUCCESS);
   CHECK_EQ(fc10_init(0, SEG), 0);
+}
+
+/* PyTorch's first n segments mapped and filled with key's pattern, and the
+ * control thread (which the first kept handle starts) answering. */
+static void started(int n, uint64_t key) {
+  context();
+  CHECK_EQ(fc10_map(0, n), 0);
+  fill(0, n, key);
+  CHECK(ctl_wait());
 }
 
 /* The number after "key" in the stats' "torch_vmm" object, or -1. */
@@ -253,10 +263,7 @@ static void *late_map(void *arg) {
 }
 
 static int sc_sleep(void) {
-  context();
-  CHECK_EQ(fc10_map(0, 8), 0);
-  fill(0, 8, 31);
-  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10); /* the control thread starts */
+  started(8, 31);
   char *rep = ask("sleep");
   CHECK(rep && !strncmp(rep, "ok\n", 3));
   CHECK_EQ(field(rep, "torch_bytes"), 8 * SEG);
@@ -330,10 +337,7 @@ static void check_sleep(const char *js) {
  * already released): refused, the process runs on with every byte where it
  * was; then a sleep that works. */
 static int sc_sleepfail(void) {
-  context();
-  CHECK_EQ(fc10_map(0, 6), 0);
-  fill(0, 6, 55);
-  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10);
+  started(6, 55);
   fakecuda_fail("cuMemcpyDtoH_v2", fakecuda_count("cuMemcpyDtoH_v2") + 2, CUDA_ERROR_UNKNOWN);
   char *rep = ask("sleep");
   CHECK(rep && strstr(rep, "error: CUDA error 999 while releasing PyTorch's own mapped memory"));
@@ -379,7 +383,7 @@ static int sc_twodev(void) {
   CHECK_EQ(fakecuda_device_bytes(1), 4 * SEG);
   CHECK_EQ(fakecuda_device_bytes(0), 0);
   fill(0, 4, 23);
-  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10);
+  CHECK(ctl_wait());
   char *rep = ask("sleep");
   CHECK(rep && !strncmp(rep, "ok\n", 3));
   CHECK_EQ(fakecuda_device_bytes(1), 0);
@@ -396,11 +400,8 @@ static int sc_twodev(void) {
 /* ---- prepare, reuse ------------------------------------------------------- */
 
 static int sc_prepare(void) {
-  context();
-  CHECK_EQ(fc10_map(0, 8), 0);
-  fill(0, 8, 41);
-  for (int t = 0; t < 200 && !ask("status"); t++) sleep_ms(10);
-  const int reuse = getenv("PONYTAIL_SLEEP_REUSE") && !strcmp(getenv("PONYTAIL_SLEEP_REUSE"), "1");
+  started(8, 41);
+  const int reuse = !strcmp(g_scenario, "reuse"); /* meson sets PONYTAIL_SLEEP_REUSE=1 for it */
   char *rep;
   if (!reuse) { /* host memory got ahead, while the process runs */
     rep = ask("prepare");
@@ -434,38 +435,25 @@ static int sc_prepare(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s SCENARIO DIR\n", argv[0]);
-    return 2;
+  static const struct preload_scenario sc[] = {
+      {"keep", sc_keep, check_keep}, {"on", sc_keep, check_keep}, {"off", sc_off, check_off},
+      {"auto", sc_off, check_off}, {"limit", sc_limit, check_limit}, {"tier", sc_tier, check_tier},
+      {"sleep", sc_sleep, check_sleep}, {"prepare", sc_prepare, NULL}, {"reuse", sc_prepare, NULL},
+      {"twodev", sc_twodev, NULL}, {"sleepfail", sc_sleepfail, check_sleepfail}};
+  const struct preload_scenario *s = preload_args(argc, argv, sc, sizeof sc / sizeof sc[0], &g_dir);
+  if (!s) return 2;
+  g_scenario = s->name;
+  ctl_setup();
+  pid_t pid;
+  int rc = run_scenario(g_dir, s->name, s->run, s->check, &pid, 4000);
+  const char *log = read_log(g_dir, (int)pid);
+  if (s->run == sc_keep) CHECK(log && strstr(log, "PyTorch maps its own memory"));
+  if (s->run == sc_off) CHECK(!log || !strstr(log, "PyTorch maps its own memory"));
+  if (!strcmp(s->name, "tier")) {
+    CHECK(log && strstr(log, "host tier: PyTorch's first mapping past device 0"));
+    CHECK(log && strstr(log, "host tier in use on device 0: PyTorch's mapped memory"));
+    CHECK(log && strstr(log, "bytes moved back to the device"));
+    CHECK(log && strstr(log, "no page-locked host memory for PyTorch's mapped memory"));
   }
-  g_dir = argv[2];
-  mkdir(g_dir, 0755);
-  const char *d = getenv("PONYTAIL_CONTROL_DIR");
-  snprintf(g_ctl, sizeof g_ctl, "%s", d ? d : "");
-  static const struct {
-    const char *name;
-    int (*run)(void);
-    void (*check)(const char *);
-  } sc[] = {{"keep", sc_keep, check_keep}, {"on", sc_keep, check_keep}, {"off", sc_off, check_off},
-            {"auto", sc_off, check_off}, {"limit", sc_limit, check_limit},
-            {"tier", sc_tier, check_tier}, {"sleep", sc_sleep, check_sleep}, {"prepare", sc_prepare, NULL},
-            {"reuse", sc_prepare, NULL}, {"twodev", sc_twodev, NULL}, {"sleepfail", sc_sleepfail, check_sleepfail}};
-  for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
-    if (strcmp(argv[1], sc[i].name)) continue;
-    pid_t pid;
-    int rc = run_scenario(g_dir, sc[i].name, sc[i].run, sc[i].check, &pid, 4000);
-    const char *log = read_log(g_dir, (int)pid);
-    if (sc[i].run == sc_keep) CHECK(log && strstr(log, "PyTorch maps its own memory"));
-    if (sc[i].run == sc_off) CHECK(!log || !strstr(log, "PyTorch maps its own memory"));
-    if (!strcmp(sc[i].name, "tier")) {
-      CHECK(log && strstr(log, "host tier: PyTorch's first mapping past device 0"));
-      CHECK(log && strstr(log, "host tier in use on device 0: PyTorch's mapped memory"));
-      CHECK(log && strstr(log, "bytes moved back to the device"));
-      CHECK(log && strstr(log, "no page-locked host memory for PyTorch's mapped memory"));
-    }
-    rc |= g_failed;
-    return rc;
-  }
-  fprintf(stderr, "unknown scenario %s\n", argv[1]);
-  return 2;
+  return rc | g_failed;
 }
