@@ -59,6 +59,13 @@ static void figures(struct out *o, const char *when, const struct pt_route_sleep
       f->tier_bytes + f->torch_host_bytes, when, f->torch_bytes);
 }
 
+/* What a failed request names: device dev's pool, or (dev < 0) PyTorch's own
+ * mapped memory. */
+static void failed_part(int dev, char *buf, size_t n) {
+  if (dev >= 0) snprintf(buf, n, "device %d", dev);
+  else snprintf(buf, n, "PyTorch's own mapped memory");
+}
+
 /* PyTorch's own mapped memory's part of a sleep or wake (shim/route_vmm.h). */
 static void torch_lines(struct out *o, const struct pt_pool_sleep_info *t, uint64_t kept) {
   put(o, "torch_handles=%" PRIu64 "\ntorch_bytes=%" PRIu64 "\ntorch_copied_bytes=%" PRIu64
@@ -186,8 +193,7 @@ static void do_wake(struct out *o) {
   uint64_t t1 = pt_now_ns();
   if (rc) {
     char who[48];
-    if (dev >= 0) snprintf(who, sizeof who, "device %d", dev);
-    else snprintf(who, sizeof who, "PyTorch's own mapped memory");
+    failed_part(dev, who, sizeof who);
     put(o, "error: %s: CUDA error %d while mapping memory back%s; still asleep (wake again when memory "
            "is free)\n", who, rc, rc == 2 ? " (the device is full: another process holds the memory)" : "");
     return;
@@ -259,8 +265,7 @@ static void do_prepare(struct out *o) {
   uint64_t t1 = pt_now_ns();
   if (rc) {
     char who[48];
-    if (dev >= 0) snprintf(who, sizeof who, "device %d", dev);
-    else snprintf(who, sizeof who, "PyTorch's own mapped memory");
+    failed_part(dev, who, sizeof who);
     put(o, "error: %s: CUDA error %d while getting host memory%s; nothing more kept, the process runs "
            "on\n", who, rc, rc == 2 ? " (out of host memory: its next sleep would fail too; try --discard)" : "");
     return;
