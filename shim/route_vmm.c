@@ -199,9 +199,13 @@ CUresult pt_vmm_create(void *realp, CUmemGenericAllocationHandle *h, size_t size
     charged = 0;
   }
   if (r == CUDA_ERROR_OUT_OF_MEMORY && R.tier) {
-    /* The host tier, as for the pool: the first ask answered out-of-memory
-     * (PyTorch then frees its cache and maps again), the next one within 5 s
-     * covered, up to PONYTAIL_HOST_TIER less what the pool holds there. */
+    /* The host tier: the first ask answered out-of-memory (PyTorch then
+     * frees its cache and maps again), then every ask of this thread for 5 s
+     * covered, up to PONYTAIL_HOST_TIER less what the pool holds there. Not
+     * the pool's ask-twice (pt_tier_second_ask), which covers one second ask
+     * and treats the third as a first: one PyTorch map asks for many segments
+     * of the same size, and a denial in the middle would fail it again at
+     * each of its retries, until PyTorch raised out-of-memory. */
     uint64_t now = pt_now_ns();
     struct pt_pool *p = pool_at(dev);
     uint64_t used = (p ? pt_pool_tier_bytes(p) : 0) + pt_vmm_host_bytes();
